@@ -1,0 +1,146 @@
+#include "attention/cpu/attend_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "attention/softmax_state.h"
+
+namespace flashserve::cpu {
+
+namespace {
+
+// Per-thread scratch, grown on demand and reused across items.
+struct Scratch {
+  std::vector<float> q, o, k, v, s;
+  std::vector<SoftmaxState> state;
+  std::vector<int64_t> lo, hi;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+inline const char* key_row(const char* base, const KVRows& kv, int64_t j, int64_t packed_stride) {
+  const int64_t elem = dtype_size(kv.dtype);
+  if (!kv.paged) return base + j * packed_stride * elem;
+  const int64_t block = kv.block_table[j / kv.block_size];
+  const int64_t slot = j % kv.block_size;
+  return base + (block * kv.block_stride + slot * kv.token_stride) * elem;
+}
+
+inline float dot(const float* a, const float* b, int n) {
+  float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+}  // namespace
+
+void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64_t k_end,
+                   int64_t* lo, int64_t* hi) {
+  int64_t l = k_begin, h = k_end;
+  if (mask.window_left >= 0) l = std::max(l, q_pos - mask.window_left);
+  if (mask.causal) h = std::min(h, q_pos + 1);
+  if (mask.window_right >= 0) h = std::min(h, q_pos + mask.window_right + 1);
+  *lo = l;
+  *hi = std::max(h, l);  // empty when h <= l
+}
+
+void attend_tile(const TileItem& it, const KVRows& kv, const MaskParams& mask) {
+  const int D = it.head_dim;
+  const int rows = it.num_tokens * it.group;
+  Scratch& sc = scratch();
+  sc.q.resize(static_cast<size_t>(rows) * D);
+  sc.o.assign(static_cast<size_t>(rows) * D, 0.f);
+  sc.k.resize(static_cast<size_t>(kTileK) * D);
+  sc.v.resize(static_cast<size_t>(kTileK) * D);
+  sc.s.resize(kTileK);
+  sc.state.assign(rows, SoftmaxState{});
+  sc.lo.resize(it.num_tokens);
+  sc.hi.resize(it.num_tokens);
+
+  // Queries to fp32, and each token's visible range (the same for every head of the group).
+  const int64_t elem = dtype_size(kv.dtype);
+  const char* qbase = static_cast<const char*>(it.q);
+  int64_t tile_lo = it.k_end, tile_hi = it.k_begin;
+  for (int t = 0; t < it.num_tokens; ++t) {
+    for (int g = 0; g < it.group; ++g) {
+      const char* src = qbase + (t * it.q_token_stride + g * it.q_head_stride) * elem;
+      convert_to_float(src, kv.dtype, D, &sc.q[(static_cast<size_t>(t) * it.group + g) * D]);
+    }
+    visible_range(mask, it.q_pos0 + t, it.k_begin, it.k_end, &sc.lo[t], &sc.hi[t]);
+    if (sc.lo[t] < sc.hi[t]) {
+      tile_lo = std::min(tile_lo, sc.lo[t]);
+      tile_hi = std::max(tile_hi, sc.hi[t]);
+    }
+  }
+
+  const float scale = mask.softmax_scale;
+  const bool softcap = mask.softcap > 0.f;
+  const float inv_cap = softcap ? 1.f / mask.softcap : 0.f;
+
+  for (int64_t j0 = tile_lo; j0 < tile_hi; j0 += kTileK) {
+    const int n = static_cast<int>(std::min<int64_t>(kTileK, tile_hi - j0));
+    for (int c = 0; c < n; ++c) {
+      convert_to_float(key_row(kv.k, kv, j0 + c, kv.k_row_stride), kv.dtype, D, &sc.k[static_cast<size_t>(c) * D]);
+      convert_to_float(key_row(kv.v, kv, j0 + c, kv.v_row_stride), kv.dtype, D, &sc.v[static_cast<size_t>(c) * D]);
+    }
+    for (int t = 0; t < it.num_tokens; ++t) {
+      const int c0 = static_cast<int>(std::max<int64_t>(sc.lo[t] - j0, 0));
+      const int c1 = static_cast<int>(std::min<int64_t>(sc.hi[t] - j0, n));
+      if (c0 >= c1) continue;
+      const int64_t q_pos = it.q_pos0 + t;
+      for (int g = 0; g < it.group; ++g) {
+        const size_t r = static_cast<size_t>(t) * it.group + g;
+        const float* qr = &sc.q[r * D];
+        float* s = sc.s.data();
+        const float slope = mask.alibi_slopes ? mask.alibi_slopes[it.first_head + g] : 0.f;
+        float m_tile = -INFINITY;
+        for (int c = c0; c < c1; ++c) {
+          float x = dot(qr, &sc.k[static_cast<size_t>(c) * D], D) * scale;
+          if (softcap) x = mask.softcap * std::tanh(x * inv_cap);
+          if (slope != 0.f) x -= slope * static_cast<float>(std::llabs(q_pos - (j0 + c)));
+          s[c] = x;
+          m_tile = std::max(m_tile, x);
+        }
+        SoftmaxState& st = sc.state[r];
+        float* orow = &sc.o[r * D];
+        const float m_new = std::max(st.m, m_tile);
+        const float f = st.rescale_to(m_new);
+        if (f != 1.f) {
+          for (int d = 0; d < D; ++d) orow[d] *= f;
+        }
+        float sum = 0.f;
+        for (int c = c0; c < c1; ++c) {
+          const float p = std::exp(s[c] - m_new);
+          sum += p;
+          const float* vr = &sc.v[static_cast<size_t>(c) * D];
+#pragma omp simd
+          for (int d = 0; d < D; ++d) orow[d] += p * vr[d];
+        }
+        st.d += sum;
+      }
+    }
+  }
+
+  // Normalise once and store.
+  const int64_t oelem = dtype_size(it.o_dtype);
+  char* obase = static_cast<char*>(it.o);
+  for (int t = 0; t < it.num_tokens; ++t) {
+    for (int g = 0; g < it.group; ++g) {
+      const size_t r = static_cast<size_t>(t) * it.group + g;
+      const SoftmaxState& st = sc.state[r];
+      float* orow = &sc.o[r * D];
+      const float inv = st.d > 0.f ? 1.f / st.d : 0.f;
+      for (int d = 0; d < D; ++d) orow[d] *= inv;
+      convert_from_float(orow, it.o_dtype, D,
+                         obase + (t * it.o_token_stride + g * it.o_head_stride) * oelem);
+      if (it.lse) it.lse[t * it.lse_token_stride + g * it.lse_head_stride] = st.lse();
+    }
+  }
+}
+
+}  // namespace flashserve::cpu

@@ -1,0 +1,58 @@
+// The CPU kernel shared by prefill and decode: one work item attends a tile of query rows
+// (num_tokens tokens × the group of query heads that share one kv head) to a range of that
+// kv head's keys, FlashAttention-2 style: K/V tiles of kTileK keys are converted to fp32 in a
+// small buffer, scores of one tile live in a kTileK-float row, running max and sum are
+// rescaled by exp(m_old - m_new), and the output is normalised once at the end. No N×N
+// matrix exists anywhere.
+#pragma once
+
+#include <cstdint>
+
+#include "attention/params.h"
+#include "common/dtype.h"
+
+namespace flashserve::cpu {
+
+inline constexpr int kTileK = 64;        // keys per K/V tile
+inline constexpr int kTileQTokens = 32;  // query tokens per prefill work item
+
+// Where key j of one kv head lives: packed rows, or pages through a block table row.
+struct KVRows {
+  DType dtype = DType::kFloat32;
+  const char* k = nullptr;  // bytes, at kv head h of token/slot 0 (packed) or of block 0 (paged)
+  const char* v = nullptr;
+  bool paged = false;
+  int64_t k_row_stride = 0, v_row_stride = 0;  // packed: elements between keys
+  const int32_t* block_table = nullptr;        // paged: this sequence's row
+  int32_t block_size = 0;
+  int64_t block_stride = 0, token_stride = 0;  // paged: elements (K and V alike)
+};
+
+// One work item. Pointers are at token 0 of the tile, query head first_head.
+struct TileItem {
+  const void* q = nullptr;
+  int64_t q_token_stride = 0, q_head_stride = 0;
+  int32_t num_tokens = 0;
+  int32_t group = 0;       // query heads per kv head; row r = token·group + g
+  int32_t head_dim = 0;
+  int32_t first_head = 0;  // query head of g = 0 (for ALiBi)
+  int64_t q_pos0 = 0;      // key position of the tile's token 0
+  int64_t k_begin = 0;     // this item's keys: [k_begin, k_end), before masking
+  int64_t k_end = 0;
+
+  DType o_dtype = DType::kFloat32;
+  void* o = nullptr;       // normalised output
+  int64_t o_token_stride = 0, o_head_stride = 0;
+  float* lse = nullptr;    // may be null
+  int64_t lse_token_stride = 0, lse_head_stride = 0;
+};
+
+// Runs one item: reads q (dtype kv.dtype) and keys, writes o (o_dtype) and lse. Rows that
+// see no key write o = 0 and lse = -inf. mask.alibi_slopes must be host memory.
+void attend_tile(const TileItem& item, const KVRows& kv, const MaskParams& mask);
+
+// Visible keys [lo, hi) of the query at key position q_pos, within [k_begin, k_end).
+void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64_t k_end,
+                   int64_t* lo, int64_t* hi);
+
+}  // namespace flashserve::cpu

@@ -1,0 +1,130 @@
+#include "attention/prefill.h"
+
+#include <cmath>
+#include <string>
+
+#include "attention/cpu/backends.h"
+#include "attention/validate.h"
+#include "common/check.h"
+#include "kvcache/page_view_check.h"
+
+namespace flashserve {
+
+namespace {
+constexpr const char* kWhere = "prefill";
+}
+
+void set_contiguous_strides(PrefillParams& p) {
+  p.q_head_stride = p.o_head_stride = p.head_dim;
+  p.q_row_stride = p.o_row_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  p.k_head_stride = p.v_head_stride = p.head_dim;
+  p.k_row_stride = p.v_row_stride = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+}
+
+Status validate_mask(const char* where, const MaskParams& m) {
+  FS_RETURN_IF_ERROR(check_finite(where, "softmax_scale", m.softmax_scale));
+  FS_RETURN_IF_ERROR(check_finite(where, "softcap", m.softcap));
+  if (m.softcap < 0.f) return invalid_argument(std::string(where) + ": softcap must be >= 0 (0 = off)");
+  if (m.window_left < -1 || m.window_right < -1)
+    return invalid_argument(std::string(where) + ": window sizes must be >= 0, or -1 for unlimited");
+  if (m.alibi_slopes != nullptr)
+    FS_RETURN_IF_ERROR(check_pointer(where, "alibi_slopes", m.alibi_slopes, 4));
+  return Status::Ok();
+}
+
+Status validate_heads(const char* where, int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
+                      Device device) {
+  FS_RETURN_IF_ERROR(check_positive(where, "num_heads", num_heads));
+  FS_RETURN_IF_ERROR(check_positive(where, "num_kv_heads", num_kv_heads));
+  if (num_heads % num_kv_heads != 0)
+    return invalid_argument(std::string(where) + ": num_heads (" + std::to_string(num_heads) +
+                            ") is not a multiple of num_kv_heads (" + std::to_string(num_kv_heads) + ")");
+  if (head_dim <= 0)
+    return invalid_argument(std::string(where) + ": head_dim = " + std::to_string(head_dim) + " must be > 0");
+  if (device == Device::kCPU && head_dim > kMaxHeadDimCPU)
+    return unsupported(std::string(where) + ": head_dim " + std::to_string(head_dim) +
+                       " is not supported on the CPU (1.." + std::to_string(kMaxHeadDimCPU) + ")");
+  return Status::Ok();
+}
+
+Status validate_prefill_shapes(const PrefillParams& p) {
+  if (!is_valid(p.device)) return invalid_argument("prefill: invalid device");
+  if (!is_valid(p.dtype)) return invalid_argument("prefill: invalid dtype");
+  if (p.batch < 0) return invalid_argument("prefill: batch = " + std::to_string(p.batch) + " is negative");
+  FS_RETURN_IF_ERROR(validate_heads(kWhere, p.num_heads, p.num_kv_heads, p.head_dim, p.device));
+  if (p.total_q < 0 || p.total_k < 0) return invalid_argument("prefill: total_q and total_k must be >= 0");
+  FS_RETURN_IF_ERROR(validate_mask(kWhere, p.mask));
+  if (p.batch == 0) return Status::Ok();
+
+  const int64_t align = dtype_size(p.dtype);
+  FS_RETURN_IF_ERROR(check_pointer(kWhere, "cu_seqlens_q", p.cu_seqlens_q, 4));
+  if (p.total_q > 0) {
+    FS_RETURN_IF_ERROR(check_pointer(kWhere, "q", p.q, align));
+    FS_RETURN_IF_ERROR(check_pointer(kWhere, "o", p.o, align));
+    if (p.lse != nullptr) FS_RETURN_IF_ERROR(check_pointer(kWhere, "lse", p.lse, 4));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "q_row_stride", p.q_row_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "q_head_stride", p.q_head_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "o_row_stride", p.o_row_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "o_head_stride", p.o_head_stride));
+  }
+  if (p.paged) return validate_page_view_shapes(kWhere, p.pages, align);
+  FS_RETURN_IF_ERROR(check_pointer(kWhere, "cu_seqlens_k", p.cu_seqlens_k, 4));
+  if (p.total_k > 0) {
+    FS_RETURN_IF_ERROR(check_pointer(kWhere, "k", p.k, align));
+    FS_RETURN_IF_ERROR(check_pointer(kWhere, "v", p.v, align));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "k_row_stride", p.k_row_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "k_head_stride", p.k_head_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "v_row_stride", p.v_row_stride));
+    FS_RETURN_IF_ERROR(check_positive(kWhere, "v_head_stride", p.v_head_stride));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status validate_cu_seqlens(const char* name, const int32_t* cu, int32_t batch, int64_t total) {
+  if (cu[0] != 0)
+    return invalid_argument(std::string("prefill: ") + name + "[0] = " + std::to_string(cu[0]) + ", must be 0");
+  for (int32_t b = 0; b < batch; ++b) {
+    if (cu[b + 1] < cu[b])
+      return invalid_argument(std::string("prefill: ") + name + " decreases at " + std::to_string(b + 1) +
+                              " (" + std::to_string(cu[b]) + " > " + std::to_string(cu[b + 1]) + ")");
+  }
+  if (cu[batch] != total)
+    return invalid_argument(std::string("prefill: ") + name + "[batch] = " + std::to_string(cu[batch]) +
+                            " but the tensor has " + std::to_string(total) + " rows");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_prefill_lengths_host(const PrefillParams& p) {
+  if (p.batch == 0) return Status::Ok();
+  FS_RETURN_IF_ERROR(validate_cu_seqlens("cu_seqlens_q", p.cu_seqlens_q, p.batch, p.total_q));
+  if (!p.paged) return validate_cu_seqlens("cu_seqlens_k", p.cu_seqlens_k, p.batch, p.total_k);
+  FS_RETURN_IF_ERROR(validate_page_view_host(kWhere, p.pages, p.batch));
+  for (int32_t b = 0; b < p.batch; ++b) {
+    const int32_t q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    if (p.pages.seq_lens[b] < q_len)
+      return invalid_argument("prefill: sequence " + std::to_string(b) + " has " + std::to_string(q_len) +
+                              " queries but seq_lens = " + std::to_string(p.pages.seq_lens[b]) +
+                              " (the queries are the last keys of the sequence)");
+  }
+  return Status::Ok();
+}
+
+Status prefill(const PrefillParams& p, void* stream) {
+  FS_RETURN_IF_ERROR(validate_prefill_shapes(p));
+  if (p.device == Device::kCUDA)
+    return unsupported("prefill: the CUDA prefill kernel is not built yet (issue 5)");
+  if (stream != nullptr) return invalid_argument("prefill: a CPU call takes no stream");
+  FS_RETURN_IF_ERROR(validate_prefill_lengths_host(p));
+  if (p.mask.alibi_slopes) {
+    for (int32_t h = 0; h < p.num_heads; ++h)
+      FS_RETURN_IF_ERROR(check_finite(kWhere, "alibi_slopes[h]", p.mask.alibi_slopes[h]));
+  }
+  if (p.batch == 0 || p.total_q == 0) return Status::Ok();
+  return cpu::prefill_cpu(p);
+}
+
+}  // namespace flashserve

@@ -1,0 +1,56 @@
+// The split-K planner: a pure host function, apart from the kernels (FlashInfer's plan/run).
+//
+// Every split is one work item (sequence, kv head, split); all query heads of a GQA group
+// ride along, so each K/V byte is read once per group. The planner picks one chunk size
+// (pages_per_split) for the whole batch, the smallest that keeps the work items within one
+// wave of the machine's workers, never below min_pages_per_split; a sequence of P pages then
+// gets ceil(P / pages_per_split) splits, so no item is longer than the chunk and long and
+// short sequences balance. When batch × kv_heads already fills a wave, nothing is split.
+//
+// Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages:
+//   batch 1, 8 kv heads, 32k keys = 2048 pages: 8 items fill 0.06 of a wave; chunk 128 pages
+//     gives 16 splits, 128 items, 0.97 of a wave (chunk 120 would give 18 splits = 144 items,
+//     a second wave 0.09 full).
+//   batch 4, 8 kv heads, 4k keys = 256 pages: chunk 64 pages, 4 splits, 128 items, 0.97.
+//   batch 32, 8 kv heads, any length: 256 items already fill the machine: 1 split, no merge.
+//   batch 1, 8 kv heads, 100 keys = 7 pages: below the 16-page minimum: 1 split.
+//
+// CUDA-graph mode: the work must not depend on the lengths at replay time, so num_splits is
+// fixed to max_splits and the chunk to ceil(pages of max_seq_len / max_splits); shorter
+// sequences leave their last splits empty (lse = -inf, merged as nothing). The workspace is
+// then sized once, for the batch and max_splits.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace flashserve {
+
+struct DecodePlanInput {
+  int32_t batch = 0;
+  const int32_t* seq_lens = nullptr;  // [batch] host array; unused in graph mode
+  int32_t q_len = 1;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+  int32_t num_workers = 0;         // items the machine runs at once: SMs × items per SM, or
+                                   // CPU threads
+  int32_t min_pages_per_split = 0; // 0: as many pages as hold 256 keys (at least 1)
+  int32_t max_splits = 64;         // cap on splits per sequence
+  bool graph_mode = false;
+  int32_t max_seq_len = 0;         // graph mode: the longest sequence a replay may see
+};
+
+struct DecodePlan {
+  int32_t num_splits = 1;        // splits of the longest sequence (workspace dimension)
+  int32_t pages_per_split = 1;
+  int64_t work_items = 0;        // Σ over sequences of splits × kv heads (graph mode: upper bound)
+  double wave_fill = 0.0;        // work_items / (waves × num_workers)
+  int64_t workspace_bytes = 0;   // decode_workspace_bytes(num_splits, ...)
+};
+
+Status plan_decode(const DecodePlanInput& in, DecodePlan* plan);
+
+}  // namespace flashserve

@@ -1,0 +1,47 @@
+#include "kvcache/page_view_check.h"
+
+#include <string>
+
+#include "common/check.h"
+
+namespace flashserve {
+
+Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align) {
+  FS_RETURN_IF_ERROR(check_pointer(where, "k_pages", pages.k_pages, align));
+  FS_RETURN_IF_ERROR(check_pointer(where, "v_pages", pages.v_pages, align));
+  FS_RETURN_IF_ERROR(check_pointer(where, "block_table", pages.block_table, 4));
+  FS_RETURN_IF_ERROR(check_pointer(where, "seq_lens", pages.seq_lens, 4));
+  FS_RETURN_IF_ERROR(check_positive(where, "num_blocks", pages.num_blocks));
+  FS_RETURN_IF_ERROR(check_positive(where, "block_size", pages.block_size));
+  FS_RETURN_IF_ERROR(check_positive(where, "block_table_stride", pages.block_table_stride));
+  FS_RETURN_IF_ERROR(check_positive(where, "block_stride", pages.block_stride));
+  FS_RETURN_IF_ERROR(check_positive(where, "head_stride", pages.head_stride));
+  FS_RETURN_IF_ERROR(check_positive(where, "token_stride", pages.token_stride));
+  return Status::Ok();
+}
+
+Status validate_page_view_host(const char* where, const KVPageView& pages, int32_t batch) {
+  const int64_t capacity = pages.block_table_stride * pages.block_size;
+  for (int32_t b = 0; b < batch; ++b) {
+    const int64_t len = pages.seq_lens[b];
+    if (len < 0)
+      return invalid_argument(std::string(where) + ": seq_lens[" + std::to_string(b) + "] = " +
+                              std::to_string(len) + " is negative");
+    if (len > capacity)
+      return out_of_range(std::string(where) + ": seq_lens[" + std::to_string(b) + "] = " +
+                          std::to_string(len) + " is beyond its block table (" +
+                          std::to_string(pages.block_table_stride) + " blocks of " +
+                          std::to_string(pages.block_size) + " tokens)");
+    const int32_t* row = pages.block_table + b * pages.block_table_stride;
+    const int64_t used = (len + pages.block_size - 1) / pages.block_size;
+    for (int64_t i = 0; i < used; ++i) {
+      if (row[i] < 0 || row[i] >= pages.num_blocks)
+        return out_of_range(std::string(where) + ": block_table[" + std::to_string(b) + "][" +
+                            std::to_string(i) + "] = " + std::to_string(row[i]) +
+                            " is out of range [0, " + std::to_string(pages.num_blocks) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace flashserve

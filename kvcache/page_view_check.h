@@ -1,0 +1,19 @@
+// Checks of a KVPageView: its shape fields (anywhere), and its block table and lengths
+// (host-readable arrays only).
+#pragma once
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "kvcache/page_view.h"
+
+namespace flashserve {
+
+// Pointers, alignment (to `align` bytes), block size, strides. `where` prefixes messages.
+Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align);
+
+// For each of `batch` sequences: 0 <= seq_lens[b] <= block_table_stride·block_size
+// (else OUT_OF_RANGE: the sequence is longer than its table) and every block id that holds
+// one of its keys lies in [0, num_blocks) (else OUT_OF_RANGE).
+Status validate_page_view_host(const char* where, const KVPageView& pages, int32_t batch);
+
+}  // namespace flashserve

@@ -1,0 +1,123 @@
+// The split planner is a pure host function: its worked examples, its invariants over random
+// batches, and graph mode.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "decode/params.h"
+#include "decode/planner.h"
+
+namespace flashserve {
+namespace {
+
+DecodePlanInput input(const std::vector<int32_t>& lens, int kv_heads = 8, int workers = 132) {
+  DecodePlanInput in;
+  in.batch = static_cast<int32_t>(lens.size());
+  in.seq_lens = lens.data();
+  in.num_heads = kv_heads * 4;
+  in.num_kv_heads = kv_heads;
+  in.head_dim = 128;
+  in.block_size = 16;
+  in.num_workers = workers;
+  return in;
+}
+
+TEST(Planner, WorkedExamplesFromTheComment) {
+  DecodePlan plan;
+  std::vector<int32_t> one_32k = {32768};
+  ASSERT_TRUE(plan_decode(input(one_32k), &plan).ok());
+  EXPECT_EQ(plan.pages_per_split, 128);
+  EXPECT_EQ(plan.num_splits, 16);
+  EXPECT_EQ(plan.work_items, 128);
+  EXPECT_NEAR(plan.wave_fill, 128.0 / 132.0, 1e-12);
+  EXPECT_EQ(plan.workspace_bytes, decode_workspace_bytes(16, 1, 1, 32, 128));
+
+  std::vector<int32_t> four_4k(4, 4096);
+  ASSERT_TRUE(plan_decode(input(four_4k), &plan).ok());
+  EXPECT_EQ(plan.pages_per_split, 64);
+  EXPECT_EQ(plan.num_splits, 4);
+
+  std::vector<int32_t> many(32, 1000);
+  ASSERT_TRUE(plan_decode(input(many), &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_EQ(plan.workspace_bytes, 0);
+
+  std::vector<int32_t> short_one = {100};
+  ASSERT_TRUE(plan_decode(input(short_one), &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+}
+
+// Random batches: the plan covers every sequence, never splits below the minimum unless
+// there is one split, fits one wave whenever the unsplit batch did not fill it, and no
+// smaller chunk would also fit.
+TEST(Planner, InvariantsOnRandomBatches) {
+  std::mt19937 rng(2024);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int batch = std::uniform_int_distribution<int>(1, 40)(rng);
+    const int kv = std::uniform_int_distribution<int>(1, 8)(rng);
+    const int workers = std::uniform_int_distribution<int>(1, 264)(rng);
+    std::vector<int32_t> lens(batch);
+    for (auto& l : lens) l = std::uniform_int_distribution<int>(0, trial % 3 == 0 ? 200000 : 5000)(rng);
+    DecodePlanInput in = input(lens, kv, workers);
+    in.block_size = 1 << std::uniform_int_distribution<int>(0, 8)(rng);
+    DecodePlan plan;
+    ASSERT_TRUE(plan_decode(in, &plan).ok());
+    const int64_t min_pages = std::max(1, 256 / in.block_size);
+    int64_t items = 0, max_pages = 0;
+    for (int32_t l : lens) {
+      const int64_t pages = (l + in.block_size - 1) / in.block_size;
+      max_pages = std::max(max_pages, pages);
+      const int64_t splits = std::max<int64_t>(1, (pages + plan.pages_per_split - 1) / plan.pages_per_split);
+      ASSERT_LE(splits, plan.num_splits);
+      items += splits * kv;
+    }
+    ASSERT_EQ(items, plan.work_items);
+    ASSERT_LE(plan.num_splits, in.max_splits);
+    ASSERT_GE(static_cast<int64_t>(plan.num_splits) * plan.pages_per_split, max_pages);
+    if (plan.num_splits > 1) {
+      ASSERT_GE(plan.pages_per_split, min_pages);
+      ASSERT_LE(plan.work_items, workers) << "a split plan must fit one wave";
+    }
+    if (static_cast<int64_t>(batch) * kv >= workers) {
+      ASSERT_EQ(plan.num_splits, 1);
+    }
+    ASSERT_GT(plan.wave_fill, 0.0);
+    ASSERT_LE(plan.wave_fill, 1.0);
+  }
+}
+
+TEST(Planner, GraphModeFixesSplitsAndWorkspace) {
+  const std::vector<int32_t> none;
+  DecodePlanInput in = input(none);
+  in.batch = 64;
+  in.seq_lens = nullptr;
+  in.graph_mode = true;
+  in.max_splits = 8;
+  in.max_seq_len = 8192;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 8);
+  EXPECT_EQ(plan.pages_per_split, 64);  // 512 pages / 8
+  EXPECT_EQ(plan.workspace_bytes, decode_workspace_bytes(8, 64, 1, 32, 128));
+}
+
+TEST(Planner, RejectsBadInput) {
+  DecodePlan plan;
+  std::vector<int32_t> lens = {5, -1};
+  EXPECT_EQ(plan_decode(input(lens), &plan).code(), StatusCode::kInvalidArgument);
+  const std::vector<int32_t> ten = {10};
+  DecodePlanInput in = input(ten);
+  in.num_workers = 0;
+  EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
+  in = input(ten);
+  in.block_size = 0;
+  EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
+  in = input(ten);
+  in.graph_mode = true;
+  EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);  // no max_seq_len
+  EXPECT_EQ(plan_decode(input(ten), nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flashserve
