@@ -9,6 +9,9 @@
 #include "attention/softmax_state.h"
 #include "common/check.h"
 #include "common/thread_pool.h"
+#if FLASHSERVE_WITH_CUDA
+#include "attention/cuda/merge_cuda.h"
+#endif
 
 namespace flashserve {
 
@@ -29,10 +32,6 @@ Status validate_merge(const MergeParams& p) {
   if (p.lse_out != nullptr) FS_RETURN_IF_ERROR(check_pointer(kWhere, "lse_out", p.lse_out, 4));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_in_row_stride", p.o_in_row_stride));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_out_row_stride", p.o_out_row_stride));
-  if (p.num_states > 1) {
-    FS_RETURN_IF_ERROR(check_positive(kWhere, "o_in_state_stride", p.o_in_state_stride));
-    FS_RETURN_IF_ERROR(check_positive(kWhere, "lse_in_state_stride", p.lse_in_state_stride));
-  }
   return Status::Ok();
 }
 
@@ -100,9 +99,15 @@ Status merge_cpu(const MergeParams& p) {
 
 Status merge_states(const MergeParams& p, void* stream) {
   FS_RETURN_IF_ERROR(validate_merge(p));
-  if (p.device == Device::kCUDA) return unsupported("merge_states: the CUDA merge kernel is not built yet (issue 4)");
-  if (stream != nullptr) return invalid_argument("merge_states: a CPU call takes no stream");
   if (p.num_rows == 0) return Status::Ok();
+  if (p.device == Device::kCUDA) {
+#if FLASHSERVE_WITH_CUDA
+    return cuda::merge_cuda(p, stream);
+#else
+    return unsupported("merge_states: flashserve was built without CUDA");
+#endif
+  }
+  if (stream != nullptr) return invalid_argument("merge_states: a CPU call takes no stream");
   return cpu::merge_cpu(p);
 }
 
@@ -122,7 +127,26 @@ Status merge_state_pair(Device device, DType dtype, int64_t num_rows, int32_t he
   FS_RETURN_IF_ERROR(check_pointer(where, "lse_b", lse_b, 4));
   FS_RETURN_IF_ERROR(check_pointer(where, "o_out", o_out, elem));
   if (lse_out) FS_RETURN_IF_ERROR(check_pointer(where, "lse_out", lse_out, 4));
-  if (device == Device::kCUDA) return unsupported("merge_state_pair: the CUDA merge kernel is not built yet (issue 4)");
+  if (device == Device::kCUDA) {
+    // Two device buffers as two states of one strided view: in the GPU's flat address space
+    // the distance between them is a fixed number of elements (both are element-aligned).
+    MergeParams p;
+    p.device = device;
+    p.num_states = 2;
+    p.num_rows = num_rows;
+    p.head_dim = head_dim;
+    p.in_dtype = p.out_dtype = dtype;
+    p.o_in = o_a;
+    p.o_in_state_stride = (reinterpret_cast<intptr_t>(o_b) - reinterpret_cast<intptr_t>(o_a)) / elem;
+    p.o_in_row_stride = head_dim;
+    p.lse_in = lse_a;
+    p.lse_in_state_stride = (reinterpret_cast<intptr_t>(lse_b) - reinterpret_cast<intptr_t>(lse_a)) / 4;
+    p.lse_in_row_stride = 1;
+    p.o_out = o_out;
+    p.o_out_row_stride = head_dim;
+    p.lse_out = lse_out;
+    return merge_states(p, stream);
+  }
   if (stream != nullptr) return invalid_argument("merge_state_pair: a CPU call takes no stream");
   const int64_t row = head_dim * elem;
   cpu::merge_rows(

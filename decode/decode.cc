@@ -9,6 +9,9 @@
 #include "decode/cpu/decode_cpu.h"
 #include "decode/planner.h"
 #include "kvcache/page_view_check.h"
+#if FLASHSERVE_WITH_CUDA
+#include "decode/cuda/decode_cuda.h"
+#endif
 
 namespace flashserve {
 
@@ -83,8 +86,18 @@ Status validate_decode_lengths_host(const DecodeParams& p) {
 
 Status decode(const DecodeParams& params, void* stream) {
   FS_RETURN_IF_ERROR(validate_decode_shapes(params));
-  if (params.device == Device::kCUDA)
-    return unsupported("decode: the CUDA decode kernel is not built yet (issue 4)");
+  if (params.device == Device::kCUDA) {
+#if FLASHSERVE_WITH_CUDA
+    // Lengths and block tables live on the device: the kernel never reads outside the pool
+    // (it clamps lengths to the table and skips invalid block ids); callers with host mirrors
+    // check them with validate_decode_lengths_host.
+    FS_RETURN_IF_ERROR(cuda::validate_decode_cuda(params));
+    if (params.batch == 0) return Status::Ok();
+    return cuda::decode_cuda(params, stream);
+#else
+    return unsupported("decode: flashserve was built without CUDA");
+#endif
+  }
   if (stream != nullptr) return invalid_argument("decode: a CPU call takes no stream");
   FS_RETURN_IF_ERROR(validate_decode_lengths_host(params));
   if (params.mask.alibi_slopes) {

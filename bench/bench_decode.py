@@ -1,0 +1,271 @@
+"""Decode benchmark on the GPU: flashserve's split-K decode over pages (through the C ABI) next
+to PyTorch SDPA (flash and cuDNN backends, contiguous K/V, enable_gqa) and FlexAttention, all
+on the same shapes in the same process. Every kernel is timed by CUDA-graph replay of a
+sequence of calls that rotates among enough input copies to exceed the L2 cache, so the
+numbers are GPU time and DRAM traffic, not launch overhead or cache hits. Our eager (no graph)
+time is printed too. GB/s counts the K/V bytes each call must read; % is of the device-to-device
+copy bandwidth (read + write) measured in the same run.
+
+Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE]"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import flashserve_ctypes as fsc  # noqa: E402
+
+L2_BYTES = 60 * 2**20
+HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+
+
+def copy_bandwidth():
+    n = 2**30  # 1 GiB: read 1 GiB, write 1 GiB
+    a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e-3)
+    times.sort()
+    return 2 * n / times[len(times) // 2]
+
+
+def graph_time(fns, reps=3):
+    """Median time of one call: capture all fns (one per input copy) in a graph, replay."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fns:  # warm up (compilation, autotuning, handles) outside the capture
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    calls = max(1, 40 // len(fns)) * len(fns)
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fns[i % len(fns)]()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps * 5):
+        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        st.record()
+        g.replay()
+        en.record()
+        en.synchronize()
+        times.append(st.elapsed_time(en) * 1e-3 / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def eager_time(fns):
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    calls = max(20, len(fns))
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    st.record()
+    for i in range(calls):
+        fns[i % len(fns)]()
+    en.record()
+    en.synchronize()
+    return st.elapsed_time(en) * 1e-3 / calls
+
+
+class Case:
+    """One decode shape: `copies` independent caches (pages + contiguous) for rotation."""
+
+    def __init__(self, lens, page, dtype, copies, gen):
+        self.lens, self.page, self.dtype = lens, page, dtype
+        self.batch = len(lens)
+        pages_per_seq = [math.ceil(l / page) for l in lens]
+        self.max_pages = max(pages_per_seq)
+        self.kv_bytes = 2 * sum(lens) * KV_HEADS * HEAD_DIM * torch.tensor([], dtype=dtype).element_size()
+        total_pages = sum(pages_per_seq)
+        num_blocks = copies * total_pages + 1  # block 0: the null block
+        self.k_pool = torch.randn(num_blocks, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
+        self.v_pool = torch.randn_like(self.k_pool)
+        perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
+        self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
+        self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+        uniform = len(set(lens)) == 1
+        at = 0
+        for c in range(copies):
+            table = torch.zeros(self.batch, self.max_pages, dtype=torch.int32, device="cuda")
+            for b, n in enumerate(pages_per_seq):
+                table[b, :n] = perm[at:at + n]
+                at += n
+            self.tables.append(table)
+            self.qs.append(torch.randn(self.batch, 1, HEADS, HEAD_DIM, dtype=dtype, device="cuda", generator=gen))
+            self.os.append(torch.empty_like(self.qs[-1]))
+            self.lses.append(torch.empty(self.batch, HEADS, dtype=torch.float32, device="cuda"))
+            if uniform:  # the peers' contiguous [batch, kv_heads, len, head_dim] copies of the same keys
+                L = lens[0]
+                idx = table.long()
+                k = self.k_pool[idx].permute(0, 2, 1, 3, 4).reshape(self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L]
+                v = self.v_pool[idx].permute(0, 2, 1, 3, 4).reshape(self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L]
+                self.ks.append(k.contiguous())
+                self.vs.append(v.contiguous())
+
+
+def ours(lib, case, num_workers, graph_mode=False):
+    plan = fsc.DecodePlan()
+    lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
+    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), 1, HEADS, KV_HEADS, HEAD_DIM, case.page,
+                                             num_workers, 0, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
+    dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
+    fns, keep = [], []
+    for c in range(len(case.tables)):
+        ws = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
+        a = fsc.DecodeArgs()
+        a.device, a.dtype, a.batch, a.q_len = fsc.FS_DEVICE_CUDA, dtype, case.batch, 1
+        a.num_heads, a.num_kv_heads, a.head_dim = HEADS, KV_HEADS, HEAD_DIM
+        a.q, a.q_row_stride, a.q_head_stride = case.qs[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
+        pg = a.pages
+        pg.k_pages, pg.v_pages = case.k_pool.data_ptr(), case.v_pool.data_ptr()
+        pg.block_stride, pg.head_stride, pg.token_stride = case.k_pool.stride(0), case.k_pool.stride(1), HEAD_DIM
+        pg.num_blocks, pg.block_size = case.k_pool.shape[0], case.page
+        pg.block_table, pg.block_table_stride = case.tables[c].data_ptr(), case.max_pages
+        pg.seq_lens = case.seq_lens.data_ptr()
+        a.mask.softmax_scale, a.mask.causal = 1.0 / math.sqrt(HEAD_DIM), 1
+        a.mask.window_left = a.mask.window_right = -1
+        a.o, a.o_row_stride, a.o_head_stride = case.os[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
+        a.lse = case.lses[c].data_ptr()
+        a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
+        a.workspace, a.workspace_bytes = ws.data_ptr(), plan.workspace_bytes
+        keep += [ws, a]
+
+        def run(a=a):
+            fsc.check(lib, lib.fs_decode_run(fsc.ctypes.byref(a), torch.cuda.current_stream().cuda_stream), "decode")
+        fns.append(run)
+    return fns, keep, plan
+
+
+def sdpa_fns(case, backend):
+    fns = []
+    for c in range(len(case.ks)):
+        q = case.qs[c].transpose(1, 2)  # [b, heads, 1, d]
+
+        def run(q=q, k=case.ks[c], v=case.vs[c]):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        fns.append(run)
+    return fns
+
+
+_flex = None
+
+
+def flex_fns(case):
+    global _flex
+    from torch.nn.attention.flex_attention import flex_attention
+    if _flex is None:
+        torch._dynamo.config.cache_size_limit = 64  # one compilation per shape
+        _flex = torch.compile(flex_attention, dynamic=False)
+    fns = []
+    for c in range(len(case.ks)):
+        q = case.qs[c].transpose(1, 2)
+
+        def run(q=q, k=case.ks[c], v=case.vs[c]):
+            return _flex(q, k, v, enable_gqa=True)
+        fns.append(run)
+    return fns
+
+
+def max_err(case, ref_fn):
+    ref = ref_fn().float()  # [b, heads, 1, d] from copy 0
+    return (case.os[0].float().transpose(1, 2) - ref).abs().max().item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--lib")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    lib = fsc.load(args.lib)
+    sms = fsc.ctypes.c_int32()
+    fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
+    workers = 2 * sms.value  # two CTAs per SM fit (registers and shared memory)
+    copy_bw = copy_bandwidth()
+    print(f"device {torch.cuda.get_device_name()}, {sms.value} SMs, copy bandwidth {copy_bw / 1e12:.3f} TB/s "
+          f"(read+write), torch {torch.__version__}", flush=True)
+
+    bf16, fp16 = torch.bfloat16, torch.float16
+    rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
+            ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),
+            ("mixed", 16, bf16), ((1, 32768), 64, bf16), ((32, 4096), 64, bf16), ((1, 32768), 16, fp16),
+            ((64, 8192), 16, fp16)]
+    if args.quick:
+        rows = [rows[0], rows[1], rows[4], rows[8]]
+    results = []
+    header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
+             f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}"
+    for shape, page, dtype in rows:
+        if shape == "mixed":
+            g = torch.Generator().manual_seed(7)
+            lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
+            label = f"mixed {len(lens)}"
+        else:
+            lens = [shape[1]] * shape[0]
+            label = f"({shape[0]},{shape[1] // 1024}k)"
+        probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
+        copies = max(1, min(16, math.ceil(4 * L2_BYTES / probe)))
+        case = Case(lens, page, dtype, copies, gen)
+        fns, keep, plan = ours(lib, case, workers)
+        t_ours = graph_time(fns)
+        t_eager = eager_time(fns)
+        r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
+             "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
+        for name, make in (("flash", lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION)),
+                           ("cudnn", lambda: sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)),
+                           ("flex", lambda: flex_fns(case))):
+            if not case.ks or (name == "flex" and args.no_flex):
+                r[name + "_gbps"] = None
+                continue
+            try:
+                pf = make()
+                t = graph_time(pf)
+                r[name + "_gbps"] = case.kv_bytes / t / 1e9
+                if name == "flash":
+                    r["maxerr"] = max_err(case, pf[0])
+            except Exception as e:  # a peer that does not run this shape: say so, go on
+                r[name + "_gbps"] = None
+                r[name + "_error"] = str(e).splitlines()[0][:120]
+        results.append(r)
+        del case, fns, keep
+        torch.cuda.empty_cache()
+        print(json.dumps(r), flush=True)
+
+    print()
+    print(header)
+    fmt = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'n/a':>{w}}"  # noqa: E731
+    for r in results:
+        ratio = r["ours_gbps"] / r["cudnn_gbps"] if r.get("cudnn_gbps") else None
+        print(f"{r['shape']:<18}{r['page']:>5}{r['dtype']:>6}{r['splits']:>7}{fmt(r['ours_s'] * 1e6, 9, 1)}"
+              f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
+              f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
+              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_bandwidth": copy_bw, "rows": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+// Instance: split-K decode, head_dim 64, bf16.
+#include "decode/cuda/decode_kernel.cuh"
+
+namespace flashserve::cuda {
+template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
+}  // namespace flashserve::cuda

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds here, for the GPU machine (sm_90a only, to keep the build short), into build-gpu/:
+# the CUDA tests and libflashserve_c.so, with the CUDA runtime linked statically so that the
+# binaries need nothing of this machine's CUDA install there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null
+cmake --build build-gpu --parallel 2 --target test_decode_cuda flashserve_c

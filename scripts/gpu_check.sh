@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: the GPU tests, then the benchmarks next to the peers; a short
+# table last. Expects a build made here for sm_90a in build-gpu/ (scripts/build_gpu.sh), carried
+# along. Usage (on the GPU machine, from the repo root): bash scripts/gpu_check.sh [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/flashserve-gpu}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/nvidia-smi.txt"
+status=0
+for t in build-gpu/tests/test_decode_cuda; do
+  echo "== $t"
+  "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | tail -n 40
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+export PYTHONUNBUFFERED=1
+python3 bench/bench_decode.py --lib build-gpu/libflashserve_c.so --json "$out/bench_decode.json" "$@" 2>&1 \
+  | tee "$out/bench_decode.log" | tail -n 25
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+exit $status

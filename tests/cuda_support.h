@@ -1,0 +1,120 @@
+// GPU test support: device buffers (checked, freed), copies of a ProblemData to the device,
+// and the skip that every GPU test starts with.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/cuda_device.h"
+#include "tests/support.h"
+
+#define FS_SKIP_WITHOUT_CUDA()                                                     \
+  do {                                                                             \
+    if (!::flashserve::cuda_available()) GTEST_SKIP() << ::flashserve::cuda_unavailable_reason(); \
+  } while (0)
+
+#define FS_ASSERT_CUDA(expr)                                                                     \
+  do {                                                                                           \
+    const cudaError_t fs_err_ = (expr);                                                          \
+    ASSERT_EQ(fs_err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(fs_err_);            \
+  } while (0)
+
+namespace flashserve::test {
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(int64_t bytes) { allocate(bytes); }
+  ~DeviceBuffer() { if (ptr_) cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      if (ptr_) cudaFree(ptr_);
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+    }
+    return *this;
+  }
+
+  // Allocates and fills with 0xff bytes: NaN in fp32, fp16 and bf16 (poison).
+  void allocate(int64_t bytes) {
+    bytes_ = bytes < 16 ? 16 : bytes;
+    EXPECT_EQ(cudaMalloc(&ptr_, static_cast<size_t>(bytes_)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr_, 0xff, static_cast<size_t>(bytes_)), cudaSuccess);
+  }
+  void upload(const void* host, int64_t bytes) {
+    EXPECT_EQ(cudaMemcpy(ptr_, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void download(void* host, int64_t bytes) const {
+    EXPECT_EQ(cudaMemcpy(host, ptr_, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  void* get() const { return ptr_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& v) {
+  DeviceBuffer b(static_cast<int64_t>(v.size() * sizeof(T)));
+  b.upload(v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
+  return b;
+}
+
+inline DeviceBuffer to_device(const Buffer& v) {
+  DeviceBuffer b(static_cast<int64_t>(v.storage.size() * sizeof(double)));
+  b.upload(v.data(), static_cast<int64_t>(v.storage.size() * sizeof(double)));
+  return b;
+}
+
+// A problem's inputs on the device (paged), and poisoned outputs.
+struct DeviceProblem {
+  DeviceBuffer q, k_pages, v_pages, block_table, seq_lens, alibi, o, lse;
+};
+
+inline DeviceProblem upload(const Problem& p, const ProblemData& d) {
+  DeviceProblem g;
+  g.q = to_device(d.q_buf);
+  g.k_pages = to_device(d.k_pages);
+  g.v_pages = to_device(d.v_pages);
+  g.block_table = to_device(d.block_table);
+  g.seq_lens = to_device(d.seq_lens);
+  if (!d.alibi_slopes.empty()) g.alibi = to_device(d.alibi_slopes);
+  g.o.allocate(p.total_q() * p.num_heads * p.head_dim * dtype_size(p.dtype));
+  g.lse.allocate(p.total_q() * p.num_heads * 4);
+  return g;
+}
+
+// Decode params over the device copies (host params re-pointed).
+inline DecodeParams device_decode_params(const Problem& p, ProblemData& d, Outputs& host_out, DeviceProblem& g) {
+  DecodeParams dp = decode_params(p, d, host_out);
+  dp.device = Device::kCUDA;
+  dp.q = g.q.get();
+  dp.pages.k_pages = g.k_pages.get();
+  dp.pages.v_pages = g.v_pages.get();
+  dp.pages.block_table = g.block_table.as<int32_t>();
+  dp.pages.seq_lens = g.seq_lens.as<int32_t>();
+  dp.mask.alibi_slopes = d.alibi_slopes.empty() ? nullptr : g.alibi.as<float>();
+  dp.o = g.o.get();
+  dp.lse = g.lse.as<float>();
+  return dp;
+}
+
+inline Outputs download_outputs(const Problem& p, const DeviceProblem& g) {
+  Outputs out = make_outputs(p);
+  g.o.download(out.o.data(), p.total_q() * p.num_heads * p.head_dim * dtype_size(p.dtype));
+  g.lse.download(out.lse.data(), p.total_q() * p.num_heads * 4);
+  return out;
+}
+
+}  // namespace flashserve::test

@@ -1,0 +1,306 @@
+// CUDA split-K decode (label gpu): against the float64 reference and the CPU path, over the
+// shapes of issue 4 (seq_lens 1, 15, 16, 17, 1000, 32769; mixed batches; pages 8..256;
+// GQA 32/8, 28/4, 8/8, 64/8; scattered, non-monotonic block tables), outputs poisoned before
+// each run; plus merge, CUDA-graph replay, and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/merge.h"
+#include "common/cuda_device.h"
+#include "decode/decode.h"
+#include "decode/planner.h"
+#include "tests/cuda_support.h"
+
+namespace flashserve::test {
+namespace {
+
+int sm_count() {
+  CudaDeviceInfo info;
+  return cuda_device_info(0, &info).ok() ? info.sm_count : 132;
+}
+
+Problem decode_problem(std::vector<int> lens, int q_len, int h, int kv, int dim, DType t, int bs, uint64_t seed) {
+  Problem p;
+  for (int len : lens) p.seqs.push_back({q_len, std::max(len, q_len)});  // the new tokens are keys too
+  p.num_heads = h;
+  p.num_kv_heads = kv;
+  p.head_dim = dim;
+  p.dtype = t;
+  p.causal = true;
+  p.block_size = bs;
+  p.seed = seed;
+  return p;
+}
+
+struct GpuRun {
+  Outputs out;
+  Status status;
+};
+
+// Runs decode on the GPU with the given split count and chunk (0: the planner's choice for
+// this GPU, two CTAs per SM), poisoned outputs and workspace.
+GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pages_per_split) {
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  if (num_splits == 0) {
+    DecodePlanInput in;
+    in.batch = dp.batch;
+    in.seq_lens = d.seq_lens.data();
+    in.q_len = dp.q_len;
+    in.num_heads = dp.num_heads;
+    in.num_kv_heads = dp.num_kv_heads;
+    in.head_dim = dp.head_dim;
+    in.block_size = p.block_size;
+    in.num_workers = 2 * sm_count();
+    DecodePlan plan;
+    EXPECT_TRUE(plan_decode(in, &plan).ok());
+    num_splits = plan.num_splits;
+    pages_per_split = plan.pages_per_split;
+  }
+  dp.num_splits = num_splits;
+  dp.pages_per_split = pages_per_split;
+  DeviceBuffer ws;
+  if (num_splits > 1) {
+    dp.workspace_bytes = decode_workspace_bytes(num_splits, dp.batch, dp.q_len, dp.num_heads, dp.head_dim);
+    ws.allocate(dp.workspace_bytes);
+    dp.workspace = ws.get();
+  }
+  GpuRun r;
+  r.status = validate_decode_lengths_host(decode_params(p, d, host));
+  if (r.status.ok()) r.status = decode(dp, nullptr);
+  const cudaError_t err = cudaDeviceSynchronize();
+  EXPECT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  r.out = download_outputs(p, g);
+  return r;
+}
+
+int32_t max_pages(const Problem& p) {
+  int32_t m = 1;
+  for (const auto& s : p.seqs) m = std::max(m, (s.k_len + p.block_size - 1) / p.block_size);
+  return m;
+}
+
+// Reference and CPU decode once per problem; the GPU for three split choices.
+void check_problem(const Problem& p) {
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  Tolerance tol = tolerance_for(p, ref);
+  tol.o_abs += 1e-5;  // __expf and a different summation order than the CPU
+  tol.lse_abs += 1e-5;
+  Outputs cpu = make_outputs(p);
+  DecodeParams cp = decode_params(p, d, cpu);
+  ASSERT_TRUE(decode(cp).ok());
+  for (int32_t splits : {0, 1, 7}) {
+    const int32_t chunk = splits == 0 ? 0 : std::max(1, (max_pages(p) + splits - 1) / splits);
+    GpuRun g = run_gpu(p, d, splits, chunk);
+    ASSERT_TRUE(g.status.ok()) << g.status.to_string();
+    EXPECT_EQ(compare(p, g.out, ref, tol), "") << "splits " << splits;
+    EXPECT_EQ(compare_outputs(p, g.out, cpu, 2.0), "") << "GPU vs CPU, splits " << splits;
+  }
+}
+
+struct GpuCase {
+  int h, kv, dim, q_len, bs;
+  DType dtype;
+};
+
+class DecodeCudaGrid : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(DecodeCudaGrid, MatchesReferenceAndCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  const GpuCase& c = GetParam();
+  check_problem(decode_problem({1, 15, 16, 17, 1000, 4099}, c.q_len, c.h, c.kv, c.dim, c.dtype, c.bs,
+                               c.h * 131 + c.q_len * 7 + c.bs));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, DecodeCudaGrid,
+    ::testing::Values(GpuCase{32, 8, 128, 1, 16, DType::kBFloat16}, GpuCase{32, 8, 128, 1, 16, DType::kFloat16},
+                      GpuCase{28, 4, 128, 1, 8, DType::kBFloat16}, GpuCase{8, 8, 128, 1, 32, DType::kFloat16},
+                      GpuCase{64, 8, 128, 1, 64, DType::kBFloat16}, GpuCase{32, 8, 64, 1, 128, DType::kBFloat16},
+                      GpuCase{32, 8, 128, 4, 256, DType::kBFloat16}, GpuCase{64, 8, 128, 8, 16, DType::kFloat16},
+                      GpuCase{16, 1, 64, 3, 16, DType::kBFloat16}, GpuCase{8, 8, 64, 8, 8, DType::kFloat16}),
+    [](const ::testing::TestParamInfo<GpuCase>& info) {
+      const GpuCase& c = info.param;
+      return "h" + std::to_string(c.h) + "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.dim) + "_q" +
+             std::to_string(c.q_len) + "_page" + std::to_string(c.bs) + "_" + dtype_name(c.dtype);
+    });
+
+TEST(DecodeCuda, LongContext32769) {
+  FS_SKIP_WITHOUT_CUDA();
+  check_problem(decode_problem({32769, 1000}, 1, 32, 8, 128, DType::kBFloat16, 16, 32769));
+}
+
+TEST(DecodeCuda, MaskOptions) {
+  FS_SKIP_WITHOUT_CUDA();
+  for (int variant = 0; variant < 3; ++variant) {
+    Problem p = decode_problem({3, 77, 300, 1025}, 2, 16, 4, 128, DType::kBFloat16, 16, 900 + variant);
+    if (variant == 0) p.window_left = 100;
+    if (variant == 1) p.alibi = true;
+    if (variant == 2) p.softcap = 10.f;
+    check_problem(p);
+  }
+}
+
+// Merge on the GPU equals merge on the CPU.
+TEST(DecodeCuda, MergeStatesMatchesCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int S = 5, rows = 333, D = 128;
+  std::vector<float> o(S * rows * D), lse(S * rows);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (auto& x : o) x = normal(rng);
+  for (size_t i = 0; i < lse.size(); ++i) lse[i] = (i % 7 == 0) ? -INFINITY : 3.f * normal(rng);
+  MergeParams m;
+  m.num_states = S;
+  m.num_rows = rows;
+  m.head_dim = D;
+  m.o_in_state_stride = int64_t{rows} * D;
+  m.o_in_row_stride = D;
+  m.lse_in_state_stride = rows;
+  m.lse_in_row_stride = 1;
+  m.out_dtype = DType::kBFloat16;
+  m.o_out_row_stride = D;
+  std::vector<uint16_t> cpu_o(rows * D), gpu_o(rows * D);
+  std::vector<float> cpu_lse(rows), gpu_lse(rows);
+  m.o_in = o.data();
+  m.lse_in = lse.data();
+  m.o_out = cpu_o.data();
+  m.lse_out = cpu_lse.data();
+  ASSERT_TRUE(merge_states(m).ok());
+  DeviceBuffer d_o = to_device(o), d_lse = to_device(lse), d_out(rows * D * 2), d_lse_out(rows * 4);
+  m.device = Device::kCUDA;
+  m.o_in = d_o.get();
+  m.lse_in = d_lse.as<float>();
+  m.o_out = d_out.get();
+  m.lse_out = d_lse_out.as<float>();
+  ASSERT_TRUE(merge_states(m).ok());
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  d_out.download(gpu_o.data(), rows * D * 2);
+  d_lse_out.download(gpu_lse.data(), rows * 4);
+  for (int r = 0; r < rows; ++r) {
+    ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "row " << r;
+    for (int x = 0; x < D; ++x) {
+      const float a = bf16_to_float(gpu_o[r * D + x]), b = bf16_to_float(cpu_o[r * D + x]);
+      ASSERT_LE(std::fabs(a - b), std::ldexp(1.f, -7) * std::fabs(b) + 1e-6f) << "row " << r << " dim " << x;
+    }
+  }
+}
+
+// CUDA-graph mode: plan with a fixed split count for a maximum length, capture once, then
+// replay after the lengths (device memory) change; every replay matches the reference.
+TEST(DecodeCuda, GraphReplayWithChangingLengths) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({2000, 700, 1}, 1, 32, 8, 128, DType::kBFloat16, 16, 4321);
+  ProblemData d = make_data(p);
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  DecodePlanInput in;
+  in.batch = dp.batch;
+  in.q_len = 1;
+  in.num_heads = 32;
+  in.num_kv_heads = 8;
+  in.head_dim = 128;
+  in.block_size = 16;
+  in.num_workers = 2 * sm_count();
+  in.graph_mode = true;
+  in.max_splits = 8;
+  in.max_seq_len = 2000;
+  DecodePlan plan;
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  dp.num_splits = plan.num_splits;
+  dp.pages_per_split = plan.pages_per_split;
+  DeviceBuffer ws(plan.workspace_bytes);
+  dp.workspace = ws.get();
+  dp.workspace_bytes = plan.workspace_bytes;
+
+  cudaStream_t stream;
+  FS_ASSERT_CUDA(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ASSERT_TRUE(decode(dp, stream).ok());
+  FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+
+  // The keys of each sequence stay in the pool; shorter lengths are prefixes of them, and the
+  // query is then the last of those keys' positions (the test reuses the same q).
+  for (const std::vector<int32_t>& lens : {std::vector<int32_t>{2000, 700, 1}, std::vector<int32_t>{1500, 5, 1},
+                                           std::vector<int32_t>{16, 699, 1}}) {
+    Problem pl = p;
+    for (size_t b = 0; b < lens.size(); ++b) pl.seqs[b].k_len = lens[b];
+    ProblemData dl = d;  // same pools; the reference reads packed k/v: cut each sequence
+    dl.k.clear();
+    dl.v.clear();
+    const int64_t row = 8 * 128;
+    for (size_t b = 0; b < lens.size(); ++b) {
+      const int64_t k0 = d.cu_seqlens_k[b];
+      dl.k.insert(dl.k.end(), d.k.begin() + k0 * row, d.k.begin() + (k0 + lens[b]) * row);
+      dl.v.insert(dl.v.end(), d.v.begin() + k0 * row, d.v.begin() + (k0 + lens[b]) * row);
+    }
+    dl.cu_seqlens_k = {0, lens[0], lens[0] + lens[1], lens[0] + lens[1] + lens[2]};
+    g.seq_lens.upload(lens.data(), 12);
+    FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
+    FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+    Outputs out = download_outputs(pl, g);
+    const Reference ref = reference(pl, dl);
+    Tolerance tol = tolerance_for(pl, ref);
+    tol.o_abs += 1e-5;
+    EXPECT_EQ(compare(pl, out, ref, tol), "") << "lengths " << lens[0] << "," << lens[1] << "," << lens[2];
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(DecodeCuda, UnsupportedShapesAreErrors) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({40}, 1, 8, 2, 80, DType::kBFloat16, 16, 1);
+  ProblemData d = make_data(p);
+  GpuRun r = run_gpu(p, d, 1, 3);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnsupported) << r.status.to_string();
+  p = decode_problem({40}, 1, 8, 2, 64, DType::kFloat32, 16, 1);
+  d = make_data(p);
+  r = run_gpu(p, d, 1, 3);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnsupported) << r.status.to_string();
+}
+
+// A block id out of range on the device (the host check skipped) reads nothing outside the
+// pool and leaves the other sequences' results exact.
+TEST(DecodeCuda, BadBlockIdOnDeviceDoesNotCrashOrLeak) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({100, 100}, 1, 8, 2, 128, DType::kBFloat16, 16, 5);
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  d.block_table[2] = 1 << 30;  // sequence 0's third page
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  dp.num_splits = 1;
+  dp.pages_per_split = 7;
+  ASSERT_TRUE(decode(dp, nullptr).ok());
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  Outputs out = download_outputs(p, g);
+  Problem second = p;
+  second.seqs = {p.seqs[1]};
+  Outputs out2 = make_outputs(second);
+  const int64_t per_seq = int64_t{8} * 128;
+  std::copy_n(static_cast<const char*>(out.o.data()) + per_seq * 2, per_seq * 2, static_cast<char*>(out2.o.data()));
+  std::copy_n(out.lse.data() + 8, 8, out2.lse.data());
+  Reference ref2;
+  ref2.o.assign(ref.o.begin() + per_seq, ref.o.end());
+  ref2.lse.assign(ref.lse.begin() + 8, ref.lse.end());
+  ref2.max_abs_logit = ref.max_abs_logit;
+  EXPECT_EQ(compare(second, out2, ref2, tolerance_for(second, ref2)), "");
+}
+
+}  // namespace
+}  // namespace flashserve::test
