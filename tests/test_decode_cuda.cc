@@ -271,6 +271,10 @@ TEST(DecodeCuda, UnsupportedShapesAreErrors) {
   d = make_data(p);
   r = run_gpu(p, d, 1, 3);
   EXPECT_EQ(r.status.code(), StatusCode::kUnsupported) << r.status.to_string();
+  p = decode_problem({40}, 1, 8, 2, 64, DType::kBFloat16, 24, 1);  // block size not a power of two
+  d = make_data(p);
+  r = run_gpu(p, d, 1, 2);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnsupported) << r.status.to_string();
 }
 
 // A block id out of range on the device (the host check skipped) reads nothing outside the

@@ -24,10 +24,8 @@ Status validate_decode_cuda(const DecodeParams& p) {
   if ((pv.token_stride * elem) % 16 || (pv.head_stride * elem) % 16 || (pv.block_stride * elem) % 16 ||
       reinterpret_cast<uintptr_t>(pv.k_pages) % 16 || reinterpret_cast<uintptr_t>(pv.v_pages) % 16)
     return invalid_argument("decode: CUDA pages must be 16-byte aligned, with strides of whole 16-byte chunks");
-  const int dims_per_lane = p.head_dim / 32;
-  if (reinterpret_cast<uintptr_t>(p.o) % (dims_per_lane * elem) || p.o_row_stride % dims_per_lane ||
-      p.o_head_stride % dims_per_lane)
-    return invalid_argument("decode: CUDA o must be aligned to head_dim/32 elements, with such strides");
+  if (pv.block_size & (pv.block_size - 1))
+    return unsupported("decode: CUDA block_size must be a power of two, got " + std::to_string(pv.block_size));
   if (p.num_splits > 1 && reinterpret_cast<uintptr_t>(p.workspace) % 16)
     return invalid_argument("decode: workspace must be 16-byte aligned");
   return Status::Ok();

@@ -2,23 +2,21 @@
 // storage type; each instance is compiled in a file of its own (decode_hd*_*.cu).
 //
 // One CTA = one work item (sequence b, kv head, split, row block). Its rows are the query
-// rows of the GQA group for all q_len new tokens (row = token·group + g), up to
-// kRowsPerBlock = 16 per CTA; larger groups × q_len use more row blocks (which re-read the
-// same K/V, from L2 when they run together). Warp w owns rows w, w+4, w+8, w+12, so every
-// warp has work as soon as the CTA has 4 rows, and no two warps share a row: no inter-warp
-// merge.
+// rows of the GQA group for all q_len new tokens (row = token·group + g), kRowsPerBlock = 16
+// per CTA: exactly the M of one tensor-core mma (m16n8k16), so a GQA group is one MMA tile and
+// each K/V byte is read once per group. Larger groups × q_len use more row blocks.
 //
-// K/V tiles of kTileKeys keys stream through shared memory with cp.async (16-byte, coalesced:
-// 16 consecutive threads copy one key's 256 bytes at head_dim 128), kStages deep, read from
-// the pages through the block table; slots past the split's end are zero-filled. K is stored
-// XOR-swizzled by 16-byte chunk so that 8 lanes reading 8 different keys at the same chunk
-// hit 32 different banks.
-//
-// Per tile and row: lane l computes the full q·k of keys l and l+32 (no per-key shuffles);
-// the warp reduces the tile max and sum with 5 shuffles each; then P·V with lane l owning
-// head_dim/32 output dims, p_j broadcast by shuffle. Online softmax in registers (natural
-// base, SoftmaxState's convention). With one split the CTA writes o in the storage type;
-// otherwise fp32 partial o and lse into the workspace for merge_states.
+// K/V tiles of kTileKeys keys stream through shared memory with cp.async (16-byte chunks,
+// coalesced: 16 consecutive threads copy one key's 256 bytes at head_dim 128), kStages deep,
+// straight from the pages through the block table; slots past the range are zero-filled.
+// Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
+// banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
+// held in registers for the whole split), logits/mask/online softmax on the fragments
+// (natural base, SoftmaxState's convention; row max over a quad of lanes), then O += P·V with
+// P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
+// through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
+// split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
+// workspace for merge_states.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,7 +32,6 @@ namespace flashserve::cuda {
 inline constexpr int kDecodeThreads = 128;
 inline constexpr int kDecodeWarps = kDecodeThreads / 32;
 inline constexpr int kRowsPerBlock = 16;  // query rows per CTA
-inline constexpr int kRowsPerWarp = kRowsPerBlock / kDecodeWarps;
 inline constexpr int kTileKeys = 64;
 inline constexpr int kStages = 3;
 
@@ -43,11 +40,12 @@ struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "decode: head_dim 64 or 128");
   static constexpr int kElemsPerChunk = 16 / sizeof(T);           // 8
   static constexpr int kChunks = kHeadDim / kElemsPerChunk;       // 16-byte chunks per key row
-  static constexpr int kDimsPerLane = kHeadDim / 32;              // P·V output dims per lane
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
   static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(T);
-  static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(float);
+  static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ;
+  // The end-of-CTA merge of the warps' states reuses the K/V stages.
+  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -61,29 +59,6 @@ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-// 8 storage-type values (16 bytes) to float.
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]);
-template <>
-__device__ __forceinline__ void unpack8<__nv_bfloat16>(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-template <>
-__device__ __forceinline__ void unpack8<__half>(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
-  }
-}
-
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int src_size = valid ? 16 : 0;  // 0: zero-fill, nothing read
@@ -92,17 +67,6 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // Visible keys [lo, hi) of the query at q_pos within [k_begin, k_end) (MaskParams' rule).
 __device__ __forceinline__ void visible(const MaskParams& m, int64_t q_pos, int64_t k_begin, int64_t k_end,
@@ -115,22 +79,81 @@ __device__ __forceinline__ void visible(const MaskParams& m, int64_t q_pos, int6
   if (hi < lo) hi = lo;
 }
 
+// mma.sync.m16n8k16 with fp32 accumulation: D = A·B + D. A: 16×16 (row), B: 16×8 (col).
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Offset (elements) of 16-byte chunk `chunk` of row `row` in a swizzled [rows][kHeadDim] tile:
+// chunks XOR (row mod 8), so 8 rows read at one chunk column (ldmatrix) hit 32 banks.
+template <int kHeadDim, typename T>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  constexpr int kElems = 16 / sizeof(T);
+  return row * kHeadDim + ((chunk ^ (row & 7)) * kElems);
+}
+
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, 2)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
+  constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
+  constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
+  constexpr int kWarpKeys = kTileKeys / kDecodeWarps;  // 16 keys of each tile per warp
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem_k = reinterpret_cast<T*>(smem_raw);
   T* smem_v = smem_k + kStages * Tr::kTileElems;
-  float* smem_q = reinterpret_cast<float*>(smem_raw + Tr::kSmemKV);
+  T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
 
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
   const int row_block = blockIdx.y % row_blocks;
   const int b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
   const int group = p.num_heads / p.num_kv_heads;
-  const int rows = p.q_len * group;  // rows of this (sequence, kv head)
+  const int rows = p.q_len * group;
   const int row0 = row_block * kRowsPerBlock;
   const int block_rows = min(kRowsPerBlock, rows - row0);
 
@@ -141,39 +164,46 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // Queries of the row block to shared memory, as float scaled by softmax_scale.
-  for (int i = tid; i < block_rows * kHeadDim; i += kDecodeThreads) {
-    const int lr = row0 + i / kHeadDim, d = i % kHeadDim;
-    const int t = lr / group, h = kv_head * group + lr % group;
-    const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
-                 static_cast<int64_t>(h) * p.q_head_stride;
-    smem_q[(i / kHeadDim) * kHeadDim + d] = to_f(q[d]) * p.mask.softmax_scale;
+  // Queries of the row block to shared memory (rows past block_rows are zero).
+  for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
+    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < block_rows) {
+      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+      const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
+                   static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
+      T tmp[Tr::kElemsPerChunk];
+#pragma unroll
+      for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];  // q may be only element-aligned
+      v = *reinterpret_cast<const uint4*>(tmp);
+    }
+    *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(r, c)) = v;
   }
 
-  // This warp's rows: visible ranges, and the CTA's key range (union over its rows).
-  int64_t row_lo[kRowsPerWarp], row_hi[kRowsPerWarp], row_pos[kRowsPerWarp];
-  float slope[kRowsPerWarp];
+  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, slopes.
+  int64_t row_lo[2], row_hi[2], row_pos[2];
+  float slope[2];
   int64_t cta_lo = k_end, cta_hi = k_begin;
   for (int r = 0; r < block_rows; ++r) {
-    const int64_t q_pos = seq_len - p.q_len + (row0 + r) / group;
     int64_t lo, hi;
-    visible(p.mask, q_pos, k_begin, k_end, lo, hi);
+    visible(p.mask, seq_len - p.q_len + (row0 + r) / group, k_begin, k_end, lo, hi);
     if (lo < hi) {
       cta_lo = min(cta_lo, lo);
       cta_hi = max(cta_hi, hi);
     }
   }
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = warp + kDecodeWarps * i;  // local row in the block
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
     row_pos[i] = seq_len - p.q_len + (row0 + r) / group;
     if (r < block_rows) {
       visible(p.mask, row_pos[i], k_begin, k_end, row_lo[i], row_hi[i]);
     } else {
-      row_lo[i] = row_hi[i] = 0;
+      row_lo[i] = row_hi[i] = 0;  // padding row: sees nothing
     }
-    const int h = kv_head * group + (row0 + r) % group;
-    slope[i] = (p.mask.alibi_slopes != nullptr && r < block_rows) ? p.mask.alibi_slopes[h] : 0.f;
+    slope[i] = (p.mask.alibi_slopes != nullptr && r < block_rows)
+                   ? p.mask.alibi_slopes[kv_head * group + (row0 + r) % group]
+                   : 0.f;
   }
 
   const int64_t elem_bytes = sizeof(T);
@@ -181,28 +211,29 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
   const char* v_base = static_cast<const char*>(pv.v_pages) + kv_head * pv.head_stride * elem_bytes;
   const int32_t* table = pv.block_table + static_cast<int64_t>(b) * pv.block_table_stride;
   const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + kTileKeys - 1) / kTileKeys) : 0;
+  const int block_shift = __ffs(pv.block_size) - 1;  // block_size is a power of two (checked on the host)
+  const int block_mask = pv.block_size - 1;
 
   // Thread tid copies chunk (tid % kChunks) of keys tid / kChunks + i·(threads / kChunks).
   constexpr int kKeysPerPass = kDecodeThreads / Tr::kChunks;
   const int my_chunk = tid % Tr::kChunks;
   auto load_tile = [&](int tile, int stage) {
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kTileKeys;
+    const int key0 = static_cast<int>(cta_lo) + tile * kTileKeys;
     T* sk = smem_k + stage * Tr::kTileElems;
     T* sv = smem_v + stage * Tr::kTileElems;
 #pragma unroll
     for (int j = tid / Tr::kChunks; j < kTileKeys; j += kKeysPerPass) {
-      const int64_t key = key0 + j;
+      const int key = key0 + j;
       bool valid = key < cta_hi;
       int64_t off = 0;
       if (valid) {
-        const int32_t block = table[key / pv.block_size];
+        const int32_t block = table[key >> block_shift];
         valid = block >= 0 && block < pv.num_blocks;  // a bad id reads nothing
-        off = (static_cast<int64_t>(block) * pv.block_stride + (key % pv.block_size) * pv.token_stride) * elem_bytes +
+        off = (static_cast<int64_t>(block) * pv.block_stride + (key & block_mask) * pv.token_stride) * elem_bytes +
               my_chunk * 16;
       }
-      const int swz = my_chunk ^ (j & 7);
-      cp_async_16(sk + j * kHeadDim + swz * Tr::kElemsPerChunk, k_base + off, valid);
-      cp_async_16(sv + j * kHeadDim + my_chunk * Tr::kElemsPerChunk, v_base + off, valid);
+      cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), k_base + off, valid);
+      cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), v_base + off, valid);
     }
   };
 
@@ -211,125 +242,179 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
     if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
+  __syncthreads();  // smem_q written
 
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][Tr::kDimsPerLane];
+  // Q fragments (A operand), all k-steps, in registers for the whole split.
+  uint32_t qf[kKSteps][4];
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    m[i] = -INFINITY;
-    l[i] = 0.f;
-#pragma unroll
-    for (int d = 0; d < Tr::kDimsPerLane; ++d) acc[i][d] = 0.f;
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
+    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
   }
+
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float acc[kNTiles][4];
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
   const bool softcap = p.mask.softcap > 0.f;
   const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
+  const float scale = p.mask.softmax_scale;
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
-    __syncthreads();  // the tile has landed for everyone; the previous stage is free
+    __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
     if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
 
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kTileKeys;
+    const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
+    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kTileKeys + wkey0;
 
-    // Scores: lane owns keys lane and lane + 32, all rows of the warp.
-    float s[kRowsPerWarp][2];
+    // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) s[i][0] = s[i][1] = 0.f;
+    for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      const int j = lane + 32 * kk;
-      const T* krow = sk + j * kHeadDim;
-#pragma unroll 4
-      for (int c = 0; c < Tr::kChunks; ++c) {
-        float kf[8];
-        unpack8<T>(*reinterpret_cast<const uint4*>(krow + (c ^ (j & 7)) * Tr::kElemsPerChunk), kf);
-#pragma unroll
-        for (int i = 0; i < kRowsPerWarp; ++i) {
-          const int r = warp + kDecodeWarps * i;
-          if (r < block_rows) {
-            const float4 qa = *reinterpret_cast<const float4*>(smem_q + r * kHeadDim + c * 8);
-            const float4 qb = *reinterpret_cast<const float4*>(smem_q + r * kHeadDim + c * 8 + 4);
-            s[i][kk] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] + qb.y * kf[5] +
-                        qb.z * kf[6] + qb.w * kf[7];
-          }
-        }
+      for (int ks = 0; ks < kKSteps; ks += 2) {
+        uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
+        const int m = lane / 8;
+        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
+        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
+        mma_16816<T>(s[nt], qf[ks + 1], kf[2], kf[3]);
       }
     }
 
-    // Online softmax per row, then P·V.
+    // Logits, mask, online softmax. Lane holds rows gid (s[nt][0..1]) and gid+8 (s[nt][2..3]),
+    // keys nt·8 + tig·2 + {0, 1}.
+    float p_val[2][4];
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int r = warp + kDecodeWarps * i;
-      if (r >= block_rows) continue;  // warp-uniform
-      float x[2];
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
 #pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const int64_t key = key0 + lane + 32 * kk;
-        float v = s[i][kk];
-        if (softcap) v = p.mask.softcap * tanhf(v * inv_cap);
-        v -= slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
-        x[kk] = (key >= row_lo[i] && key < row_hi[i]) ? v : -INFINITY;
-      }
-      const float m_tile = warp_max(fmaxf(x[0], x[1]));
-      const float m_new = fmaxf(m[i], m_tile);
-      if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
-      const float scale = __expf(m[i] - m_new);  // 0 when m was -inf
-      const float p0 = __expf(x[0] - m_new), p1 = __expf(x[1] - m_new);
-      l[i] = l[i] * scale + warp_sum(p0 + p1);
-      m[i] = m_new;
+      for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-      for (int d = 0; d < Tr::kDimsPerLane; ++d) acc[i][d] *= scale;
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const float pk = kk == 0 ? p0 : p1;
-#pragma unroll 8
-        for (int src = 0; src < 32; ++src) {
-          const float pj = __shfl_sync(0xffffffffu, pk, src);
-          const T* vrow = sv + (src + 32 * kk) * kHeadDim + lane * Tr::kDimsPerLane;
-          if constexpr (Tr::kDimsPerLane == 4) {
-            const uint2 raw = *reinterpret_cast<const uint2*>(vrow);
-            const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-            for (int d = 0; d < 4; ++d) acc[i][d] += pj * to_f(e[d]);
-          } else {
-            const uint32_t raw = *reinterpret_cast<const uint32_t*>(vrow);
-            const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-            for (int d = 0; d < 2; ++d) acc[i][d] += pj * to_f(e[d]);
-          }
+        for (int e = 0; e < 2; ++e) {
+          const int64_t key = key0 + nt * 8 + tig * 2 + e;
+          float x = s[nt][2 * i + e] * scale;
+          if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
+          x -= slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
+          x = (key >= row_lo[i] && key < row_hi[i]) ? x : -INFINITY;
+          p_val[nt][2 * i + e] = x;
+          mx = fmaxf(mx, x);
         }
       }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[i], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
+      const float f = __expf(m_run[i] - m_use);             // 0 when m_run was -inf
+      m_run[i] = m_new;
+      float rs = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pe = __expf(p_val[nt][2 * i + e] - m_use);
+          p_val[nt][2 * i + e] = pe;
+          rs += pe;
+        }
+      }
+      l_run[i] = l_run[i] * f + rs;  // this lane's part; the quad is summed at the end
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        acc[n][2 * i] *= f;
+        acc[n][2 * i + 1] *= f;
+      }
+    }
+
+    // O += P·V: P (16 × 16 keys) as the A operand straight from the S fragments.
+    uint32_t pa[4];
+    pa[0] = pack2<T>(p_val[0][0], p_val[0][1]);
+    pa[1] = pack2<T>(p_val[0][2], p_val[0][3]);
+    pa[2] = pack2<T>(p_val[1][0], p_val[1][1]);
+    pa[3] = pack2<T>(p_val[1][2], p_val[1][3]);
+#pragma unroll
+    for (int n = 0; n < kNTiles; n += 2) {
+      uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
+      const int m = lane / 8;
+      ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
+      mma_16816<T>(acc[n], pa, vf[0], vf[1]);
+      mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
   }
   cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
-  // Store: normalised o and lse (natural log), or fp32 partials into the workspace.
+  // Merge the four warps' states (disjoint keys) through shared memory.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+  }
+  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kHeadDim]
+  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kHeadDim;       // [warps][16]
+  float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = gid + 8 * i;
+      float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kHeadDim + n * 8 + tig * 2) = v;
+    }
+  }
+  if (tig == 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      red_m[warp * kRowsPerBlock + gid + 8 * i] = m_run[i];
+      red_l[warp * kRowsPerBlock + gid + 8 * i] = l_run[i];
+    }
+  }
+  __syncthreads();
+
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
+  // Thread tid: row tid / 8, dims (tid % 8)·(kHeadDim/8) ... +kHeadDim/8.
+  constexpr int kDimsPerThread = kHeadDim / 8;
+  const int r = tid / 8, d0 = (tid % 8) * kDimsPerThread;
+  if (r < block_rows) {
+    float mx = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = warp + kDecodeWarps * i;
-    if (r >= block_rows) continue;
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kRowsPerBlock + r]);
+    float wgt[kDecodeWarps], l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float mw = red_m[w * kRowsPerBlock + r];
+      wgt[w] = mw == -INFINITY ? 0.f : __expf(mw - mx);
+      l += wgt[w] * red_l[w * kRowsPerBlock + r];
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? mx + __logf(l) : -INFINITY;
     const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
     const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-    const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-    const float lse = l[i] > 0.f ? m[i] + __logf(l[i]) : -INFINITY;
-    if (p.num_splits == 1) {
-      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride +
-             lane * Tr::kDimsPerLane;
+    float out[kDimsPerThread];
 #pragma unroll
-      for (int d = 0; d < Tr::kDimsPerLane; ++d) o[d] = from_f<T>(acc[i][d] * inv);
-      if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
+    for (int d = 0; d < kDimsPerThread; ++d) {
+      float v = 0.f;
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) v += wgt[w] * red_o[(w * kRowsPerBlock + r) * kHeadDim + d0 + d];
+      out[d] = v * inv;
+    }
+    if (p.num_splits == 1) {
+      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
+#pragma unroll
+      for (int d = 0; d < kDimsPerThread; ++d) o[d] = from_f<T>(out[d]);
+      if (p.lse != nullptr && tid % 8 == 0) p.lse[token_row * p.num_heads + h] = lse;
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
-      float* o = ws_o + wrow * kHeadDim + lane * Tr::kDimsPerLane;
+      float* o = ws_o + wrow * kHeadDim + d0;
 #pragma unroll
-      for (int d = 0; d < Tr::kDimsPerLane; ++d) o[d] = acc[i][d] * inv;
-      if (lane == 0) ws_lse[wrow] = lse;
+      for (int d = 0; d < kDimsPerThread; d += 4)
+        *reinterpret_cast<float4*>(o + d) = make_float4(out[d], out[d + 1], out[d + 2], out[d + 3]);
+      if (tid % 8 == 0) ws_lse[wrow] = lse;
     }
   }
 }
