@@ -75,6 +75,10 @@ struct Reference {
   std::vector<double> o;    // [total_q, H, D]
   std::vector<double> lse;  // [total_q, H], -inf for rows that see no key
   double max_abs_logit = 0; // over visible keys
+  // max |o_lowp - o| where o_lowp rounds each softmax weight to the storage type before P·V,
+  // as tensor-core kernels do (the sum of weights stays exact): the error a correct kernel of
+  // that kind makes; 0 for fp32.
+  double p_rounding_err = 0;
 };
 // Plain float64 attention, one (sequence, head, query) at a time, from the mask's definition.
 Reference reference(const Problem& p, const ProblemData& d);
@@ -90,6 +94,8 @@ Tolerance tolerance_for(const Problem& p, const Reference& ref);
 // the problem. NaN never passes; -inf lse must be exactly -inf and its row exactly 0.
 std::string compare(const Problem& p, const Outputs& out, const Reference& ref, const Tolerance& tol);
 // Element-wise closeness of two kernel outputs (cross-checks); tol relative to dtype ulp.
-std::string compare_outputs(const Problem& p, const Outputs& a, const Outputs& b, double ulps);
+// abs_slack is added to every element's bound (e.g. 2 × p_rounding_err between a kernel that
+// rounds P and one that does not).
+std::string compare_outputs(const Problem& p, const Outputs& a, const Outputs& b, double ulps, double abs_slack = 0);
 
 }  // namespace flashserve::test

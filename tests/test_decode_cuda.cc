@@ -90,8 +90,10 @@ int32_t max_pages(const Problem& p) {
 void check_problem(const Problem& p) {
   ProblemData d = make_data(p);
   const Reference ref = reference(p, d);
+  // The tensor-core kernel rounds softmax weights to the storage type before P·V (as
+  // FlashAttention does): allow twice the error of the float64 reference doing the same.
   Tolerance tol = tolerance_for(p, ref);
-  tol.o_abs += 1e-5;  // __expf and a different summation order than the CPU
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;  // and __expf, another summation order
   tol.lse_abs += 1e-5;
   Outputs cpu = make_outputs(p);
   DecodeParams cp = decode_params(p, d, cpu);
@@ -101,7 +103,7 @@ void check_problem(const Problem& p) {
     GpuRun g = run_gpu(p, d, splits, chunk);
     ASSERT_TRUE(g.status.ok()) << g.status.to_string();
     EXPECT_EQ(compare(p, g.out, ref, tol), "") << "splits " << splits;
-    EXPECT_EQ(compare_outputs(p, g.out, cpu, 2.0), "") << "GPU vs CPU, splits " << splits;
+    EXPECT_EQ(compare_outputs(p, g.out, cpu, 2.0, 2 * ref.p_rounding_err), "") << "GPU vs CPU, splits " << splits;
   }
 }
 
@@ -253,7 +255,7 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
     Outputs out = download_outputs(pl, g);
     const Reference ref = reference(pl, dl);
     Tolerance tol = tolerance_for(pl, ref);
-    tol.o_abs += 1e-5;
+    tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
     EXPECT_EQ(compare(pl, out, ref, tol), "") << "lengths " << lens[0] << "," << lens[1] << "," << lens[2];
   }
   cudaGraphExecDestroy(exec);
@@ -303,7 +305,9 @@ TEST(DecodeCuda, BadBlockIdOnDeviceDoesNotCrashOrLeak) {
   ref2.o.assign(ref.o.begin() + per_seq, ref.o.end());
   ref2.lse.assign(ref.lse.begin() + 8, ref.lse.end());
   ref2.max_abs_logit = ref.max_abs_logit;
-  EXPECT_EQ(compare(second, out2, ref2, tolerance_for(second, ref2)), "");
+  Tolerance tol = tolerance_for(second, ref2);
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+  EXPECT_EQ(compare(second, out2, ref2, tol), "");
 }
 
 }  // namespace
