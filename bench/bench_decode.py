@@ -190,12 +190,51 @@ def max_err(case, ref_fn):
     return (case.os[0].float().transpose(1, 2) - ref).abs().max().item()
 
 
+def kernel_breakdown(fns):
+    """GPU time per kernel name over one pass of fns, from the profiler (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for f in fns:
+            f()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        if e.device_type.name == "CUDA" and e.count:
+            out[e.key[:40]] = e.device_time_total / e.count  # us per call
+    return out
+
+
+def sweep(lib, sms, gen):
+    """Ours at several split choices (via the worker count given to the planner)."""
+    print("sweep: shape, workers -> splits, us, GB/s; kernel breakdown (us per call)")
+    for lens in ([4096], [32768], [131072], [8192] * 8, None):
+        if lens is None:
+            g = torch.Generator().manual_seed(7)
+            lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
+        probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
+        case = Case(lens, 16, torch.bfloat16, max(1, min(16, math.ceil(4 * L2_BYTES / probe))), gen)
+        for workers in (sms // 2, sms, 2 * sms, 4 * sms, 8 * sms):
+            fns, keep, plan = ours(lib, case, workers)
+            t = graph_time(fns)
+            bd = kernel_breakdown(fns[:1]) if workers == 2 * sms else {}
+            print(f"  batch {len(lens)} max {max(lens)}: workers {workers:4d} -> splits {plan.num_splits:3d} "
+                  f"items {plan.work_items:5d}: {t * 1e6:8.1f} us {case.kv_bytes / t / 1e9:7.0f} GB/s "
+                  f"{json.dumps(bd) if bd else ''}", flush=True)
+        del case
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--lib")
+    ap.add_argument("--sweep", action="store_true",
+                    help="time ours at several worker counts (split choices) and print the kernel breakdown")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -208,6 +247,9 @@ def main():
           f"(read+write), torch {torch.__version__}", flush=True)
 
     bf16, fp16 = torch.bfloat16, torch.float16
+    if args.sweep:
+        sweep(lib, sms.value, gen)
+        return
     rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
             ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),
             ("mixed", 16, bf16), ((1, 32768), 64, bf16), ((32, 4096), 64, bf16), ((1, 32768), 16, fp16),

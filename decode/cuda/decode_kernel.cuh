@@ -164,22 +164,6 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // Queries of the row block to shared memory (rows past block_rows are zero).
-  for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
-    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < block_rows) {
-      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-      const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
-                   static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
-      T tmp[Tr::kElemsPerChunk];
-#pragma unroll
-      for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];  // q may be only element-aligned
-      v = *reinterpret_cast<const uint4*>(tmp);
-    }
-    *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(r, c)) = v;
-  }
-
   // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, slopes.
   int64_t row_lo[2], row_hi[2], row_pos[2];
   float slope[2];
@@ -242,6 +226,23 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
     if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
+  // The first tiles are in flight; fetch the queries meanwhile.
+  // Queries of the row block to shared memory (rows past block_rows are zero).
+  for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
+    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < block_rows) {
+      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+      const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
+                   static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
+      T tmp[Tr::kElemsPerChunk];
+#pragma unroll
+      for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];  // q may be only element-aligned
+      v = *reinterpret_cast<const uint4*>(tmp);
+    }
+    *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(r, c)) = v;
+  }
+
   __syncthreads();  // smem_q written
 
   // Q fragments (A operand), all k-steps, in registers for the whole split.
