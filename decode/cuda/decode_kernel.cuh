@@ -16,7 +16,7 @@
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
 // split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
-// workspace for merge_states.
+// workspace, and the last split of each group to finish merges them (an arrival counter).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "attention/softmax_state.h"
 #include "decode/params.h"
 
 namespace flashserve::cuda {
@@ -418,6 +419,67 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
       if (tid % 8 == 0) ws_lse[wrow] = lse;
     }
   }
+  if (p.num_splits == 1) return;
+
+  // Split-K merge, fused: the last CTA of this (sequence, kv head, row block) to arrive
+  // merges every split's partial by logsumexp rescaling (merge_weight), so no second kernel
+  // is launched. Partials are published with a fence before the arrival; the last CTA reads
+  // them through L2 (ld.global.cg), never a stale L1 line. It resets the counter to 0, so the
+  // counters are zero between launches (decode_cuda zeroes them before each launch as well).
+  __shared__ int is_last;
+  int* counter = reinterpret_cast<int*>(ws_lse + static_cast<int64_t>(p.num_splits) * total_rows) +
+                 (static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * row_blocks + row_block;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  if (tid == 0) *counter = 0;
+  if (r >= block_rows) return;
+  const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+  const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
+  const int64_t row = token_row * p.num_heads + h;
+  float mx = -INFINITY;
+  for (int sp = 0; sp < p.num_splits; ++sp) mx = fmaxf(mx, __ldcg(ws_lse + sp * total_rows + row));
+  float l = 0.f;
+  if (mx != -INFINITY) {
+    for (int sp = 0; sp < p.num_splits; ++sp) {
+      const float ls = __ldcg(ws_lse + sp * total_rows + row);
+      l += ls == -INFINITY ? 0.f : __expf(ls - mx);
+    }
+  }
+  const float total = l > 0.f ? mx + __logf(l) : -INFINITY;
+  float out[kDimsPerThread];
+#pragma unroll
+  for (int d = 0; d < kDimsPerThread; ++d) out[d] = 0.f;
+  constexpr int kInFlight = 4;  // splits whose loads are issued together
+  for (int sp0 = 0; sp0 < p.num_splits; sp0 += kInFlight) {
+    float w[kInFlight];
+    float4 v[kInFlight][kDimsPerThread / 4];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int sp = sp0 + u;
+      w[u] = sp < p.num_splits ? merge_weight(__ldcg(ws_lse + sp * total_rows + row), total) : 0.f;
+      const float4* src = reinterpret_cast<const float4*>(ws_o + (sp * total_rows + row) * kHeadDim + d0);
+#pragma unroll
+      for (int q = 0; q < kDimsPerThread / 4; ++q) v[u][q] = w[u] != 0.f ? __ldcg(src + q) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+#pragma unroll
+      for (int q = 0; q < kDimsPerThread / 4; ++q) {
+        out[4 * q] += w[u] * v[u][q].x;
+        out[4 * q + 1] += w[u] * v[u][q].y;
+        out[4 * q + 2] += w[u] * v[u][q].z;
+        out[4 * q + 3] += w[u] * v[u][q].w;
+      }
+    }
+  }
+  T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
+#pragma unroll
+  for (int d = 0; d < kDimsPerThread; ++d) o[d] = from_f<T>(out[d]);
+  if (p.lse != nullptr && tid % 8 == 0) p.lse[row] = total;
 }
 
 // Launches the split kernel for one instance; defined by the instance files.
