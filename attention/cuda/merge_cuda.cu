@@ -1,6 +1,5 @@
-// CUDA merge of partial attention states by logsumexp rescaling: one warp per row, lanes
-// over head_dim (coalesced). Storage types are run-time values here: the
-// merge moves little data next to the split kernel, and one instance serves every caller.
+// CUDA merge_states: partial attention states merged by logsumexp rescaling; one instance
+// per input storage type (the output type is a run-time switch at the store).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -12,13 +11,14 @@ namespace flashserve::cuda {
 
 namespace {
 
-__device__ __forceinline__ float load_f(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::kFloat32: return static_cast<const float*>(base)[i];
-    case DType::kFloat16: return __half2float(static_cast<const __half*>(base)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-  }
-}
+template <typename T>
+__device__ __forceinline__ float to_float(T x);
+template <>
+__device__ __forceinline__ float to_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 __device__ __forceinline__ void store_f(void* base, DType t, int64_t i, float v) {
   switch (t) {
@@ -43,9 +43,12 @@ __device__ __forceinline__ float warp_reduce_sum(float x) {
   return x;
 }
 
-// One warp per row. The lse of all states are read at once (lanes over states) and reduced
-// with shuffles; then the states' o rows are accumulated kStatesInFlight at a time, their
-// loads issued before the adds, so the row costs a few memory latencies, not one per state.
+// One warp per row, lanes over head_dim. The lse of all states are read at once (lanes over
+// states) and reduced with shuffles; each lane then holds one state's weight and hands it
+// round by shuffle, while the states' o rows are loaded kStatesInFlight at a time without a
+// branch (a load is always in bounds; an empty state's o, which may be garbage, is dropped by
+// a select, never multiplied), so a row costs a few memory latencies, not one per state.
+template <typename TIn>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid_constant__ MergeParams p) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -64,32 +67,31 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid
   sum = warp_reduce_sum(sum);
   const float total = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
 
+  const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
   float acc[kMaxDimsPerLane];
 #pragma unroll
   for (int k = 0; k < kMaxDimsPerLane; ++k) acc[k] = 0.f;
-  const int64_t row_base = row * p.o_in_row_stride;
   for (int base = 0; base < p.num_states; base += 32) {
-    // Lane j holds the weight of state base + j; empty states weigh 0 and are never read.
     const float w_lane =
         base + lane < p.num_states ? merge_weight(lse_row[(base + lane) * p.lse_in_state_stride], total) : 0.f;
     const int n = min(32, p.num_states - base);
     for (int j0 = 0; j0 < n; j0 += kStatesInFlight) {
-      float w[kStatesInFlight], v[kStatesInFlight][kMaxDimsPerLane];
+      float v[kStatesInFlight][kMaxDimsPerLane];
 #pragma unroll
       for (int u = 0; u < kStatesInFlight; ++u) {
-        w[u] = __shfl_sync(0xffffffffu, w_lane, (j0 + u) & 31);
-        if (j0 + u >= n) w[u] = 0.f;
-        const int64_t state_base = (base + j0 + u) * p.o_in_state_stride + row_base;
+        const TIn* src = o_in + (base + min(j0 + u, n - 1)) * p.o_in_state_stride;
 #pragma unroll
         for (int k = 0; k < kMaxDimsPerLane; ++k) {
-          const int d = lane + 32 * k;
-          v[u][k] = (w[u] != 0.f && d < p.head_dim) ? load_f(p.o_in, p.in_dtype, state_base + d) : 0.f;
+          const int d = min(lane + 32 * k, p.head_dim - 1);
+          v[u][k] = to_float(src[d]);
         }
       }
 #pragma unroll
-      for (int u = 0; u < kStatesInFlight; ++u)
+      for (int u = 0; u < kStatesInFlight; ++u) {
+        const float w = j0 + u < n ? __shfl_sync(0xffffffffu, w_lane, (j0 + u) & 31) : 0.f;
 #pragma unroll
-        for (int k = 0; k < kMaxDimsPerLane; ++k) acc[k] += w[u] * v[u][k];
+        for (int k = 0; k < kMaxDimsPerLane; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
+      }
     }
   }
   // Every read of this row is done (each lane writes only the dims it read), so o_out may
@@ -109,7 +111,13 @@ Status merge_cuda(const MergeParams& p, void* stream) {
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const int64_t blocks = (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
-  merge_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const auto st = static_cast<cudaStream_t>(stream);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  switch (p.in_dtype) {
+    case DType::kFloat32: merge_kernel<float><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
+    case DType::kFloat16: merge_kernel<__half><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
+    case DType::kBFloat16: merge_kernel<__nv_bfloat16><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
+  }
   FS_CUDA_CHECK_LAUNCH("merge kernel");
   return Status::Ok();
 }

@@ -436,50 +436,63 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
   if (!is_last) return;
   __threadfence();
   if (tid == 0) *counter = 0;
-  if (r >= block_rows) return;
-  const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-  const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-  const int64_t row = token_row * p.num_heads + h;
-  float mx = -INFINITY;
-  for (int sp = 0; sp < p.num_splits; ++sp) mx = fmaxf(mx, __ldcg(ws_lse + sp * total_rows + row));
-  float l = 0.f;
-  if (mx != -INFINITY) {
-    for (int sp = 0; sp < p.num_splits; ++sp) {
-      const float ls = __ldcg(ws_lse + sp * total_rows + row);
-      l += ls == -INFINITY ? 0.f : __expf(ls - mx);
-    }
-  }
-  const float total = l > 0.f ? mx + __logf(l) : -INFINITY;
-  float out[kDimsPerThread];
+  // Warp w merges rows w, w+4, w+8, w+12 of the block; lane l owns float4 column l of a row
+  // (head_dim/4 columns). Lanes read the splits' lse in parallel, reduce with shuffles, and
+  // hand each split's weight round by shuffle; o loads are issued kInFlight splits at a time,
+  // unconditionally (partials of empty splits are 0, never NaN), so a row costs a few L2
+  // latencies rather than one per split.
+  constexpr int kCols = kHeadDim / 4;
+  constexpr int kInFlight = 8;
+  for (int rr = warp; rr < block_rows; rr += kDecodeWarps) {
+    const int t = (row0 + rr) / group, h = kv_head * group + (row0 + rr) % group;
+    const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
+    const int64_t row = token_row * p.num_heads + h;
+    float mx = -INFINITY;
+    for (int sp = lane; sp < p.num_splits; sp += 32) mx = fmaxf(mx, __ldcg(ws_lse + sp * total_rows + row));
 #pragma unroll
-  for (int d = 0; d < kDimsPerThread; ++d) out[d] = 0.f;
-  constexpr int kInFlight = 4;  // splits whose loads are issued together
-  for (int sp0 = 0; sp0 < p.num_splits; sp0 += kInFlight) {
-    float w[kInFlight];
-    float4 v[kInFlight][kDimsPerThread / 4];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int sp = sp0 + u;
-      w[u] = sp < p.num_splits ? merge_weight(__ldcg(ws_lse + sp * total_rows + row), total) : 0.f;
-      const float4* src = reinterpret_cast<const float4*>(ws_o + (sp * total_rows + row) * kHeadDim + d0);
-#pragma unroll
-      for (int q = 0; q < kDimsPerThread / 4; ++q) v[u][q] = w[u] != 0.f ? __ldcg(src + q) : make_float4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-#pragma unroll
-      for (int q = 0; q < kDimsPerThread / 4; ++q) {
-        out[4 * q] += w[u] * v[u][q].x;
-        out[4 * q + 1] += w[u] * v[u][q].y;
-        out[4 * q + 2] += w[u] * v[u][q].z;
-        out[4 * q + 3] += w[u] * v[u][q].w;
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float l = 0.f;
+    if (mx != -INFINITY) {
+      for (int sp = lane; sp < p.num_splits; sp += 32) {
+        const float ls = __ldcg(ws_lse + sp * total_rows + row);
+        l += ls == -INFINITY ? 0.f : __expf(ls - mx);
       }
     }
-  }
-  T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
 #pragma unroll
-  for (int d = 0; d < kDimsPerThread; ++d) o[d] = from_f<T>(out[d]);
-  if (p.lse != nullptr && tid % 8 == 0) p.lse[row] = total;
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    const float total = l > 0.f ? mx + __logf(l) : -INFINITY;
+    float4 acc4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int col = lane < kCols ? lane : 0;
+    for (int base = 0; base < p.num_splits; base += 32) {
+      const float w_lane =
+          base + lane < p.num_splits ? merge_weight(__ldcg(ws_lse + (base + lane) * total_rows + row), total) : 0.f;
+      const int n = min(32, p.num_splits - base);
+      for (int j0 = 0; j0 < n; j0 += kInFlight) {
+        float4 v[kInFlight];
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int sp = base + min(j0 + u, n - 1);  // in range; weight 0 past n
+          v[u] = __ldcg(reinterpret_cast<const float4*>(ws_o + (sp * total_rows + row) * kHeadDim) + col);
+        }
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const float w = j0 + u < n ? __shfl_sync(0xffffffffu, w_lane, (j0 + u) & 31) : 0.f;
+          acc4.x += w * v[u].x;
+          acc4.y += w * v[u].y;
+          acc4.z += w * v[u].z;
+          acc4.w += w * v[u].w;
+        }
+      }
+    }
+    if (lane < kCols) {
+      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + 4 * lane;
+      o[0] = from_f<T>(acc4.x);
+      o[1] = from_f<T>(acc4.y);
+      o[2] = from_f<T>(acc4.z);
+      o[3] = from_f<T>(acc4.w);
+    }
+    if (p.lse != nullptr && lane == 0) p.lse[row] = total;
+  }
 }
 
 // Launches the split kernel for one instance; defined by the instance files.
