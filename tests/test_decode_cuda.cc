@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -159,6 +160,9 @@ TEST(DecodeCuda, MergeStatesMatchesCpu) {
   std::normal_distribution<float> normal;
   for (auto& x : o) x = normal(rng);
   for (size_t i = 0; i < lse.size(); ++i) lse[i] = (i % 7 == 0) ? -INFINITY : 3.f * normal(rng);
+  // Empty states' o is garbage by contract: NaN here, which must never reach the output.
+  for (size_t i = 0; i < lse.size(); ++i)
+    if (lse[i] == -INFINITY) std::fill_n(&o[i * D], D, std::numeric_limits<float>::quiet_NaN());
   MergeParams m;
   m.num_states = S;
   m.num_rows = rows;
