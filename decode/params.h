@@ -43,10 +43,8 @@ struct DecodeParams {
   int32_t num_splits = 0;        // splits per sequence (the most any sequence uses)
   int32_t pages_per_split = 0;   // pages of keys per split; split s covers pages
                                  // [s·pages_per_split, (s+1)·pages_per_split) ∩ the sequence's
-  // Workspace: fp32 partial o [num_splits, batch·q_len·num_heads, head_dim], then fp32
-  // partial lse [num_splits, batch·q_len·num_heads], then (CUDA) int32 arrival counters
-  // [batch·q_len·num_heads] that let the last split of each work group merge the others.
-  // decode_workspace_bytes() gives its size; decode() initialises what needs it.
+  // fp32 workspace: partial o [num_splits, batch·q_len·num_heads, head_dim], then partial
+  // lse [num_splits, batch·q_len·num_heads]. decode_workspace_bytes() gives its size.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 };

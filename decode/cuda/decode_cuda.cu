@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "attention/merge.h"
 #include "common/cuda_check.h"
 #include "decode/cuda/decode_kernel.cuh"
 
@@ -32,13 +33,6 @@ Status validate_decode_cuda(const DecodeParams& p) {
 
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  if (p.num_splits > 1) {
-    // Zero the arrival counters (after the partial o and lse): a split kernel that never
-    // completed cannot leave the next launch a wrong count.
-    const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
-    char* counters = static_cast<char*>(p.workspace) + static_cast<int64_t>(p.num_splits) * rows * (p.head_dim + 1) * 4;
-    FS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counters, 0, static_cast<size_t>(rows) * 4, stream));
-  }
   cudaError_t err;
   if (p.head_dim == 64) {
     err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream)
@@ -47,7 +41,41 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
     err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream)
                                      : launch_decode_split<128, __nv_bfloat16>(p, stream);
   }
-  return cuda_status(err, "decode split kernel");
+  FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
+  if (p.num_splits == 1) return Status::Ok();
+
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
+  MergeParams m;
+  m.device = Device::kCUDA;
+  m.num_states = p.num_splits;
+  m.num_rows = rows;
+  m.head_dim = p.head_dim;
+  m.in_dtype = DType::kFloat32;
+  m.o_in = p.workspace;
+  m.o_in_state_stride = rows * p.head_dim;
+  m.o_in_row_stride = p.head_dim;
+  m.lse_in = static_cast<const float*>(p.workspace) + p.num_splits * rows * p.head_dim;
+  m.lse_in_state_stride = rows;
+  m.lse_in_row_stride = 1;
+  m.out_dtype = p.dtype;
+  m.lse_out = p.lse;
+  m.lse_out_row_stride = 1;
+  if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
+    m.o_out = p.o;
+    m.o_out_row_stride = p.o_head_stride;
+    return merge_states(m, stream_ptr);
+  }
+  // Token rows not evenly strided with heads: one merge per token row.
+  for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {
+    m.num_rows = p.num_heads;
+    m.o_in = static_cast<const float*>(p.workspace) + t * p.num_heads * p.head_dim;
+    m.lse_in = static_cast<const float*>(p.workspace) + p.num_splits * rows * p.head_dim + t * p.num_heads;
+    m.o_out = static_cast<char*>(p.o) + t * p.o_row_stride * dtype_size(p.dtype);
+    m.o_out_row_stride = p.o_head_stride;
+    m.lse_out = p.lse ? p.lse + t * p.num_heads : nullptr;
+    FS_RETURN_IF_ERROR(merge_states(m, stream_ptr));
+  }
+  return Status::Ok();
 }
 
 }  // namespace flashserve::cuda

@@ -16,7 +16,7 @@
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
 // split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
-// workspace, and the last split of each group to finish merges them (an arrival counter).
+// workspace for merge_states.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,7 +25,6 @@
 
 #include <cstdint>
 
-#include "attention/softmax_state.h"
 #include "decode/params.h"
 
 namespace flashserve::cuda {
@@ -418,80 +417,6 @@ __global__ void __launch_bounds__(kDecodeThreads, 2)
         *reinterpret_cast<float4*>(o + d) = make_float4(out[d], out[d + 1], out[d + 2], out[d + 3]);
       if (tid % 8 == 0) ws_lse[wrow] = lse;
     }
-  }
-  if (p.num_splits == 1) return;
-
-  // Split-K merge, fused: the last CTA of this (sequence, kv head, row block) to arrive
-  // merges every split's partial by logsumexp rescaling (merge_weight), so no second kernel
-  // is launched. Partials are published with a fence before the arrival; the last CTA reads
-  // them through L2 (ld.global.cg), never a stale L1 line. It resets the counter to 0, so the
-  // counters are zero between launches (decode_cuda zeroes them before each launch as well).
-  __shared__ int is_last;
-  int* counter = reinterpret_cast<int*>(ws_lse + static_cast<int64_t>(p.num_splits) * total_rows) +
-                 (static_cast<int64_t>(b) * p.num_kv_heads + kv_head) * row_blocks + row_block;
-  __threadfence();
-  __syncthreads();
-  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  if (tid == 0) *counter = 0;
-  // Warp w merges rows w, w+4, w+8, w+12 of the block; lane l owns float4 column l of a row
-  // (head_dim/4 columns). Lanes read the splits' lse in parallel, reduce with shuffles, and
-  // hand each split's weight round by shuffle; o loads are issued kInFlight splits at a time,
-  // unconditionally (partials of empty splits are 0, never NaN), so a row costs a few L2
-  // latencies rather than one per split.
-  constexpr int kCols = kHeadDim / 4;
-  constexpr int kInFlight = 8;
-  for (int rr = warp; rr < block_rows; rr += kDecodeWarps) {
-    const int t = (row0 + rr) / group, h = kv_head * group + (row0 + rr) % group;
-    const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-    const int64_t row = token_row * p.num_heads + h;
-    float mx = -INFINITY;
-    for (int sp = lane; sp < p.num_splits; sp += 32) mx = fmaxf(mx, __ldcg(ws_lse + sp * total_rows + row));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float l = 0.f;
-    if (mx != -INFINITY) {
-      for (int sp = lane; sp < p.num_splits; sp += 32) {
-        const float ls = __ldcg(ws_lse + sp * total_rows + row);
-        l += ls == -INFINITY ? 0.f : __expf(ls - mx);
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    const float total = l > 0.f ? mx + __logf(l) : -INFINITY;
-    float4 acc4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    const int col = lane < kCols ? lane : 0;
-    for (int base = 0; base < p.num_splits; base += 32) {
-      const float w_lane =
-          base + lane < p.num_splits ? merge_weight(__ldcg(ws_lse + (base + lane) * total_rows + row), total) : 0.f;
-      const int n = min(32, p.num_splits - base);
-      for (int j0 = 0; j0 < n; j0 += kInFlight) {
-        float4 v[kInFlight];
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int sp = base + min(j0 + u, n - 1);  // in range; weight 0 past n
-          v[u] = __ldcg(reinterpret_cast<const float4*>(ws_o + (sp * total_rows + row) * kHeadDim) + col);
-        }
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const float w = j0 + u < n ? __shfl_sync(0xffffffffu, w_lane, (j0 + u) & 31) : 0.f;
-          acc4.x += w * v[u].x;
-          acc4.y += w * v[u].y;
-          acc4.z += w * v[u].z;
-          acc4.w += w * v[u].w;
-        }
-      }
-    }
-    if (lane < kCols) {
-      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + 4 * lane;
-      o[0] = from_f<T>(acc4.x);
-      o[1] = from_f<T>(acc4.y);
-      o[2] = from_f<T>(acc4.z);
-      o[3] = from_f<T>(acc4.w);
-    }
-    if (p.lse != nullptr && lane == 0) p.lse[row] = total;
   }
 }
 
