@@ -1,7 +1,10 @@
 #include "decode/planner.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <string>
+#include <vector>
 
 #include "decode/params.h"
 
@@ -17,7 +20,35 @@ double wave_fill(int64_t items, int64_t workers) {
   return static_cast<double>(items) / static_cast<double>(waves * workers);
 }
 
+int64_t pages_of(const DecodePlanInput& in, int32_t b) { return ceil_div(in.seq_lens[b], in.block_size); }
+
+int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ceil_div(pages, chunk)); }
+
 }  // namespace
+
+double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
+  const double overhead = static_cast<double>(in.overhead_keys) / in.block_size;
+  int64_t num_splits = 1;
+  for (int32_t b = 0; b < in.batch; ++b) num_splits = std::max(num_splits, splits_of(pages_of(in, b), chunk));
+  // Workers' finish times; items in launch order: split fastest, then kv head, then sequence.
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int32_t w = 0; w < in.num_workers; ++w) free_at.push(0.0);
+  double makespan = 0.0;
+  for (int32_t b = 0; b < in.batch; ++b) {
+    const int64_t pages = pages_of(in, b);
+    for (int32_t h = 0; h < in.num_kv_heads; ++h) {
+      for (int64_t s = 0; s < num_splits; ++s) {
+        const int64_t mine = std::clamp<int64_t>(pages - s * chunk, 0, chunk);  // 0: an empty split
+        const double t = free_at.top() + static_cast<double>(mine) + (mine > 0 ? overhead : overhead / 4);
+        free_at.pop();
+        free_at.push(t);
+        makespan = std::max(makespan, t);
+      }
+    }
+  }
+  if (num_splits > 1) makespan += overhead / 2;  // the merge
+  return makespan;
+}
 
 Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (plan == nullptr) return invalid_argument("plan_decode: plan is null");
@@ -28,6 +59,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.num_workers <= 0) return invalid_argument("plan_decode: num_workers must be > 0");
   if (in.max_splits <= 0) return invalid_argument("plan_decode: max_splits must be > 0");
   if (in.min_pages_per_split < 0) return invalid_argument("plan_decode: min_pages_per_split < 0");
+  if (in.overhead_keys < 0) return invalid_argument("plan_decode: overhead_keys < 0");
 
   const int64_t min_pages =
       in.min_pages_per_split > 0 ? in.min_pages_per_split : std::max<int64_t>(1, 256 / in.block_size);
@@ -46,30 +78,29 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
       if (in.seq_lens[b] < 0)
         return invalid_argument("plan_decode: seq_lens[" + std::to_string(b) + "] = " +
                                 std::to_string(in.seq_lens[b]) + " < 0");
-      max_pages = std::max(max_pages, ceil_div(in.seq_lens[b], in.block_size));
+      max_pages = std::max(max_pages, pages_of(in, b));
     }
     const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads;
-    auto items_for = [&](int64_t chunk) {
-      int64_t n = 0;
-      for (int32_t b = 0; b < in.batch; ++b)
-        n += std::max<int64_t>(1, ceil_div(ceil_div(in.seq_lens[b], in.block_size), chunk));
-      return n * in.num_kv_heads;
-    };
     int64_t chunk = std::max<int64_t>(max_pages, 1);  // one split each
     if (units < in.num_workers && max_pages > min_pages) {
-      // Smallest chunk in [lo, max_pages] whose items fit one wave; items_for falls as the
-      // chunk grows, so binary search.
-      int64_t lo = std::max(min_pages, ceil_div(max_pages, in.max_splits));
-      int64_t hi = max_pages;
-      while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (items_for(mid) <= in.num_workers) hi = mid; else lo = mid + 1;
+      // Candidates: the chunks that give the longest sequence s splits, s = 1..max_splits, no
+      // smaller than min_pages. Ties go to the larger chunk (fewer splits, less merging).
+      double best = decode_makespan(in, chunk);
+      for (int64_t s = 2; s <= in.max_splits; ++s) {
+        const int64_t c = ceil_div(max_pages, s);
+        if (c < min_pages) break;
+        if (c == chunk) continue;
+        const double t = decode_makespan(in, c);
+        if (t < best - 1e-9) {
+          best = t;
+          chunk = c;
+        }
       }
-      chunk = lo;
     }
     out.pages_per_split = static_cast<int32_t>(chunk);
     out.num_splits = static_cast<int32_t>(std::max<int64_t>(1, ceil_div(max_pages, chunk)));
-    out.work_items = items_for(chunk);
+    for (int32_t b = 0; b < in.batch; ++b) out.work_items += splits_of(pages_of(in, b), chunk) * in.num_kv_heads;
+    out.makespan = in.batch > 0 ? decode_makespan(in, chunk) : 0.0;
   }
   out.wave_fill = wave_fill(out.work_items, in.num_workers);
   out.workspace_bytes = decode_workspace_bytes(out.num_splits, in.batch, in.q_len, in.num_heads, in.head_dim);

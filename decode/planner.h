@@ -2,18 +2,25 @@
 //
 // Every split is one work item (sequence, kv head, split); all query heads of a GQA group
 // ride along, so each K/V byte is read once per group. The planner picks one chunk size
-// (pages_per_split) for the whole batch, the smallest that keeps the work items within one
-// wave of the machine's workers, never below min_pages_per_split; a sequence of P pages then
-// gets ceil(P / pages_per_split) splits, so no item is longer than the chunk and long and
-// short sequences balance. When batch × kv_heads already fills a wave, nothing is split.
+// (pages_per_split) for the whole batch; a sequence of P pages gets ceil(P / chunk) splits.
+// Among the chunks that give each sequence at most max_splits splits and never split below
+// min_pages_per_split, it takes the one whose schedule finishes first on num_workers
+// workers, by simulating it: items are handed out in launch order (splits, then kv heads,
+// then sequences) to whichever worker frees first, an item costing its pages plus a fixed
+// overhead (start-up latency, the partial's write: overhead_keys worth of keys, measured,
+// see bench/NOTES.md), every split plan paying one merge. When batch × kv_heads already
+// fills the workers nothing is split.
 //
-// Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages:
-//   batch 1, 8 kv heads, 32k keys = 2048 pages: 8 items fill 0.06 of a wave; chunk 128 pages
-//     gives 16 splits, 128 items, 0.97 of a wave (chunk 120 would give 18 splits = 144 items,
-//     a second wave 0.09 full).
-//   batch 4, 8 kv heads, 4k keys = 256 pages: chunk 64 pages, 4 splits, 128 items, 0.97.
+// Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages,
+// overhead 6 pages:
+//   batch 1, 8 kv heads, 32k keys = 2048 pages: chunk 128 pages gives 16 splits, 128 items,
+//     one wave of 134 page-times plus the merge (0.97 of the workers busy); chunk 64 would need
+//     two waves (140), and chunk 120 gives 18 splits = 144 items, a second wave for 12 (254).
+//   batch 4, 8 kv heads, 4k keys = 256 pages: chunk 64, 4 splits, 128 items, one wave (70).
 //   batch 32, 8 kv heads, any length: 256 items already fill the machine: 1 split, no merge.
 //   batch 1, 8 kv heads, 100 keys = 7 pages: below the 16-page minimum: 1 split.
+//   mixed lengths (one 32k among 1k-16k sequences): the long sequence is cut finer than one
+//     wave would need, so it does not finish alone after the rest (several waves, balanced).
 //
 // CUDA-graph mode: the work must not depend on the lengths at replay time, so num_splits is
 // fixed to max_splits and the chunk to ceil(pages of max_seq_len / max_splits); shorter
@@ -39,6 +46,7 @@ struct DecodePlanInput {
                                    // CPU threads
   int32_t min_pages_per_split = 0; // 0: as many pages as hold 256 keys (at least 1)
   int32_t max_splits = 64;         // cap on splits per sequence
+  int32_t overhead_keys = 96;      // fixed cost of one work item, in keys streamed
   bool graph_mode = false;
   int32_t max_seq_len = 0;         // graph mode: the longest sequence a replay may see
 };
@@ -46,11 +54,16 @@ struct DecodePlanInput {
 struct DecodePlan {
   int32_t num_splits = 1;        // splits of the longest sequence (workspace dimension)
   int32_t pages_per_split = 1;
-  int64_t work_items = 0;        // Σ over sequences of splits × kv heads (graph mode: upper bound)
+  int64_t work_items = 0;        // items that hold keys: Σ over sequences of splits × kv heads
   double wave_fill = 0.0;        // work_items / (waves × num_workers)
+  double makespan = 0.0;         // simulated finish, in page-times (graph mode: 0)
   int64_t workspace_bytes = 0;   // decode_workspace_bytes(num_splits, ...)
 };
 
 Status plan_decode(const DecodePlanInput& in, DecodePlan* plan);
+
+// The simulated finish time (in page-times) of a chunk for the planner's input; exposed for
+// tests and the benchmark notes.
+double decode_makespan(const DecodePlanInput& in, int64_t pages_per_split);
 
 }  // namespace flashserve

@@ -49,11 +49,11 @@ TEST(Planner, WorkedExamplesFromTheComment) {
 }
 
 // Random batches: the plan covers every sequence, never splits below the minimum unless
-// there is one split, fits one wave whenever the unsplit batch did not fill it, and no
-// smaller chunk would also fit.
+// there is one split, respects max_splits, and its simulated finish is no later than that of
+// other candidate chunks (ceil(max_pages / s), the unsplit one included).
 TEST(Planner, InvariantsOnRandomBatches) {
   std::mt19937 rng(2024);
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 600; ++trial) {
     const int batch = std::uniform_int_distribution<int>(1, 40)(rng);
     const int kv = std::uniform_int_distribution<int>(1, 8)(rng);
     const int workers = std::uniform_int_distribution<int>(1, 264)(rng);
@@ -64,7 +64,7 @@ TEST(Planner, InvariantsOnRandomBatches) {
     DecodePlan plan;
     ASSERT_TRUE(plan_decode(in, &plan).ok());
     const int64_t min_pages = std::max(1, 256 / in.block_size);
-    int64_t items = 0, max_pages = 0;
+    int64_t items = 0, max_pages = 1;
     for (int32_t l : lens) {
       const int64_t pages = (l + in.block_size - 1) / in.block_size;
       max_pages = std::max(max_pages, pages);
@@ -77,14 +77,33 @@ TEST(Planner, InvariantsOnRandomBatches) {
     ASSERT_GE(static_cast<int64_t>(plan.num_splits) * plan.pages_per_split, max_pages);
     if (plan.num_splits > 1) {
       ASSERT_GE(plan.pages_per_split, min_pages);
-      ASSERT_LE(plan.work_items, workers) << "a split plan must fit one wave";
+      ASSERT_LT(static_cast<int64_t>(batch) * kv, workers) << "split although the batch fills the workers";
     }
-    if (static_cast<int64_t>(batch) * kv >= workers) {
-      ASSERT_EQ(plan.num_splits, 1);
+    ASSERT_NEAR(plan.makespan, decode_makespan(in, plan.pages_per_split), 1e-9);
+    if (static_cast<int64_t>(batch) * kv < workers) {
+      // The candidates: chunks that give the longest sequence s splits.
+      for (int64_t s : {1, 2, 7}) {
+        const int64_t c = (max_pages + s - 1) / s;
+        if (s == 1 || (max_pages > min_pages && c >= min_pages))
+          ASSERT_LE(plan.makespan, decode_makespan(in, c) + 1e-9) << "chunk " << c;
+      }
     }
     ASSERT_GT(plan.wave_fill, 0.0);
     ASSERT_LE(plan.wave_fill, 1.0);
   }
+}
+
+// One long sequence among short ones: the planner cuts it finer than one wave needs, so it
+// does not run alone after the others have finished.
+TEST(Planner, MixedLengthsBalance) {
+  std::vector<int32_t> lens(26, 2000);
+  lens.push_back(32768);
+  DecodePlan plan;
+  DecodePlanInput in = input(lens, 8, 264);
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  EXPECT_GT(plan.num_splits, 3);
+  const int64_t max_pages = 2048;
+  EXPECT_LT(plan.makespan, 0.6 * decode_makespan(in, max_pages));
 }
 
 TEST(Planner, GraphModeFixesSplitsAndWorkspace) {
