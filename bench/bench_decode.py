@@ -233,6 +233,7 @@ def main():
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--lib")
+    ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     args = ap.parse_args()
@@ -241,7 +242,7 @@ def main():
     lib = fsc.load(args.lib)
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
-    workers = 2 * sms.value  # two CTAs per SM fit (registers and shared memory)
+    workers = args.ctas_per_sm * sms.value  # split CTAs resident per SM (registers, shared memory)
     copy_bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}, {sms.value} SMs, copy bandwidth {copy_bw / 1e12:.3f} TB/s "
           f"(read+write), torch {torch.__version__}", flush=True)

@@ -33,7 +33,15 @@ inline constexpr int kDecodeThreads = 128;
 inline constexpr int kDecodeWarps = kDecodeThreads / 32;
 inline constexpr int kRowsPerBlock = 16;  // query rows per CTA
 inline constexpr int kTileKeys = 64;
-inline constexpr int kStages = 3;
+// Stages and CTAs per SM: 3 stages × 32 KB (head_dim 128, bf16) and 2 CTAs per SM measured
+// best; the macros exist for A/B builds (bench/NOTES.md), not for users.
+#ifndef FLASHSERVE_DECODE_STAGES
+#define FLASHSERVE_DECODE_STAGES 3
+#endif
+#ifndef FLASHSERVE_DECODE_MIN_BLOCKS
+#define FLASHSERVE_DECODE_MIN_BLOCKS 2
+#endif
+inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
 template <int kHeadDim, typename T>
 struct DecodeTraits {
@@ -135,7 +143,7 @@ __device__ __forceinline__ int swz(int row, int chunk) {
 }
 
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(kDecodeThreads, 2)
+__global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
