@@ -84,8 +84,9 @@ TEST(Planner, InvariantsOnRandomBatches) {
       // The candidates: chunks that give the longest sequence s splits.
       for (int64_t s : {1, 2, 7}) {
         const int64_t c = (max_pages + s - 1) / s;
-        if (s == 1 || (max_pages > min_pages && c >= min_pages))
+        if (s == 1 || (max_pages > min_pages && c >= min_pages)) {
           ASSERT_LE(plan.makespan, decode_makespan(in, c) + 1e-9) << "chunk " << c;
+        }
       }
     }
     ASSERT_GT(plan.wave_fill, 0.0);

@@ -1,0 +1,84 @@
+/* The C ABI from C: the header compiles as C, plan and run decode on the CPU, errors come back
+ * as codes with messages. Prints "N passed, N failed". */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flashserve_c.h"
+
+static int passed = 0, failed = 0;
+#define CHECK(cond, msg)                                  \
+  do {                                                    \
+    if (cond) {                                           \
+      ++passed;                                           \
+    } else {                                              \
+      ++failed;                                           \
+      fprintf(stderr, "FAILED: %s (%s)\n", msg, #cond);   \
+    }                                                     \
+  } while (0)
+
+int main(void) {
+  /* One sequence of 3 keys in blocks 2 and 1 (block size 2), 2 heads on 1 kv head, dim 4.
+   * Keys equal to zero-logit vectors make softmax uniform: o = mean of the values. */
+  enum { H = 2, D = 4, BS = 2, NB = 3 };
+  float k_pages[NB * 1 * BS * D], v_pages[NB * 1 * BS * D];
+  for (int i = 0; i < NB * BS * D; ++i) {
+    k_pages[i] = 0.0f;         /* q·k = 0 for every key */
+    v_pages[i] = (float)(i % 7) - 3.0f;
+  }
+  const int32_t table[2] = {2, 1}, seq_len = 3;
+  float q[H * D] = {1, 2, 3, 4, -1, -2, -3, -4}, o[H * D], lse[H];
+  fs_decode_args a;
+  memset(&a, 0, sizeof a);
+  a.device = FS_DEVICE_CPU;
+  a.dtype = FS_FLOAT32;
+  a.batch = 1;
+  a.q_len = 1;
+  a.num_heads = H;
+  a.num_kv_heads = 1;
+  a.head_dim = D;
+  a.q = q;
+  a.q_row_stride = H * D;
+  a.q_head_stride = D;
+  a.pages.k_pages = k_pages;
+  a.pages.v_pages = v_pages;
+  a.pages.block_stride = BS * D;
+  a.pages.head_stride = BS * D;
+  a.pages.token_stride = D;
+  a.pages.num_blocks = NB;
+  a.pages.block_size = BS;
+  a.pages.block_table = table;
+  a.pages.block_table_stride = 2;
+  a.pages.seq_lens = &seq_len;
+  a.mask.softmax_scale = 0.5f;
+  a.mask.causal = 1;
+  a.mask.window_left = a.mask.window_right = -1;
+  a.o = o;
+  a.o_row_stride = H * D;
+  a.o_head_stride = D;
+  a.lse = lse;
+
+  fs_decode_plan plan;
+  CHECK(fs_decode_plan_create(1, &seq_len, 1, H, 1, D, BS, 2, 0, 64, 0, 0, &plan) == FS_OK, "plan");
+  CHECK(fs_decode_run(&a, NULL) == FS_OK, fs_last_error());
+  /* keys 0,1,2 live in block 2 slots 0,1 and block 1 slot 0 */
+  for (int h = 0; h < H; ++h) {
+    for (int d = 0; d < D; ++d) {
+      const float mean = (v_pages[(2 * BS + 0) * D + d] + v_pages[(2 * BS + 1) * D + d] + v_pages[(1 * BS) * D + d]) / 3;
+      CHECK(fabsf(o[h * D + d] - mean) < 1e-6f, "o is the mean of the values");
+    }
+    CHECK(fabsf(lse[h] - logf(3.0f)) < 1e-6f, "lse = ln 3");
+  }
+
+  int32_t bad_table[2] = {2, 7}; /* 7 >= num_blocks */
+  a.pages.block_table = bad_table;
+  CHECK(fs_decode_run(&a, NULL) == FS_OUT_OF_RANGE, "block id out of range");
+  CHECK(strstr(fs_last_error(), "out of range") != NULL, "message names the problem");
+  a.pages.block_table = table;
+  a.head_dim = 0;
+  CHECK(fs_decode_run(&a, NULL) == FS_INVALID_ARGUMENT, "head_dim 0");
+  CHECK(fs_decode_run(NULL, NULL) == FS_INVALID_ARGUMENT, "null args");
+
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
