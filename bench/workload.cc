@@ -16,8 +16,13 @@ Status Workload::create(const WorkloadSpec& s, Workload* w) {
     blocks += (len + bs - 1) / bs;
     max_blocks = std::max<int64_t>(max_blocks, (len + bs - 1) / bs);
   }
-  FS_RETURN_IF_ERROR(CpuKVPool::create(static_cast<int32_t>(blocks), s.num_kv_heads, s.block_size, s.head_dim,
-                                       s.dtype, &w->pool_));
+  KVStorageShape shape;
+  shape.num_blocks = static_cast<int32_t>(blocks);
+  shape.num_kv_heads = s.num_kv_heads;
+  shape.block_size = s.block_size;
+  shape.head_dim = s.head_dim;
+  shape.dtype = s.dtype;
+  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCPU, shape, &w->pool_));
   std::mt19937_64 rng(s.seed);
   // Scattered block ids: a shuffled permutation of 1..blocks-1.
   std::vector<int32_t> ids(static_cast<size_t>(blocks - 1));
@@ -43,7 +48,7 @@ Status Workload::create(const WorkloadSpec& s, Workload* w) {
       store_from_float(k.data(), s.dtype, i, normal(rng));
       store_from_float(v.data(), s.dtype, i, normal(rng));
     }
-    FS_RETURN_IF_ERROR(w->pool_.write(slots.data(), len, k.data(), v.data()));
+    FS_RETURN_IF_ERROR(w->pool_.append(0, 1, k.data(), v.data(), slots.data(), len));
   }
   w->cu_q_ = {0};
   for (int32_t q : s.q_lens) w->cu_q_.push_back(w->cu_q_.back() + q);
@@ -77,7 +82,7 @@ PrefillParams Workload::prefill_params() {
   p.cu_seqlens_q = cu_q_.data();
   p.total_q = total_q();
   p.paged = true;
-  p.pages = pool_.view(block_table_.data(), table_stride_, spec_.seq_lens.data());
+  p.pages = pool_.view(0, block_table_.data(), table_stride_, spec_.seq_lens.data());
   p.mask = mask_of(spec_);
   p.o = o_.data();
   p.lse = lse_.data();
@@ -94,7 +99,7 @@ DecodeParams Workload::decode_params() {
   p.num_kv_heads = spec_.num_kv_heads;
   p.head_dim = spec_.head_dim;
   p.q = q_.data();
-  p.pages = pool_.view(block_table_.data(), table_stride_, spec_.seq_lens.data());
+  p.pages = pool_.view(0, block_table_.data(), table_stride_, spec_.seq_lens.data());
   p.mask = mask_of(spec_);
   p.o = o_.data();
   p.lse = lse_.data();

@@ -1,4 +1,4 @@
-// A random attention workload on the CPU: a paged cache filled through CpuKVPool::write with
+// A random attention workload on the CPU: a paged cache filled through KVStorage::append with
 // N(0,1) keys and values (never zeros), queries, outputs, and the params of both families.
 // Shared by the CPU benchmark and the demo.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "attention/params.h"
 #include "decode/params.h"
-#include "kvcache/cpu_pool.h"
+#include "kvcache/kv_storage.h"
 
 namespace flashserve::bench {
 
@@ -37,7 +37,7 @@ class Workload {
 
  private:
   WorkloadSpec spec_;
-  CpuKVPool pool_;
+  KVStorage pool_;
   std::vector<int32_t> block_table_, cu_q_;
   int64_t table_stride_ = 0;
   std::vector<double> q_, o_;  // storage-type buffers, 8-byte aligned

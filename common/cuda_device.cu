@@ -38,4 +38,16 @@ Status cuda_device_info(int device, CudaDeviceInfo* info) {
   return Status::Ok();
 }
 
+Status cuda_free_memory(int device, int64_t* free_bytes) {
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
+  size_t free_b = 0, total_b = 0;
+  if (err == cudaSuccess) err = cudaMemGetInfo(&free_b, &total_b);
+  if (current != device) cudaSetDevice(current);
+  if (err != cudaSuccess) return internal_error(std::string("cudaMemGetInfo: ") + cudaGetErrorString(err));
+  *free_bytes = static_cast<int64_t>(free_b);
+  return Status::Ok();
+}
+
 }  // namespace flashserve

@@ -1,0 +1,128 @@
+// Append and copy-blocks on the GPU: 16-byte loads and stores, coalesced on both sides (a
+// token's head row of head_dim elements is contiguous in the new K/V and in the page).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/cuda_check.h"
+#include "kvcache/cuda/kv_kernels.h"
+
+namespace flashserve::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+struct AppendArgs {
+  char* pool;                // layer first_layer's K pool; V is pool + pool_bytes
+  int64_t layer_bytes;       // K + V of one layer
+  int64_t pool_bytes;        // one layer's K (or V)
+  const char* k_new;
+  const char* v_new;
+  const int64_t* slots;
+  int64_t n;
+  int64_t capacity;          // num_blocks · block_size
+  int32_t block_size;
+  int64_t block_bytes, head_bytes, token_bytes;  // strides in the pool
+  int32_t chunks_per_head;   // 16-byte chunks in head_dim elements
+  int32_t num_kv_heads;
+};
+
+// grid: (tokens, layers). Each thread copies 16-byte chunks of the token's K and V rows.
+__global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant__ AppendArgs a) {
+  const int64_t t = blockIdx.x;
+  const int layer = blockIdx.y;
+  const int64_t slot = a.slots[t];
+  if (slot < 0 || slot >= a.capacity) return;  // padding, or a bad slot: never written
+  const int64_t block = slot / a.block_size, offset = slot % a.block_size;
+  const int64_t row_bytes = static_cast<int64_t>(a.num_kv_heads) * a.chunks_per_head * 16;
+  const char* ks = a.k_new + (layer * a.n + t) * row_bytes;
+  const char* vs = a.v_new + (layer * a.n + t) * row_bytes;
+  char* kd = a.pool + layer * a.layer_bytes + block * a.block_bytes + offset * a.token_bytes;
+  char* vd = kd + a.pool_bytes;
+  const int chunks = a.num_kv_heads * a.chunks_per_head;
+  for (int c = threadIdx.x; c < chunks; c += kThreads) {
+    const int h = c / a.chunks_per_head, cc = c % a.chunks_per_head;
+    const int64_t dst = h * a.head_bytes + cc * 16;
+    *reinterpret_cast<uint4*>(kd + dst) = __ldg(reinterpret_cast<const uint4*>(ks) + c);
+    *reinterpret_cast<uint4*>(vd + dst) = __ldg(reinterpret_cast<const uint4*>(vs) + c);
+  }
+}
+
+// grid: (pairs, layers × 2). Copies one block of one pool with 16-byte vectors.
+__global__ void __launch_bounds__(kThreads)
+    copy_blocks_kernel(char* data, const int2* pairs, int64_t pool_bytes, int64_t block_bytes) {
+  const int2 pr = pairs[blockIdx.x];
+  char* pool = data + blockIdx.y * pool_bytes;  // y = layer·2 + (0: K, 1: V)
+  const uint4* src = reinterpret_cast<const uint4*>(pool + pr.x * block_bytes);
+  uint4* dst = reinterpret_cast<uint4*>(pool + pr.y * block_bytes);
+  for (int64_t i = threadIdx.x; i < block_bytes / 16; i += kThreads) dst[i] = src[i];
+}
+
+}  // namespace
+
+Status alloc_zeroed(int64_t bytes, void** out) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free allocation error
+    return resource_exhausted("cudaMalloc of " + std::to_string(bytes) + " bytes: out of device memory");
+  }
+  FS_RETURN_IF_ERROR(cuda_status(err, "cudaMalloc"));
+  const Status st = cuda_status(cudaMemset(p, 0, static_cast<size_t>(bytes)), "cudaMemset");
+  if (!st.ok()) {
+    cudaFree(p);
+    return st;
+  }
+  *out = p;
+  return Status::Ok();
+}
+
+void free_device(void* p) {
+  if (p) cudaFree(p);
+}
+
+Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
+                 const int64_t* slots, int64_t n, void* stream) {
+  const KVStorageShape& sh = s.shape();
+  const int64_t elem = dtype_size(sh.dtype);
+  if ((sh.head_dim * elem) % 16 || reinterpret_cast<uintptr_t>(k_new) % 16 || reinterpret_cast<uintptr_t>(v_new) % 16)
+    return invalid_argument("KVStorage::append: on CUDA, head_dim must fill whole 16-byte chunks and k_new, v_new be "
+                            "16-byte aligned");
+  if (n > 0x7fffffff) return unsupported("KVStorage::append: more than 2^31 tokens in one call");
+  AppendArgs a;
+  a.pool = static_cast<char*>(s.k_pages(first_layer));
+  a.pool_bytes = sh.pool_elems() * elem;
+  a.layer_bytes = 2 * a.pool_bytes;
+  a.k_new = static_cast<const char*>(k_new);
+  a.v_new = static_cast<const char*>(v_new);
+  a.slots = slots;
+  a.n = n;
+  a.capacity = static_cast<int64_t>(sh.num_blocks) * sh.block_size;
+  a.block_size = sh.block_size;
+  a.block_bytes = sh.block_elems() * elem;
+  a.head_bytes = static_cast<int64_t>(sh.block_size) * sh.head_dim * elem;
+  a.token_bytes = sh.head_dim * elem;
+  a.chunks_per_head = static_cast<int32_t>(sh.head_dim * elem / 16);
+  a.num_kv_heads = sh.num_kv_heads;
+  append_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(num_layers)), kThreads, 0,
+                  static_cast<cudaStream_t>(stream)>>>(a);
+  FS_CUDA_CHECK_LAUNCH("append kernel");
+  return Status::Ok();
+}
+
+Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream) {
+  static_assert(sizeof(BlockCopy) == 8, "BlockCopy is two int32");
+  const KVStorageShape& sh = s.shape();
+  const int64_t elem = dtype_size(sh.dtype);
+  const int64_t block_bytes = sh.block_elems() * elem;
+  if (block_bytes % 16) return invalid_argument("KVStorage::copy_blocks: on CUDA, blocks must be whole 16-byte chunks");
+  auto st = static_cast<cudaStream_t>(stream);
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, pairs, static_cast<size_t>(n) * 8, cudaMemcpyHostToDevice, st));
+  copy_blocks_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(2 * sh.num_layers)), kThreads, 0, st>>>(
+      static_cast<char*>(s.k_pages(0)), reinterpret_cast<const int2*>(staging), sh.pool_elems() * elem, block_bytes);
+  FS_CUDA_CHECK_LAUNCH("copy_blocks kernel");
+  return Status::Ok();
+}
+
+}  // namespace flashserve::cuda

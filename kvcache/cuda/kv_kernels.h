@@ -1,0 +1,18 @@
+// The CUDA side of KVStorage: allocation, append and copy-blocks kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "kvcache/kv_storage.h"
+
+namespace flashserve::cuda {
+
+Status alloc_zeroed(int64_t bytes, void** out);
+void free_device(void* p);
+Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
+                 const int64_t* slots, int64_t n, void* stream);
+// pairs: host; staging: device buffer of at least n int64 (BlockCopy's 8 bytes each).
+Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream);
+
+}  // namespace flashserve::cuda

@@ -1,0 +1,76 @@
+// Page storage: every layer's K and V pools on one device (CPU or CUDA), in the layout of
+// page_view.h, with the two writes the engine needs: append (new tokens' K/V into their slots)
+// and copy_blocks (copy-on-write). One allocation holds
+//     [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim]
+// so a layer's K pool is exactly the [num_blocks, num_kv_heads, block_size, head_dim] tensor
+// the kernels read.
+#pragma once
+
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/page_view.h"
+
+namespace flashserve {
+
+struct KVStorageShape {
+  int32_t num_layers = 1;
+  int32_t num_blocks = 0;
+  int32_t num_kv_heads = 0;
+  int32_t block_size = 16;
+  int32_t head_dim = 0;
+  DType dtype = DType::kBFloat16;
+
+  int64_t block_elems() const { return static_cast<int64_t>(num_kv_heads) * block_size * head_dim; }
+  int64_t pool_elems() const { return block_elems() * num_blocks; }  // one layer's K (or V)
+  int64_t bytes() const { return 2 * num_layers * pool_elems() * dtype_size(dtype); }
+  Status validate() const;
+};
+
+class KVStorage {
+ public:
+  KVStorage() = default;
+  ~KVStorage();
+  KVStorage(KVStorage&& o) noexcept;
+  KVStorage& operator=(KVStorage&& o) noexcept;
+  KVStorage(const KVStorage&) = delete;
+  KVStorage& operator=(const KVStorage&) = delete;
+
+  // Allocates (cudaMalloc on CUDA) and zero-fills. RESOURCE_EXHAUSTED when memory is short.
+  static Status create(Device device, const KVStorageShape& shape, KVStorage* out);
+
+  Device device() const { return device_; }
+  const KVStorageShape& shape() const { return shape_; }
+  void* k_pages(int32_t layer) const;
+  void* v_pages(int32_t layer) const;
+  // The view of one layer for a batch (block_table and seq_lens on the storage's device).
+  KVPageView view(int32_t layer, const int32_t* block_table, int64_t block_table_stride,
+                  const int32_t* seq_lens) const;
+
+  // Writes n tokens' keys and values into layers [first_layer, first_layer + num_layers):
+  // k_new, v_new: [num_layers, n, num_kv_heads, head_dim] contiguous, storage dtype;
+  // slots: [n] int64 (block·block_size + offset), negative = padding, skipped. All on the
+  // storage's device. CPU: an out-of-range slot is OUT_OF_RANGE and nothing is written.
+  // CUDA: one launch for all the layers; a slot out of range is skipped on the device (never a
+  // write outside the pool); callers with host slot arrays check them with check_slots.
+  Status append(int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new, const int64_t* slots,
+                int64_t n, void* stream = nullptr);
+  // OUT_OF_RANGE naming the first slot outside [-1, num_blocks·block_size) (host array).
+  Status check_slots(const int64_t* slots_host, int64_t n) const;
+
+  // Copies block src to dst in every layer, K and V (pairs: host array). Ids are checked
+  // first: OUT_OF_RANGE and nothing copied.
+  Status copy_blocks(const BlockCopy* pairs, int32_t n, void* stream = nullptr);
+
+ private:
+  void release();
+  Device device_ = Device::kCPU;
+  KVStorageShape shape_;
+  char* data_ = nullptr;
+  int64_t* device_pairs_ = nullptr;  // CUDA: staging for copy_blocks' pairs
+  int32_t device_pairs_cap_ = 0;
+};
+
+}  // namespace flashserve

@@ -1,0 +1,161 @@
+// KVStorage on the CPU: tokens appended through a slot mapping are what paged prefill reads;
+// copy-on-write through copy_blocks leaves the parent's block unchanged; bad slots and ids are
+// errors that write nothing; cache sizing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "attention/prefill.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_storage.h"
+#include "kvcache/sizing.h"
+
+namespace flashserve {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+KVStorageShape shape(int layers, int blocks, int heads, int bs, int dim, DType t) {
+  KVStorageShape s;
+  s.num_layers = layers;
+  s.num_blocks = blocks;
+  s.num_kv_heads = heads;
+  s.block_size = bs;
+  s.head_dim = dim;
+  s.dtype = t;
+  return s;
+}
+
+TEST(KVStorage, AppendedTokensAreReadBackThroughTheView) {
+  const int H = 2, D = 16, bs = 4, L = 3;
+  KVStorage st;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, shape(L, 10, H, bs, D, DType::kFloat32), &st).ok());
+  // One sequence of 9 tokens in blocks 7, 2, 5 (scattered); all three layers in one call.
+  const std::vector<int32_t> table = {7, 2, 5};
+  std::vector<int64_t> slots(9);
+  for (int j = 0; j < 9; ++j) slots[j] = int64_t{table[j / bs]} * bs + j % bs;
+  const std::vector<float> k = randn(L * 9 * H * D, 1), v = randn(L * 9 * H * D, 2), q = randn(H * D, 3);
+  ASSERT_TRUE(st.append(0, L, k.data(), v.data(), slots.data(), 9).ok());
+
+  // Paged prefill of the last token of layer 2 equals packed prefill over that layer's k, v.
+  const int32_t seq_len = 9;
+  const int32_t cu_q[2] = {0, 1}, cu_k[2] = {0, 9};
+  std::vector<float> o_paged(H * D), o_packed(H * D), lse_a(H), lse_b(H);
+  PrefillParams p;
+  p.dtype = DType::kFloat32;
+  p.batch = 1;
+  p.num_heads = H;
+  p.num_kv_heads = H;
+  p.head_dim = D;
+  p.q = q.data();
+  p.cu_seqlens_q = cu_q;
+  p.total_q = 1;
+  p.mask.softmax_scale = 0.25f;
+  p.mask.causal = true;
+  p.o = o_paged.data();
+  p.lse = lse_a.data();
+  set_contiguous_strides(p);
+  p.paged = true;
+  p.pages = st.view(2, table.data(), 3, &seq_len);
+  ASSERT_TRUE(prefill(p).ok());
+  p.paged = false;
+  p.k = k.data() + 2 * 9 * H * D;
+  p.v = v.data() + 2 * 9 * H * D;
+  p.cu_seqlens_k = cu_k;
+  p.total_k = 9;
+  p.o = o_packed.data();
+  p.lse = lse_b.data();
+  ASSERT_TRUE(prefill(p).ok());
+  EXPECT_EQ(o_paged, o_packed);
+  EXPECT_EQ(lse_a, lse_b);
+}
+
+TEST(KVStorage, PaddingSlotsAreSkippedAndBadSlotsWriteNothing) {
+  KVStorage st;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, shape(1, 2, 1, 4, 8, DType::kBFloat16), &st).ok());
+  std::vector<uint16_t> k(2 * 8, 0x3f80), v(2 * 8, 0x3f80);  // 1.0 in bf16
+  const int64_t pad[2] = {-1, 5};
+  ASSERT_TRUE(st.append(0, 1, k.data(), v.data(), pad, 2).ok());
+  const auto* kp = static_cast<const uint16_t*>(st.k_pages(0));
+  EXPECT_EQ(kp[5 * 8], 0x3f80);
+  EXPECT_EQ(kp[0], 0);
+  const int64_t slots[2] = {3, 8};  // 8 = 2 blocks × 4: out of range
+  const Status s = st.append(0, 1, k.data(), v.data(), slots, 2);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("slots[1] = 8"), std::string::npos) << s.message();
+  EXPECT_EQ(kp[3 * 8], 0);  // slot 3 was not written either
+  EXPECT_EQ(st.append(1, 1, k.data(), v.data(), pad, 2).code(), StatusCode::kOutOfRange);  // no layer 1
+  EXPECT_EQ(KVStorage::create(Device::kCPU, shape(1, 0, 1, 4, 8, DType::kBFloat16), &st).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// fork, then the child appends into the shared partly filled block: the manager asks for a
+// copy, the storage makes it, and the parent's block keeps its contents in every layer.
+TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
+  const int H = 2, D = 8, bs = 4, L = 2;
+  KVCacheConfig cfg;
+  cfg.num_blocks = 16;
+  cfg.block_size = bs;
+  KVCacheManager mgr(cfg);
+  KVStorage st;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, shape(L, 16, H, bs, D, DType::kFloat32), &st).ok());
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10};  // 1.5 blocks
+  int32_t cached = -1;
+  ASSERT_TRUE(mgr.add_sequence(1, prompt.data(), 6, 0, &cached).ok());
+  std::vector<int64_t> slots;
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(mgr.allocate_slots(1, 6, nullptr, &slots, &copies).ok());
+  ASSERT_TRUE(copies.empty());
+  const std::vector<float> k = randn(L * 6 * H * D, 4), v = randn(L * 6 * H * D, 5);
+  ASSERT_TRUE(st.append(0, L, k.data(), v.data(), slots.data(), 6).ok());
+
+  ASSERT_TRUE(mgr.fork(1, 2).ok());
+  const int32_t parent_last = mgr.block_table(1)->back();
+  std::vector<float> before(static_cast<size_t>(st.shape().block_elems()));
+  std::copy_n(static_cast<const float*>(st.k_pages(1)) + parent_last * st.shape().block_elems(), before.size(),
+              before.begin());
+
+  const int32_t new_token = 11;
+  slots.clear();
+  ASSERT_TRUE(mgr.allocate_slots(2, 1, &new_token, &slots, &copies).ok());
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].src, parent_last);
+  EXPECT_NE(mgr.block_table(2)->back(), parent_last);
+  ASSERT_TRUE(st.copy_blocks(copies.data(), 1).ok());
+  const std::vector<float> k1 = randn(L * H * D, 6), v1 = randn(L * H * D, 7);
+  ASSERT_TRUE(st.append(0, L, k1.data(), v1.data(), slots.data(), 1).ok());
+
+  const float* parent_block = static_cast<const float*>(st.k_pages(1)) + parent_last * st.shape().block_elems();
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), parent_block)) << "the parent's block changed";
+  // The child's copy holds the parent's two tokens plus its own third.
+  const int32_t child_last = mgr.block_table(2)->back();
+  const float* child_block = static_cast<const float*>(st.k_pages(1)) + child_last * st.shape().block_elems();
+  for (int h = 0; h < H; ++h)
+    for (int t = 0; t < 2; ++t)
+      for (int d = 0; d < D; ++d)
+        EXPECT_EQ(child_block[(h * bs + t) * D + d], parent_block[(h * bs + t) * D + d]);
+  EXPECT_EQ(child_block[(0 * bs + 2) * D + 0], k1[(1 * 1 + 0) * H * D + 0]);  // layer 1, token 0, head 0
+  EXPECT_EQ(st.copy_blocks(std::vector<BlockCopy>{{1, 99}}.data(), 1).code(), StatusCode::kOutOfRange);
+}
+
+TEST(CacheSizing, BlocksFromABudget) {
+  CacheSizing s;
+  // Llama-3-8B shapes: 32 layers, 8 kv heads, head_dim 128, bf16, 16 tokens a block = 2 MiB.
+  ASSERT_TRUE(size_cache(int64_t{10} << 30, 32, 8, 128, DType::kBFloat16, 16, &s).ok());
+  EXPECT_EQ(s.bytes_per_block, 2 * 32 * 8 * 16 * 128 * 2);
+  EXPECT_EQ(s.num_blocks, 5120);
+  EXPECT_EQ(s.num_tokens, 5119 * 16);
+  EXPECT_EQ(size_cache(1000, 32, 8, 128, DType::kBFloat16, 16, &s).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(size_cache(1 << 30, 0, 8, 128, DType::kBFloat16, 16, &s).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace flashserve
