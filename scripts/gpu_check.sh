@@ -8,11 +8,13 @@ out="${OUT:-/tmp/flashserve-gpu}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/nvidia-smi.txt"
 status=0
-for t in build-gpu/tests/test_decode_cuda; do
+for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda; do
   echo "== $t"
   "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | tail -n 40
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
+build-gpu/bench/bench_kvcache 2>&1 | tee "$out/bench_kvcache.log" | tail -n 12
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 export PYTHONUNBUFFERED=1
 python3 bench/bench_decode.py --lib build-gpu/libflashserve_c.so --json "$out/bench_decode.json" "$@" 2>&1 \
   | tee "$out/bench_decode.log" | tail -n 25

@@ -1,0 +1,95 @@
+// KVStorage on the GPU (label gpu): append and copy_blocks produce, byte for byte, what the
+// CPU storage produces from the same inputs; bad slots are skipped on the device, bad ids are
+// errors; cache sizing from the device's free memory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kvcache/kv_storage.h"
+#include "kvcache/sizing.h"
+#include "tests/cuda_support.h"
+
+namespace flashserve::test {
+namespace {
+
+KVStorageShape shape(DType t, int bs) {
+  KVStorageShape s;
+  s.num_layers = 3;
+  s.num_blocks = 37;
+  s.num_kv_heads = 4;
+  s.block_size = bs;
+  s.head_dim = 128;
+  s.dtype = t;
+  return s;
+}
+
+std::vector<uint16_t> random_halfs(size_t n, uint32_t seed, DType t) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = t == DType::kFloat16 ? float_to_fp16(normal(rng)) : float_to_bf16(normal(rng));
+  return v;
+}
+
+TEST(KVStorageCuda, AppendAndCopyBlocksMatchCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    for (int bs : {1, 16, 64}) {
+      const KVStorageShape sh = shape(t, bs);
+      KVStorage cpu, gpu;
+      ASSERT_TRUE(KVStorage::create(Device::kCPU, sh, &cpu).ok());
+      ASSERT_TRUE(KVStorage::create(Device::kCUDA, sh, &gpu).ok());
+      // 300 tokens into distinct random slots (a few padding -1), all layers in one call.
+      const int64_t capacity = int64_t{sh.num_blocks} * bs;
+      const int64_t n = std::min<int64_t>(300, capacity);
+      std::vector<int64_t> slots(static_cast<size_t>(capacity));
+      std::iota(slots.begin(), slots.end(), 0);
+      std::mt19937 rng(bs);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; i += 37) slots[i] = -1;
+      const size_t elems = static_cast<size_t>(sh.num_layers * n * sh.num_kv_heads * sh.head_dim);
+      const auto k = random_halfs(elems, 1, t), v = random_halfs(elems, 2, t);
+      ASSERT_TRUE(cpu.append(0, sh.num_layers, k.data(), v.data(), slots.data(), n).ok());
+      DeviceBuffer dk = to_device(k), dv = to_device(v), ds = to_device(slots);
+      ASSERT_TRUE(gpu.append(0, sh.num_layers, dk.get(), dv.get(), ds.as<int64_t>(), n, nullptr).ok());
+      // A second call for layer 1 alone, then copy-on-write pairs.
+      const auto k1 = random_halfs(static_cast<size_t>(n * sh.num_kv_heads * sh.head_dim), 3, t);
+      ASSERT_TRUE(cpu.append(1, 1, k1.data(), k1.data(), slots.data(), n).ok());
+      DeviceBuffer dk1 = to_device(k1);
+      ASSERT_TRUE(gpu.append(1, 1, dk1.get(), dk1.get(), ds.as<int64_t>(), n, nullptr).ok());
+      const std::vector<BlockCopy> pairs = {{3, 30}, {5, 6}, {0, 36}, {12, 2}};
+      ASSERT_TRUE(cpu.copy_blocks(pairs.data(), 4).ok());
+      ASSERT_TRUE(gpu.copy_blocks(pairs.data(), 4, nullptr).ok());
+      FS_ASSERT_CUDA(cudaDeviceSynchronize());
+      std::vector<char> host(static_cast<size_t>(sh.bytes()));
+      FS_ASSERT_CUDA(cudaMemcpy(host.data(), gpu.k_pages(0), host.size(), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(host.data(), cpu.k_pages(0), host.size()), 0) << dtype_name(t) << " block_size " << bs;
+    }
+  }
+}
+
+TEST(KVStorageCuda, BadSlotsNeverWriteOutsideThePool) {
+  FS_SKIP_WITHOUT_CUDA();
+  const KVStorageShape sh = shape(DType::kBFloat16, 16);
+  KVStorage gpu;
+  ASSERT_TRUE(KVStorage::create(Device::kCUDA, sh, &gpu).ok());
+  const std::vector<int64_t> slots = {int64_t{1} << 40, -5, 17};
+  EXPECT_EQ(gpu.check_slots(slots.data(), 3).code(), StatusCode::kOutOfRange);
+  const auto k = random_halfs(static_cast<size_t>(3 * sh.num_kv_heads * sh.head_dim), 4, sh.dtype);
+  DeviceBuffer dk = to_device(k), ds = to_device(slots);
+  ASSERT_TRUE(gpu.append(0, 1, dk.get(), dk.get(), ds.as<int64_t>(), 3, nullptr).ok());
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());  // no illegal address: the bad slots were skipped
+  const std::vector<BlockCopy> bad = {{1, 37}};
+  EXPECT_EQ(gpu.copy_blocks(bad.data(), 1, nullptr).code(), StatusCode::kOutOfRange);
+  CacheSizing s;
+  ASSERT_TRUE(size_cache_from_gpu(0.05, 0, 32, 8, 128, DType::kBFloat16, 16, &s).ok());
+  EXPECT_GT(s.num_blocks, 100);
+}
+
+}  // namespace
+}  // namespace flashserve::test
