@@ -50,6 +50,11 @@ __device__ __forceinline__ float warp_reduce_sum(float x) {
 // a select, never multiplied), so a row costs a few memory latencies, not one per state.
 template <typename TIn>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid_constant__ MergeParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the split kernel: wait here until its writes are
+  // visible (a no-op for an ordinary launch).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= p.num_rows) return;
@@ -106,18 +111,29 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid
 
 }  // namespace
 
-Status merge_cuda(const MergeParams& p, void* stream) {
+Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const int64_t blocks = (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
   const unsigned grid = static_cast<unsigned>(blocks);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(kWarpsPerBlock * 32);
+  config.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = dependent_launch ? 1 : 0;
+  cudaError_t err = cudaSuccess;
   switch (p.in_dtype) {
-    case DType::kFloat32: merge_kernel<float><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
-    case DType::kFloat16: merge_kernel<__half><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
-    case DType::kBFloat16: merge_kernel<__nv_bfloat16><<<grid, kWarpsPerBlock * 32, 0, st>>>(p); break;
+    case DType::kFloat32: err = cudaLaunchKernelEx(&config, merge_kernel<float>, p); break;
+    case DType::kFloat16: err = cudaLaunchKernelEx(&config, merge_kernel<__half>, p); break;
+    case DType::kBFloat16: err = cudaLaunchKernelEx(&config, merge_kernel<__nv_bfloat16>, p); break;
   }
+  FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
   FS_CUDA_CHECK_LAUNCH("merge kernel");
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "attention/cuda/merge_cuda.h"
 #include "attention/merge.h"
 #include "common/cuda_check.h"
 #include "decode/cuda/decode_kernel.cuh"
@@ -63,7 +64,11 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
     m.o_out = p.o;
     m.o_out_row_stride = p.o_head_stride;
-    return merge_states(m, stream_ptr);
+    // Programmatic dependent launch exists from Hopper (sm_90) on.
+    int device = 0, cc_major = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9);
   }
   // Token rows not evenly strided with heads: one merge per token row.
   for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {

@@ -154,6 +154,11 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   T* smem_v = smem_k + kStages * Tr::kTileElems;
   T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
+  // for this grid's writes, so its launch latency hides under this kernel.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
   const int row_block = blockIdx.y % row_blocks;
