@@ -19,4 +19,11 @@ export PYTHONUNBUFFERED=1
 python3 bench/bench_decode.py --lib build-gpu/libflashserve_c.so --json "$out/bench_decode.json" "$@" 2>&1 \
   | tee "$out/bench_decode.log" | tail -n 25
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+if [ "${FLASHSERVE_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+  # Hardware counters of one split-kernel launch at (1, 32k); clocks left as they are.
+  timeout 180 ncu --clock-control none -k regex:decode_split --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+    --section LaunchStats python3 bench/profile_decode.py --lib build-gpu/libflashserve_c.so > "$out/ncu_decode.txt" 2>&1
+  grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers|Stall|Warp Cycles" "$out/ncu_decode.txt" | head -30
+fi
 exit $status
