@@ -114,6 +114,26 @@ ProblemData make_data(const Problem& p) {
   return d;
 }
 
+Problem decode_problem(const std::vector<int>& seq_lens, int q_len, int num_heads, int num_kv_heads, int head_dim,
+                       DType dtype, int block_size, uint64_t seed) {
+  Problem p;
+  for (int len : seq_lens) p.seqs.push_back({q_len, std::max(len, q_len)});
+  p.num_heads = num_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = head_dim;
+  p.dtype = dtype;
+  p.causal = true;
+  p.block_size = block_size;
+  p.seed = seed;
+  return p;
+}
+
+int32_t max_pages(const Problem& p) {
+  int32_t m = 1;
+  for (const auto& s : p.seqs) m = std::max(m, (s.k_len + p.block_size - 1) / p.block_size);
+  return m;
+}
+
 Outputs make_outputs(const Problem& p) {
   Outputs out;
   const int64_t n = p.total_q() * p.num_heads * p.head_dim;

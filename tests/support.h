@@ -59,6 +59,13 @@ struct ProblemData {
 
 ProblemData make_data(const Problem& p);
 
+// A causal decode problem: q_len new tokens for each sequence of the given lengths (each at
+// least q_len: the new tokens are keys too), paged with block size bs.
+Problem decode_problem(const std::vector<int>& seq_lens, int q_len, int num_heads, int num_kv_heads, int head_dim,
+                       DType dtype, int block_size, uint64_t seed);
+// Pages of the longest sequence (>= 1).
+int32_t max_pages(const Problem& p);
+
 // Outputs of a kernel run: o in the storage type, lse fp32, both poisoned with NaN first.
 struct Outputs {
   Buffer o;

@@ -30,24 +30,7 @@ Outputs run_decode(const Problem& p, ProblemData& d, int32_t num_splits, int32_t
   return out;
 }
 
-int32_t max_pages(const Problem& p) {
-  int32_t m = 1;
-  for (const auto& s : p.seqs) m = std::max(m, (s.k_len + p.block_size - 1) / p.block_size);
-  return m;
-}
 
-Problem decode_problem(std::vector<int> seq_lens, int q_len, int h, int kv, int dim, DType t, int bs, uint64_t seed) {
-  Problem p;
-  for (int len : seq_lens) p.seqs.push_back({q_len, len});
-  p.num_heads = h;
-  p.num_kv_heads = kv;
-  p.head_dim = dim;
-  p.dtype = t;
-  p.causal = true;
-  p.block_size = bs;
-  p.seed = seed;
-  return p;
-}
 
 struct DecodeCase {
   int h, kv, dim, q_len, bs;

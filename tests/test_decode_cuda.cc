@@ -25,18 +25,6 @@ int sm_count() {
   return cuda_device_info(0, &info).ok() ? info.sm_count : 132;
 }
 
-Problem decode_problem(std::vector<int> lens, int q_len, int h, int kv, int dim, DType t, int bs, uint64_t seed) {
-  Problem p;
-  for (int len : lens) p.seqs.push_back({q_len, std::max(len, q_len)});  // the new tokens are keys too
-  p.num_heads = h;
-  p.num_kv_heads = kv;
-  p.head_dim = dim;
-  p.dtype = t;
-  p.causal = true;
-  p.block_size = bs;
-  p.seed = seed;
-  return p;
-}
 
 struct GpuRun {
   Outputs out;
@@ -81,11 +69,6 @@ GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pag
   return r;
 }
 
-int32_t max_pages(const Problem& p) {
-  int32_t m = 1;
-  for (const auto& s : p.seqs) m = std::max(m, (s.k_len + p.block_size - 1) / p.block_size);
-  return m;
-}
 
 // Reference and CPU decode once per problem; the GPU for three split choices.
 void check_problem(const Problem& p) {

@@ -77,6 +77,31 @@ inline float exp_nonpositive(float x) {
 
 }  // namespace
 
+KVRows paged_kv_rows(const KVPageView& pages, DType dtype, int32_t seq, int32_t kv_head) {
+  const int64_t elem = dtype_size(dtype);
+  KVRows kv;
+  kv.dtype = dtype;
+  kv.paged = true;
+  kv.k = static_cast<const char*>(pages.k_pages) + kv_head * pages.head_stride * elem;
+  kv.v = static_cast<const char*>(pages.v_pages) + kv_head * pages.head_stride * elem;
+  kv.block_table = pages.block_table + seq * pages.block_table_stride;
+  kv.block_size = pages.block_size;
+  kv.block_stride = pages.block_stride;
+  kv.token_stride = pages.token_stride;
+  return kv;
+}
+
+void set_output(TileItem& it, DType dtype, void* o, int64_t o_row_stride, int64_t o_head_stride, float* lse,
+                int32_t num_heads, int64_t row, int32_t first_head) {
+  it.o_dtype = dtype;
+  it.o = static_cast<char*>(o) + (row * o_row_stride + first_head * o_head_stride) * dtype_size(dtype);
+  it.o_token_stride = o_row_stride;
+  it.o_head_stride = o_head_stride;
+  it.lse = lse ? lse + row * num_heads + first_head : nullptr;
+  it.lse_token_stride = num_heads;
+  it.lse_head_stride = 1;
+}
+
 void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64_t k_end,
                    int64_t* lo, int64_t* hi) {
   int64_t l = k_begin, h = k_end;

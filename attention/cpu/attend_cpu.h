@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "attention/params.h"
+#include "kvcache/page_view.h"
 #include "common/dtype.h"
 
 namespace flashserve::cpu {
@@ -46,6 +47,14 @@ struct TileItem {
   float* lse = nullptr;    // may be null
   int64_t lse_token_stride = 0, lse_head_stride = 0;
 };
+
+// Paged rows of sequence `seq`'s kv head `kv_head` (pages.block_table row `seq`).
+KVRows paged_kv_rows(const KVPageView& pages, DType dtype, int32_t seq, int32_t kv_head);
+
+// Points the item's output at o [tokens, heads, head_dim] (strided, type dtype) and lse
+// [tokens, num_heads] (may be null), from token `row`, head `first_head`.
+void set_output(TileItem& it, DType dtype, void* o, int64_t o_row_stride, int64_t o_head_stride, float* lse,
+                int32_t num_heads, int64_t row, int32_t first_head);
 
 // Runs one item: reads q (dtype kv.dtype) and keys, writes o (o_dtype) and lse. Rows that
 // see no key write o = 0 and lse = -inf. mask.alibi_slopes must be host memory.

@@ -51,13 +51,7 @@ Status prefill_cpu(const PrefillParams& p) {
     KVRows kv;
     kv.dtype = p.dtype;
     if (p.paged) {
-      kv.paged = true;
-      kv.k = static_cast<const char*>(p.pages.k_pages) + w.kv_head * p.pages.head_stride * elem;
-      kv.v = static_cast<const char*>(p.pages.v_pages) + w.kv_head * p.pages.head_stride * elem;
-      kv.block_table = p.pages.block_table + w.seq * p.pages.block_table_stride;
-      kv.block_size = p.pages.block_size;
-      kv.block_stride = p.pages.block_stride;
-      kv.token_stride = p.pages.token_stride;
+      kv = paged_kv_rows(p.pages, p.dtype, w.seq, w.kv_head);
     } else {
       const int64_t k0 = p.cu_seqlens_k[w.seq];
       kv.k = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + w.kv_head * p.k_head_stride) * elem;
@@ -77,15 +71,7 @@ Status prefill_cpu(const PrefillParams& p) {
     it.q_pos0 = k_len - q_len + int64_t{w.tile} * kTileQTokens;
     it.k_begin = 0;
     it.k_end = k_len;
-    it.o_dtype = p.dtype;
-    it.o = static_cast<char*>(p.o) + (q_row * p.o_row_stride + first_head * p.o_head_stride) * elem;
-    it.o_token_stride = p.o_row_stride;
-    it.o_head_stride = p.o_head_stride;
-    if (p.lse) {
-      it.lse = p.lse + q_row * p.num_heads + first_head;
-      it.lse_token_stride = p.num_heads;
-      it.lse_head_stride = 1;
-    }
+    set_output(it, p.dtype, p.o, p.o_row_stride, p.o_head_stride, p.lse, p.num_heads, q_row, first_head);
     attend_tile(it, kv, p.mask);
   });
   return Status::Ok();

@@ -30,15 +30,7 @@ Status decode_cpu(const DecodeParams& p) {
     const int32_t first_head = kv_head * group;
     const int64_t row0 = int64_t{b} * p.q_len;  // token row of the sequence's first query
 
-    KVRows kv;
-    kv.dtype = p.dtype;
-    kv.paged = true;
-    kv.k = static_cast<const char*>(p.pages.k_pages) + kv_head * p.pages.head_stride * elem;
-    kv.v = static_cast<const char*>(p.pages.v_pages) + kv_head * p.pages.head_stride * elem;
-    kv.block_table = p.pages.block_table + b * p.pages.block_table_stride;
-    kv.block_size = p.pages.block_size;
-    kv.block_stride = p.pages.block_stride;
-    kv.token_stride = p.pages.token_stride;
+    const KVRows kv = paged_kv_rows(p.pages, p.dtype, b, kv_head);
 
     TileItem it;
     it.q = static_cast<const char*>(p.q) + (row0 * p.q_row_stride + first_head * p.q_head_stride) * elem;
@@ -52,24 +44,10 @@ Status decode_cpu(const DecodeParams& p) {
     it.k_begin = std::min(seq_len, split * split_keys);  // empty splits: k_begin == k_end
     it.k_end = std::min(seq_len, (split + 1) * split_keys);
     if (direct) {
-      it.o_dtype = p.dtype;
-      it.o = static_cast<char*>(p.o) + (row0 * p.o_row_stride + first_head * p.o_head_stride) * elem;
-      it.o_token_stride = p.o_row_stride;
-      it.o_head_stride = p.o_head_stride;
-      if (p.lse) {
-        it.lse = p.lse + row0 * p.num_heads + first_head;
-        it.lse_token_stride = p.num_heads;
-        it.lse_head_stride = 1;
-      }
-    } else {
-      const int64_t r = split * rows + row0 * p.num_heads + first_head;  // workspace row
-      it.o_dtype = DType::kFloat32;
-      it.o = ws_o + r * p.head_dim;
-      it.o_token_stride = int64_t{p.num_heads} * p.head_dim;
-      it.o_head_stride = p.head_dim;
-      it.lse = ws_lse + r;
-      it.lse_token_stride = p.num_heads;
-      it.lse_head_stride = 1;
+      set_output(it, p.dtype, p.o, p.o_row_stride, p.o_head_stride, p.lse, p.num_heads, row0, first_head);
+    } else {  // this split's fp32 slice of the workspace: [rows, head_dim] and [rows]
+      set_output(it, DType::kFloat32, ws_o + split * rows * p.head_dim, int64_t{p.num_heads} * p.head_dim,
+                 p.head_dim, ws_lse + split * rows, p.num_heads, row0, first_head);
     }
     attend_tile(it, kv, p.mask);
   });
