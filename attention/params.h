@@ -46,6 +46,8 @@ struct PrefillParams {
   int64_t q_head_stride = 0;             // elements between head h and h+1
   const int32_t* cu_seqlens_q = nullptr; // [batch + 1], 0 = first <= ... <= last = total_q
   int64_t total_q = 0;                   // rows of q, o and lse
+  int32_t max_seqlen_q = 0;              // CUDA: the longest q_len (sizes the grid; rows past it
+                                         // are not computed). The CPU reads cu_seqlens_q.
 
   // Keys and values: packed (paged == false) ...
   bool paged = false;

@@ -7,6 +7,9 @@
 #include "attention/validate.h"
 #include "common/check.h"
 #include "kvcache/page_view_check.h"
+#if FLASHSERVE_WITH_CUDA
+#include "attention/cuda/prefill_cuda.h"
+#endif
 
 namespace flashserve {
 
@@ -115,8 +118,18 @@ Status validate_prefill_lengths_host(const PrefillParams& p) {
 
 Status prefill(const PrefillParams& p, void* stream) {
   FS_RETURN_IF_ERROR(validate_prefill_shapes(p));
-  if (p.device == Device::kCUDA)
-    return unsupported("prefill: the CUDA prefill kernel is not built yet (issue 5)");
+  if (p.device == Device::kCUDA) {
+#if FLASHSERVE_WITH_CUDA
+    // Lengths and block tables live on the device: the kernel never reads outside the pool
+    // (lengths clamped to the table, bad block ids skipped); callers with host mirrors check
+    // them with validate_prefill_lengths_host.
+    FS_RETURN_IF_ERROR(cuda::validate_prefill_cuda(p));
+    if (p.batch == 0 || p.total_q == 0) return Status::Ok();
+    return cuda::prefill_cuda(p, stream);
+#else
+    return unsupported("prefill: flashserve was built without CUDA");
+#endif
+  }
   if (stream != nullptr) return invalid_argument("prefill: a CPU call takes no stream");
   FS_RETURN_IF_ERROR(validate_prefill_lengths_host(p));
   if (p.mask.alibi_slopes) {

@@ -34,6 +34,19 @@ class DecodeArgs(ctypes.Structure):
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64)]
 
 
+class PrefillArgs(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int32), ("dtype", ctypes.c_int32), ("batch", ctypes.c_int32),
+                ("num_heads", ctypes.c_int32), ("num_kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
+                ("q", ctypes.c_void_p), ("q_row_stride", ctypes.c_int64), ("q_head_stride", ctypes.c_int64),
+                ("cu_seqlens_q", ctypes.c_void_p), ("total_q", ctypes.c_int64), ("max_seqlen_q", ctypes.c_int32),
+                ("paged", ctypes.c_int32), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("k_row_stride", ctypes.c_int64), ("k_head_stride", ctypes.c_int64),
+                ("v_row_stride", ctypes.c_int64), ("v_head_stride", ctypes.c_int64),
+                ("cu_seqlens_k", ctypes.c_void_p), ("total_k", ctypes.c_int64), ("pages", Pages),
+                ("mask", Mask), ("o", ctypes.c_void_p), ("o_row_stride", ctypes.c_int64),
+                ("o_head_stride", ctypes.c_int64), ("lse", ctypes.c_void_p)]
+
+
 class DecodePlan(ctypes.Structure):
     _fields_ = [("num_splits", ctypes.c_int32), ("pages_per_split", ctypes.c_int32),
                 ("work_items", ctypes.c_int64), ("wave_fill", ctypes.c_double),
@@ -47,6 +60,7 @@ def load(path=None):
     lib.fs_decode_plan_create.argtypes = [ctypes.c_int32, ctypes.c_void_p] + [ctypes.c_int32] * 10 + [
         ctypes.POINTER(DecodePlan)]
     lib.fs_decode_run.argtypes = [ctypes.POINTER(DecodeArgs), ctypes.c_void_p]
+    lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
     lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
     return lib
 

@@ -144,6 +144,7 @@ int fs_prefill_run(const fs_prefill_args* a, void* stream) {
     p.q_head_stride = a->q_head_stride;
     p.cu_seqlens_q = a->cu_seqlens_q;
     p.total_q = a->total_q;
+    p.max_seqlen_q = a->max_seqlen_q;
     p.paged = a->paged != 0;
     p.k = a->k;
     p.v = a->v;

@@ -117,6 +117,7 @@ typedef struct fs_prefill_args {
   int64_t q_head_stride;
   const int32_t* cu_seqlens_q;   /* [batch + 1] */
   int64_t total_q;
+  int32_t max_seqlen_q;          /* CUDA: the longest query length */
   int32_t paged;
   const void* k;                 /* [total_k, num_kv_heads, head_dim] when !paged */
   const void* v;

@@ -8,7 +8,7 @@ out="${OUT:-/tmp/flashserve-gpu}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/nvidia-smi.txt"
 status=0
-for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda; do
+for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda build-gpu/tests/test_prefill_cuda; do
   echo "== $t"
   "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | tail -n 40
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -16,9 +16,12 @@ done
 build-gpu/bench/bench_kvcache 2>&1 | tee "$out/bench_kvcache.log" | tail -n 12
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 export PYTHONUNBUFFERED=1
-python3 bench/bench_decode.py --lib build-gpu/libflashserve_c.so --json "$out/bench_decode.json" "$@" 2>&1 \
-  | tee "$out/bench_decode.log" | tail -n 25
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# FLASHSERVE_BENCH picks the benchmarks (default: both); extra arguments go to each.
+for b in ${FLASHSERVE_BENCH:-prefill decode}; do
+  python3 "bench/bench_$b.py" --lib build-gpu/libflashserve_c.so --json "$out/bench_$b.json" "$@" 2>&1 \
+    | tee "$out/bench_$b.log" | tail -n 36
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
 if [ "${FLASHSERVE_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
   # Hardware counters of one split-kernel launch at (1, 32k); clocks left as they are.
   timeout 180 ncu --clock-control none -k regex:decode_split --launch-skip 1 --launch-count 1 \

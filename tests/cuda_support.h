@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -79,12 +80,16 @@ inline DeviceBuffer to_device(const Buffer& v) {
 
 // A problem's inputs on the device (paged), and poisoned outputs.
 struct DeviceProblem {
-  DeviceBuffer q, k_pages, v_pages, block_table, seq_lens, alibi, o, lse;
+  DeviceBuffer q, k, v, cu_q, cu_k, k_pages, v_pages, block_table, seq_lens, alibi, o, lse;
 };
 
 inline DeviceProblem upload(const Problem& p, const ProblemData& d) {
   DeviceProblem g;
   g.q = to_device(d.q_buf);
+  g.k = to_device(d.k_buf);
+  g.v = to_device(d.v_buf);
+  g.cu_q = to_device(d.cu_seqlens_q);
+  g.cu_k = to_device(d.cu_seqlens_k);
   g.k_pages = to_device(d.k_pages);
   g.v_pages = to_device(d.v_pages);
   g.block_table = to_device(d.block_table);
@@ -108,6 +113,31 @@ inline DecodeParams device_decode_params(const Problem& p, ProblemData& d, Outpu
   dp.o = g.o.get();
   dp.lse = g.lse.as<float>();
   return dp;
+}
+
+// Prefill params over the device copies (packed or paged as the problem says).
+inline PrefillParams device_prefill_params(const Problem& p, ProblemData& d, Outputs& host_out, DeviceProblem& g) {
+  PrefillParams pp = prefill_params(p, d, host_out);
+  pp.device = Device::kCUDA;
+  pp.q = g.q.get();
+  pp.cu_seqlens_q = g.cu_q.as<int32_t>();
+  int32_t max_q = 0;
+  for (const auto& s : p.seqs) max_q = std::max(max_q, s.q_len);
+  pp.max_seqlen_q = max_q;
+  if (pp.paged) {
+    pp.pages.k_pages = g.k_pages.get();
+    pp.pages.v_pages = g.v_pages.get();
+    pp.pages.block_table = g.block_table.as<int32_t>();
+    pp.pages.seq_lens = g.seq_lens.as<int32_t>();
+  } else {
+    pp.k = g.k.get();
+    pp.v = g.v.get();
+    pp.cu_seqlens_k = g.cu_k.as<int32_t>();
+  }
+  pp.mask.alibi_slopes = d.alibi_slopes.empty() ? nullptr : g.alibi.as<float>();
+  pp.o = g.o.get();
+  pp.lse = g.lse.as<float>();
+  return pp;
 }
 
 inline Outputs download_outputs(const Problem& p, const DeviceProblem& g) {

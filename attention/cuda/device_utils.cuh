@@ -97,4 +97,11 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kHeadDim + ((chunk ^ (row & 7)) * kElems);
 }
 
+// 2^x, the hardware approximation (relative error ~2^-22; ex2 of -inf is 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace flashserve::cuda

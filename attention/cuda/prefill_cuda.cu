@@ -1,0 +1,60 @@
+#include "attention/cuda/prefill_cuda.h"
+
+#include <string>
+
+#include "attention/cuda/prefill_kernel.cuh"
+#include "common/cuda_check.h"
+
+namespace flashserve::cuda {
+
+extern template cudaError_t launch_prefill<64, __half>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill<128, __half>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+
+namespace {
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+Status validate_prefill_cuda(const PrefillParams& p) {
+  if (p.dtype == DType::kFloat32) return unsupported("prefill: the CUDA kernels take fp16 or bf16, not fp32");
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return unsupported("prefill: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128)");
+  if (p.batch > 65535 || p.num_heads > 65535) return unsupported("prefill: batch and num_heads must be <= 65535 on CUDA");
+  if (p.batch > 0 && p.max_seqlen_q <= 0)
+    return invalid_argument("prefill: CUDA needs max_seqlen_q > 0 (the longest query length)");
+  const int64_t chunk = 16 / dtype_size(p.dtype);  // elements in 16 bytes
+  if (!aligned16(p.q) || p.q_row_stride % chunk || p.q_head_stride % chunk)
+    return invalid_argument("prefill: CUDA q must be 16-byte aligned, with strides of whole 16-byte chunks");
+  if (reinterpret_cast<uintptr_t>(p.o) % 4 || p.o_row_stride % 2 || p.o_head_stride % 2)
+    return invalid_argument("prefill: CUDA o must be 4-byte aligned, with even strides");
+  if (p.paged) {
+    const KVPageView& pv = p.pages;
+    if (!aligned16(pv.k_pages) || !aligned16(pv.v_pages) || pv.block_stride % chunk || pv.head_stride % chunk ||
+        pv.token_stride % chunk)
+      return invalid_argument("prefill: CUDA pages must be 16-byte aligned, with strides of whole 16-byte chunks");
+    if (pv.block_size & (pv.block_size - 1))
+      return unsupported("prefill: CUDA block_size must be a power of two, got " + std::to_string(pv.block_size));
+  } else if (p.total_k > 0) {
+    if (!aligned16(p.k) || !aligned16(p.v) || p.k_row_stride % chunk || p.k_head_stride % chunk ||
+        p.v_row_stride % chunk || p.v_head_stride % chunk)
+      return invalid_argument("prefill: CUDA k and v must be 16-byte aligned, with strides of whole 16-byte chunks");
+  }
+  return Status::Ok();
+}
+
+Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  cudaError_t err;
+  if (p.head_dim == 64) {
+    err = p.dtype == DType::kFloat16 ? launch_prefill<64, __half>(p, stream) : launch_prefill<64, __nv_bfloat16>(p, stream);
+  } else {
+    err = p.dtype == DType::kFloat16 ? launch_prefill<128, __half>(p, stream)
+                                     : launch_prefill<128, __nv_bfloat16>(p, stream);
+  }
+  return cuda_status(err, "prefill kernel");
+}
+
+}  // namespace flashserve::cuda

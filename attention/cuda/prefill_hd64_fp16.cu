@@ -1,0 +1,6 @@
+// Instance: varlen prefill, head_dim 64, fp16.
+#include "attention/cuda/prefill_kernel.cuh"
+
+namespace flashserve::cuda {
+template cudaError_t launch_prefill<64, __half>(const PrefillParams&, cudaStream_t);
+}  // namespace flashserve::cuda

@@ -1,0 +1,316 @@
+// The CUDA varlen prefill kernel (FlashAttention-2 forward with mma.sync), templated on
+// head_dim and the storage type; one instance per file (prefill_hd*_*.cu).
+//
+// One CTA = one (sequence, query head, tile of kBlockM = 64 query rows); 4 warps, 16 rows each
+// (the M of m16n8k16). The Q tile is copied once (cp.async) and held as mma fragments in
+// registers. K/V tiles of kBlockN = 64 keys stream through shared memory with cp.async,
+// kStages deep, from packed rows or from pages through the block table (block ids fetched one
+// tile ahead); 16-byte chunks are XOR-swizzled by row so ldmatrix reads hit 32 banks. Per tile
+// and warp: S = Q·Kᵀ (8 n-tiles × head_dim/16 k-steps of mma), logits in base 2 (scale·log2 e
+// folded in; softcap and ALiBi applied in natural units first), the mask only on tiles that
+// cross a row's visible range, online softmax on the fragments (row max over a quad of lanes),
+// then O += P·V with P reused from the S fragments as the A operand and V through
+// ldmatrix.trans. Tiles no row of the CTA can see are never loaded (causal, window). The grid
+// runs the q tiles in reverse so that the longest ones (causal: the last rows) start first.
+// The N×N matrix exists nowhere; per warp, S lives in 32 registers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/cuda/device_utils.cuh"
+#include "attention/params.h"
+
+namespace flashserve::cuda {
+
+inline constexpr int kPrefillThreads = 128;
+inline constexpr int kPrefillWarps = kPrefillThreads / 32;
+inline constexpr int kBlockM = 64;  // query rows per CTA (16 per warp)
+inline constexpr int kBlockN = 64;  // keys per K/V tile
+inline constexpr int kPrefillStages = 2;
+
+template <int kHeadDim, typename T>
+struct PrefillTraits {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "prefill: head_dim 64 or 128");
+  static constexpr int kElemsPerChunk = 16 / sizeof(T);
+  static constexpr int kChunks = kHeadDim / kElemsPerChunk;
+  static constexpr int kKSteps = kHeadDim / 16;
+  static constexpr int kNTiles = kHeadDim / 8;
+  static constexpr int kTileElems = kBlockN * kHeadDim;
+  static constexpr int kSmemQ = kBlockM * kHeadDim * sizeof(T);
+  static constexpr int kSmemBytes = kSmemQ + 2 * kPrefillStages * kTileElems * sizeof(T);
+  static constexpr int kKeysPerPass = kPrefillThreads / kChunks;
+  static constexpr int kRowsPerThread = kBlockN / kKeysPerPass;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+template <int kHeadDim, typename T>
+__global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __grid_constant__ PrefillParams p) {
+  using Tr = PrefillTraits<kHeadDim, T>;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* smem_q = reinterpret_cast<T*>(smem_raw);
+  T* smem_k = smem_q + kBlockM * kHeadDim;
+  T* smem_v = smem_k + kPrefillStages * Tr::kTileElems;
+
+  const int m_tile = gridDim.x - 1 - blockIdx.x;  // longest tiles first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gid = lane / 4, tig = lane % 4;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int kv_head = h / group;
+
+  const int64_t q0 = p.cu_seqlens_q[b];
+  const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  const int row0 = m_tile * kBlockM;
+  if (row0 >= q_len) return;
+  const int block_rows = min(kBlockM, q_len - row0);
+  int64_t k_len;
+  int64_t k0 = 0;  // packed: first key row
+  if (p.paged) {
+    k_len = min(static_cast<int64_t>(p.pages.seq_lens[b]), p.pages.block_table_stride * p.pages.block_size);
+  } else {
+    k0 = p.cu_seqlens_k[b];
+    k_len = p.cu_seqlens_k[b + 1] - k0;
+  }
+  const int64_t pos0 = k_len - q_len;  // key position of query row 0
+
+  // The CTA's key range: rows' visible ranges grow with the row, so the first row bounds the
+  // low end and the last the high end; inner bounds say which tiles need no mask.
+  int64_t lo_first, hi_first, lo_last, hi_last;
+  visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
+  visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
+  const int64_t cta_lo = lo_first, cta_hi = max(hi_last, lo_first);
+  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + kBlockN - 1) / kBlockN) : 0;
+  const bool transform = p.mask.softcap > 0.f || p.mask.alibi_slopes != nullptr;
+
+  const int64_t elem = sizeof(T);
+  const char* k_base;
+  const char* v_base;
+  if (p.paged) {
+    k_base = static_cast<const char*>(p.pages.k_pages) + kv_head * p.pages.head_stride * elem;
+    v_base = static_cast<const char*>(p.pages.v_pages) + kv_head * p.pages.head_stride * elem;
+  } else {
+    k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
+    v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
+  }
+  const int32_t* table = p.paged ? p.pages.block_table + static_cast<int64_t>(b) * p.pages.block_table_stride : nullptr;
+  const int block_shift = p.paged ? __ffs(p.pages.block_size) - 1 : 0;
+  const int block_mask = p.paged ? p.pages.block_size - 1 : 0;
+  const int my_chunk = tid % Tr::kChunks;
+
+  // Block ids one tile ahead of their copies (paged); packed keys need none.
+  auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
+    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kBlockN;
+#pragma unroll
+    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+      const int64_t key = key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass;
+      ids[i] = (p.paged && tile < num_tiles && key < cta_hi) ? table[key >> block_shift] : 0;
+    }
+  };
+  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
+    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kBlockN;
+    T* sk = smem_k + stage * Tr::kTileElems;
+    T* sv = smem_v + stage * Tr::kTileElems;
+#pragma unroll
+    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+      const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
+      const int64_t key = key0 + j;
+      bool valid = key < cta_hi;
+      int64_t koff = 0, voff = 0;
+      if (p.paged) {
+        valid = valid && ids[i] >= 0 && ids[i] < p.pages.num_blocks;  // a bad id reads nothing
+        koff = voff = valid ? (static_cast<int64_t>(ids[i]) * p.pages.block_stride +
+                               (key & block_mask) * p.pages.token_stride) * elem
+                            : 0;
+      } else if (valid) {
+        koff = key * p.k_row_stride * elem;
+        voff = key * p.v_row_stride * elem;
+      }
+      cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), k_base + koff + my_chunk * 16, valid);
+      cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), v_base + voff + my_chunk * 16, valid);
+    }
+  };
+
+  // Q tile: rows past q_len are zero.
+  {
+    const char* q_base = static_cast<const char*>(p.q) + ((q0 + row0) * p.q_row_stride + h * p.q_head_stride) * elem;
+    for (int i = tid; i < kBlockM * Tr::kChunks; i += kPrefillThreads) {
+      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+      const bool valid = r < block_rows;
+      cp_async_16(smem_q + swz<kHeadDim, T>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16, valid);
+    }
+    cp_async_commit();
+  }
+  int32_t ids[Tr::kRowsPerThread];
+#pragma unroll
+  for (int s = 0; s < kPrefillStages - 1; ++s) {
+    fetch_ids(s, ids);
+    if (s < num_tiles) load_tile(s, s, ids);
+    cp_async_commit();
+  }
+  fetch_ids(kPrefillStages - 1, ids);
+
+  // This lane's two rows (gid, gid + 8 of the warp's 16): positions, visible ranges, slopes.
+  const int wrow0 = warp * 16;
+  // 32-bit key positions in the hot loop (a sequence holds fewer than 2^31 keys).
+  int row_pos[2], row_lo[2], row_hi[2];
+  float slope[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = wrow0 + gid + 8 * i;
+    row_pos[i] = static_cast<int>(pos0 + row0 + r);
+    int64_t lo = 0, hi = 0;
+    if (r < block_rows) visible(p.mask, pos0 + row0 + r, 0, k_len, lo, hi);
+    row_lo[i] = static_cast<int>(lo);
+    row_hi[i] = static_cast<int>(hi);
+    slope[i] = p.mask.alibi_slopes != nullptr ? p.mask.alibi_slopes[h] * kLog2e : 0.f;
+  }
+
+  cp_async_wait<kPrefillStages - 1>();  // the Q tile (the oldest group) has landed
+  __syncthreads();
+  uint32_t qf[Tr::kKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+    const int m = lane / 8;
+    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>(wrow0 + (m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
+  }
+
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float acc[Tr::kNTiles][4];
+#pragma unroll
+  for (int n = 0; n < Tr::kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  const float scale2 = p.mask.softmax_scale * kLog2e;
+  const bool softcap = p.mask.softcap > 0.f;
+  const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait<kPrefillStages - 2>();
+    __syncthreads();
+    if (tile + kPrefillStages - 1 < num_tiles)
+      load_tile(tile + kPrefillStages - 1, (tile + kPrefillStages - 1) % kPrefillStages, ids);
+    cp_async_commit();
+    fetch_ids(tile + kPrefillStages, ids);
+
+    const int stage = tile % kPrefillStages;
+    const T* sk = smem_k + stage * Tr::kTileElems;
+    const T* sv = smem_v + stage * Tr::kTileElems;
+    const int key0 = static_cast<int>(cta_lo) + tile * kBlockN;
+
+    float s[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(nt * 8 + lane % 8, ks * 2 + lane / 8));
+        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
+        mma_16816<T>(s[nt], qf[ks + 1], kf[2], kf[3]);
+      }
+    }
+
+    // Logits in base 2; the mask only where a row's range ends inside this tile.
+    const bool masked = key0 < lo_last || key0 + kBlockN > hi_first || key0 + kBlockN > k_len;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[nt][2 * i + e];
+          if (transform) {
+            const int key = key0 + nt * 8 + tig * 2 + e;
+            x *= p.mask.softmax_scale;
+            if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
+            x = x * kLog2e -
+                slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
+          } else {
+            x *= scale2;
+          }
+          if (masked) {
+            const int key = key0 + nt * 8 + tig * 2 + e;
+            if (key < row_lo[i] || key >= row_hi[i]) x = -INFINITY;
+          }
+          s[nt][2 * i + e] = x;
+          mx = fmaxf(mx, x);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[i], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float f = fast_exp2(m_run[i] - m_use);
+      m_run[i] = m_new;
+      float rs = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pe = fast_exp2(s[nt][2 * i + e] - m_use);
+          s[nt][2 * i + e] = pe;
+          rs += pe;
+        }
+      }
+      l_run[i] = l_run[i] * f + rs;
+#pragma unroll
+      for (int n = 0; n < Tr::kNTiles; ++n) {
+        acc[n][2 * i] *= f;
+        acc[n][2 * i + 1] *= f;
+      }
+    }
+
+    // O += P·V, 16 keys (two S n-tiles) per k-step.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int n = 0; n < Tr::kNTiles; n += 2) {
+        uint32_t vf[4];
+        const int m = lane / 8;
+        ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(kk * 16 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
+        mma_16816<T>(acc[n], pa, vf[0], vf[1]);
+        mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Normalise and store this warp's rows: o in the storage type, lse in natural log.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+    const int r = wrow0 + gid + 8 * i;
+    if (r >= block_rows) continue;
+    const float inv = l_run[i] > 0.f ? 1.f / l_run[i] : 0.f;
+    const int64_t row = q0 + row0 + r;
+    T* o = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
+#pragma unroll
+    for (int n = 0; n < Tr::kNTiles; ++n) {
+      const uint32_t v = pack2<T>(acc[n][2 * i] * inv, acc[n][2 * i + 1] * inv);
+      *reinterpret_cast<uint32_t*>(o + n * 8 + tig * 2) = v;
+    }
+    if (p.lse != nullptr && tig == 0)
+      p.lse[row * p.num_heads + h] = l_run[i] > 0.f ? (m_run[i] + __log2f(l_run[i])) * 0.6931471805599453f : -INFINITY;
+  }
+}
+
+template <int kHeadDim, typename T>
+cudaError_t launch_prefill(const PrefillParams& p, cudaStream_t stream) {
+  using Tr = PrefillTraits<kHeadDim, T>;
+  auto kernel = prefill_kernel<kHeadDim, T>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.batch);
+  kernel<<<grid, kPrefillThreads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashserve::cuda

@@ -1,0 +1,139 @@
+// CUDA varlen prefill (label gpu): against the float64 reference and the CPU path over the
+// CPU tests' grid (odd lengths in mixed packed batches, GQA 21/3, window, ALiBi, softcap,
+// packed and paged), outputs poisoned first; NaN never passes.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attention/prefill.h"
+#include "tests/cuda_support.h"
+
+namespace flashserve::test {
+namespace {
+
+const int kLens[] = {1, 7, 77, 257, 1025};
+
+Outputs run_gpu(const Problem& p, ProblemData& d, Status* st) {
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  PrefillParams pp = device_prefill_params(p, d, host, g);
+  *st = prefill(pp, nullptr);
+  const cudaError_t err = cudaDeviceSynchronize();
+  EXPECT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  return download_outputs(p, g);
+}
+
+void check_problem(const Problem& p) {
+  ProblemData d = make_data(p);
+  Status st;
+  Outputs gpu = run_gpu(p, d, &st);
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+  const Reference ref = reference(p, d);
+  Tolerance tol = tolerance_for(p, ref);
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;  // P rounded to the storage type before P·V
+  tol.lse_abs += 1e-5;
+  EXPECT_EQ(compare(p, gpu, ref, tol), "");
+  Outputs cpu = make_outputs(p);
+  PrefillParams cp = prefill_params(p, d, cpu);
+  ASSERT_TRUE(prefill(cp).ok());
+  EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "GPU vs CPU";
+}
+
+class PrefillCudaGrid : public ::testing::TestWithParam<std::tuple<int, int, int, bool, int>> {};
+
+TEST_P(PrefillCudaGrid, MatchesReferenceAndCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  const auto params = GetParam();
+  const int heads_i = std::get<0>(params), dim_i = std::get<1>(params), dtype_i = std::get<2>(params);
+  const bool causal = std::get<3>(params);
+  const int layout = std::get<4>(params);
+  const int heads[4][2] = {{1, 1}, {8, 2}, {32, 8}, {21, 3}};
+  Problem p;
+  p.num_heads = heads[heads_i][0];
+  p.num_kv_heads = heads[heads_i][1];
+  p.head_dim = dim_i == 0 ? 64 : 128;
+  p.dtype = dtype_i == 0 ? DType::kFloat16 : DType::kBFloat16;
+  p.causal = causal;
+  p.block_size = layout == 0 ? 0 : (layout == 1 ? 16 : 64);
+  const int index = (((heads_i * 2 + dim_i) * 2 + dtype_i) * 2 + causal) * 3 + layout;
+  p.seed = 7000 + index;
+  for (int j = 0; j < 4; ++j) {
+    const int pair = (index * 4 + j * 7) % 25;
+    int q = kLens[pair / 5], k = kLens[pair % 5];
+    if (p.block_size > 0 && q > k) std::swap(q, k);  // paged: the queries are the sequence's tail
+    p.seqs.push_back({q, k});
+  }
+  check_problem(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, PrefillCudaGrid,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 2), ::testing::Range(0, 2),
+                                            ::testing::Bool(), ::testing::Range(0, 3)));
+
+TEST(PrefillCuda, MaskOptions) {
+  FS_SKIP_WITHOUT_CUDA();
+  struct Opt {
+    bool causal;
+    int wl, wr;
+    bool alibi;
+    float softcap;
+  };
+  const Opt opts[] = {{false, 32, -1, false, 0}, {false, 17, 9, false, 0}, {true, 40, -1, false, 0},
+                      {true, 0, -1, false, 0},   {false, -1, -1, true, 0}, {true, -1, -1, true, 0},
+                      {false, -1, -1, false, 5}, {true, -1, -1, false, 30}, {true, 50, -1, true, 20}};
+  int seed = 900;
+  for (const Opt& o : opts) {
+    for (int bs : {0, 16}) {
+      Problem p;
+      p.num_heads = 21;
+      p.num_kv_heads = 3;
+      p.head_dim = 128;
+      p.dtype = DType::kBFloat16;
+      p.causal = o.causal;
+      p.window_left = o.wl;
+      p.window_right = o.wr;
+      p.alibi = o.alibi;
+      p.softcap = o.softcap;
+      p.block_size = bs;
+      p.seed = seed++;
+      p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {64, 64}, {200, 200}};
+      check_problem(p);
+    }
+  }
+}
+
+TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p;
+  p.num_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.dtype = DType::kBFloat16;
+  p.causal = true;
+  p.seqs = {{9, 3}, {2048, 2048}, {100, 0}, {1, 3000}};  // q > k: rows with no key
+  check_problem(p);
+}
+
+TEST(PrefillCuda, UnsupportedShapesAreErrors) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 80;
+  p.dtype = DType::kBFloat16;
+  p.seqs = {{7, 7}};
+  ProblemData d = make_data(p);
+  Status st;
+  run_gpu(p, d, &st);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  p.head_dim = 64;
+  p.dtype = DType::kFloat32;
+  d = make_data(p);
+  run_gpu(p, d, &st);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+}
+
+}  // namespace
+}  // namespace flashserve::test
