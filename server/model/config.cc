@@ -1,0 +1,126 @@
+#include "server/model/config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace flashserve::model {
+
+Status LlamaConfig::validate() const {
+  if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_hidden_layers <= 0 ||
+      num_attention_heads <= 0 || num_key_value_heads <= 0 || head_dim <= 0)
+    return invalid_argument("model config: sizes must be positive");
+  if (num_attention_heads % num_key_value_heads)
+    return invalid_argument("model config: num_attention_heads is not a multiple of num_key_value_heads");
+  if (head_dim % 2) return invalid_argument("model config: head_dim must be even (rotary embeddings)");
+  if (!(rms_norm_eps > 0) || !(rope_theta > 0)) return invalid_argument("model config: rms_norm_eps and rope_theta must be > 0");
+  if (max_position_embeddings <= 0) return invalid_argument("model config: max_position_embeddings must be > 0");
+  return Status::Ok();
+}
+
+std::vector<double> LlamaConfig::inv_freq() const {
+  const int half = head_dim / 2;
+  std::vector<double> f(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(rope_theta, 2.0 * i / head_dim);
+  if (!rope_scaling.llama3) return f;
+  // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
+  const RopeScaling& s = rope_scaling;
+  const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_ctx / s.low_freq_factor, high_wavelen = old_ctx / s.high_freq_factor;
+  for (double& x : f) {
+    const double wavelen = 2 * M_PI / x;
+    if (wavelen < high_wavelen) continue;
+    if (wavelen > low_wavelen) {
+      x /= s.factor;
+    } else {
+      const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      x = (1 - smooth) * x / s.factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+Status parse_llama_config(const std::string& text, LlamaConfig* out) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("config.json is not a JSON object");
+  LlamaConfig c;
+  auto get_int = [&](const char* key, int32_t* v, bool required) -> Status {
+    if (!j.contains(key) || j[key].is_null()) {
+      return required ? invalid_argument(std::string("config.json: missing ") + key) : Status::Ok();
+    }
+    if (!j[key].is_number_integer()) return invalid_argument(std::string("config.json: ") + key + " is not an integer");
+    *v = j[key].get<int32_t>();
+    return Status::Ok();
+  };
+  FS_RETURN_IF_ERROR(get_int("vocab_size", &c.vocab_size, true));
+  FS_RETURN_IF_ERROR(get_int("hidden_size", &c.hidden_size, true));
+  FS_RETURN_IF_ERROR(get_int("intermediate_size", &c.intermediate_size, true));
+  FS_RETURN_IF_ERROR(get_int("num_hidden_layers", &c.num_hidden_layers, true));
+  FS_RETURN_IF_ERROR(get_int("num_attention_heads", &c.num_attention_heads, true));
+  c.num_key_value_heads = c.num_attention_heads;
+  FS_RETURN_IF_ERROR(get_int("num_key_value_heads", &c.num_key_value_heads, false));
+  FS_RETURN_IF_ERROR(get_int("max_position_embeddings", &c.max_position_embeddings, false));
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  FS_RETURN_IF_ERROR(get_int("head_dim", &c.head_dim, false));
+  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_norm_eps = j["rms_norm_eps"].get<double>();
+  if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<double>();
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const auto& r = j["rope_scaling"];
+    const std::string type = r.value("rope_type", r.value("type", std::string()));
+    if (type == "llama3") {
+      c.rope_scaling.llama3 = true;
+      c.rope_scaling.factor = r.value("factor", 8.0);
+      c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
+      c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
+      c.rope_scaling.original_max_position_embeddings = r.value("original_max_position_embeddings", int64_t{8192});
+    } else if (!type.empty() && type != "default") {
+      return unsupported("config.json: rope_scaling type " + type + " is not supported (llama3 is)");
+    }
+  }
+  if (j.contains("eos_token_id")) {
+    const auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int32_t>());
+    if (e.is_array())
+      for (const auto& x : e)
+        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int32_t>());
+  }
+  FS_RETURN_IF_ERROR(c.validate());
+  *out = c;
+  return Status::Ok();
+}
+
+Status synthetic_preset(const std::string& name, LlamaConfig* out) {
+  LlamaConfig c;
+  if (name == "tiny") {
+    c.vocab_size = 512;
+    c.hidden_size = 128;
+    c.intermediate_size = 344;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 32;
+    c.max_position_embeddings = 4096;
+    c.eos_token_ids = {2};
+  } else if (name == "llama3-8b") {
+    c.vocab_size = 128256;
+    c.hidden_size = 4096;
+    c.intermediate_size = 14336;
+    c.num_hidden_layers = 32;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 8;
+    c.head_dim = 128;
+    c.rms_norm_eps = 1e-5;
+    c.rope_theta = 500000.0;
+    c.rope_scaling.llama3 = true;
+    c.max_position_embeddings = 131072;
+    c.eos_token_ids = {128001, 128009};
+  } else {
+    return invalid_argument("unknown synthetic preset '" + name + "' (tiny, llama3-8b)");
+  }
+  FS_RETURN_IF_ERROR(c.validate());
+  *out = c;
+  return Status::Ok();
+}
+
+}  // namespace flashserve::model

@@ -1,0 +1,226 @@
+// The model: the safetensors reader (round trip; truncated and lying files are errors), the
+// config parser (llama3 rope scaling), and the Llama forward through the paged cache and the
+// attention backend (chunked prefill, split-K decode, a shared prefix, mixed batches) against
+// the plain reference forward with no cache: logits close, greedy tokens identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "kvcache/kv_cache_manager.h"
+#include "server/model/llama.h"
+#include "server/model/safetensors.h"
+
+namespace flashserve::model {
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("flashserve_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+TEST(Safetensors, RoundTripAndRejectsBadFiles) {
+  const std::string dir = temp_dir("st");
+  std::vector<float> a = {1.f, -2.5f, 3.25f, 0.f, 7.f, -1e-3f}, b = {0.5f, 1.5f};
+  ASSERT_TRUE(write_safetensors(dir + "/x.safetensors", {{"a", {2, 3}, a.data(), DType::kBFloat16},
+                                                          {"b", {2}, b.data(), DType::kFloat32}})
+                  .ok());
+  SafetensorsFile f;
+  ASSERT_TRUE(SafetensorsFile::open(dir + "/x.safetensors", &f).ok());
+  std::vector<float> got;
+  ASSERT_TRUE(f.read_f32("a", {2, 3}, &got).ok());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(got[i], round_to(DType::kBFloat16, a[i]));
+  ASSERT_TRUE(f.read_f32("b", {2}, &got).ok());
+  EXPECT_EQ(got, b);
+  EXPECT_EQ(f.read_f32("b", {3}, &got).code(), StatusCode::kInvalidArgument);  // wrong shape
+  EXPECT_EQ(f.read_f32("c", {2}, &got).code(), StatusCode::kInvalidArgument);  // no such tensor
+
+  std::ifstream in(dir + "/x.safetensors", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  SafetensorsFile g;
+  // Truncated anywhere: an error, never a crash.
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, bytes.size() - 1}) {
+    std::vector<char> t(bytes.begin(), bytes.begin() + static_cast<long>(cut));
+    EXPECT_FALSE(SafetensorsFile::parse(t, "truncated", &g).ok()) << "cut at " << cut;
+  }
+  auto with_header = [](const std::string& h, size_t data) {
+    std::vector<char> v(8 + h.size() + data, 0);
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    std::copy(h.begin(), h.end(), v.begin() + 8);
+    return v;
+  };
+  const char* lies[] = {
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",    // past the data
+      R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",     // size vs shape
+      R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",     // dtype
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
+      R"({"a":[1,2,3]})", R"(not json)", R"([1,2])"};
+  for (const char* h : lies) {
+    const Status st = SafetensorsFile::parse(with_header(h, 12), "lie", &g);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << h;
+  }
+  std::vector<char> huge = with_header("{}", 0);
+  huge[7] = 0x7f;  // header length far past the file
+  EXPECT_FALSE(SafetensorsFile::parse(huge, "huge", &g).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LlamaConfig, ParsesHuggingFaceConfigWithLlama3Rope) {
+  LlamaConfig c;
+  ASSERT_TRUE(parse_llama_config(R"({"vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-6,
+      "rope_theta": 500000.0, "max_position_embeddings": 1024, "tie_word_embeddings": true,
+      "eos_token_id": [7, 9],
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})",
+                                 &c)
+                  .ok());
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{7, 9}));
+  const auto f = c.inv_freq();
+  // Short wavelengths kept, long ones divided by the factor (Llama 3.1's rule).
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  const double last = 1.0 / std::pow(500000.0, 14.0 / 16);  // wavelength 2π/last > 8192: scaled
+  EXPECT_NEAR(f[7], last / 8.0, 1e-15);
+  EXPECT_FALSE(parse_llama_config(R"({"vocab_size": 100})", &c).ok());
+  EXPECT_FALSE(parse_llama_config(R"({"vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3})", &c).ok());
+  EXPECT_EQ(synthetic_preset("nope", &c).code(), StatusCode::kInvalidArgument);
+}
+
+// The tiny model, written to a folder (bf16 weights in two shards) and loaded back.
+LlamaModel load_tiny(int num_blocks, int block_size) {
+  LlamaConfig c;
+  EXPECT_TRUE(synthetic_preset("tiny", &c).ok());
+  LlamaWeights w;
+  EXPECT_TRUE(synthetic_weights(c, 42, &w).ok());
+  const std::string dir = temp_dir("model");
+  auto tensors = weights_as_tensors(c, w, DType::kBFloat16);
+  const size_t half = tensors.size() / 2;
+  EXPECT_TRUE(write_safetensors(dir + "/model-00001-of-00002.safetensors",
+                                std::vector<TensorToWrite>(tensors.begin(), tensors.begin() + half)).ok());
+  EXPECT_TRUE(write_safetensors(dir + "/model-00002-of-00002.safetensors",
+                                std::vector<TensorToWrite>(tensors.begin() + half, tensors.end())).ok());
+  std::ofstream(dir + "/config.json") << R"({"vocab_size": 512, "hidden_size": 128, "intermediate_size": 344,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096, "eos_token_id": 2})";
+  LlamaConfig lc;
+  LlamaWeights lw;
+  const Status st = load_model_folder(dir, &lc, &lw);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(lw.layers[1].w_down[5], round_to(DType::kBFloat16, w.layers[1].w_down[5]));
+  std::filesystem::remove_all(dir);
+  LlamaModel m;
+  EXPECT_TRUE(LlamaModel::create(lc, std::move(lw), num_blocks, block_size, &m).ok());
+  return m;
+}
+
+int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+
+// Builds the batch for sequences (id, new tokens) through the cache manager.
+ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<std::pair<int64_t, std::vector<int32_t>>>& parts,
+                        int32_t num_decode, const std::vector<bool>& generated) {
+  ForwardBatch b;
+  b.num_decode = num_decode;
+  b.cu_seqlens_q = {0};
+  int64_t stride = 1;
+  for (const auto& [id, toks] : parts) stride = std::max<int64_t>(stride, mgr.config().max_blocks_per_seq);
+  b.block_table_stride = stride;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& [id, toks] = parts[i];
+    std::vector<BlockCopy> copies;
+    const Status st = mgr.allocate_slots(id, static_cast<int32_t>(toks.size()), generated[i] ? toks.data() : nullptr,
+                                         &b.slot_mapping, &copies);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_TRUE(copies.empty());
+    b.tokens.insert(b.tokens.end(), toks.begin(), toks.end());
+    b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
+    b.seq_lens.push_back(mgr.num_slotted_tokens(id));
+    std::vector<int32_t> row(static_cast<size_t>(stride), 0);
+    std::copy(mgr.block_table(id)->begin(), mgr.block_table(id)->end(), row.begin());
+    b.block_tables.insert(b.block_tables.end(), row.begin(), row.end());
+  }
+  return b;
+}
+
+TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
+  LlamaModel m = load_tiny(64, 4);
+  const int V = m.config().vocab_size;
+  KVCacheConfig kc;
+  kc.num_blocks = 64;
+  kc.block_size = 4;
+  kc.max_blocks_per_seq = 32;
+  KVCacheManager mgr(kc);
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(13);
+  for (auto& t : prompt) t = std::uniform_int_distribution<int>(3, V - 1)(rng);
+  int32_t cached;
+  ASSERT_TRUE(mgr.add_sequence(1, prompt.data(), 13, 0, &cached).ok());
+  // Chunked prefill: 5 + 5 + 3 tokens, logits from the last chunk.
+  std::vector<float> logits;
+  for (int start = 0; start < 13; start += 5) {
+    const std::vector<int32_t> chunk(prompt.begin() + start, prompt.begin() + std::min(13, start + 5));
+    ForwardBatch b = make_batch(mgr, {{1, chunk}}, 0, {false});
+    ASSERT_TRUE(m.forward(b, &logits).ok());
+  }
+  std::vector<int32_t> seq = prompt;
+  double max_err = 0;
+  for (int step = 0; step < 10; ++step) {
+    std::vector<float> ref;
+    ASSERT_TRUE(m.reference_forward(seq, &ref).ok());
+    const float* ref_last = &ref[(seq.size() - 1) * V];
+    for (int i = 0; i < V; ++i) max_err = std::max(max_err, static_cast<double>(std::fabs(logits[i] - ref_last[i])));
+    const int tok = argmax(logits.data(), V);
+    ASSERT_EQ(tok, argmax(ref_last, V)) << "step " << step;
+    seq.push_back(tok);
+    ForwardBatch b = make_batch(mgr, {{1, {tok}}}, 1, {true});  // split-K decode path
+    ASSERT_TRUE(m.forward(b, &logits).ok());
+  }
+  EXPECT_LT(max_err, 2e-3) << "logits of the cached path drift from the reference";
+}
+
+// Two sequences sharing a cached prefix, in one batch: one decoding, one prefilling.
+TEST(LlamaModel, MixedBatchWithPrefixReuse) {
+  LlamaModel m = load_tiny(64, 4);
+  const int V = m.config().vocab_size;
+  KVCacheConfig kc;
+  kc.num_blocks = 64;
+  kc.block_size = 4;
+  kc.max_blocks_per_seq = 32;
+  KVCacheManager mgr(kc);
+  std::vector<int32_t> a = {5, 9, 11, 300, 42, 17, 8, 99, 123, 7};
+  int32_t cached;
+  ASSERT_TRUE(mgr.add_sequence(1, a.data(), 10, 0, &cached).ok());
+  std::vector<float> logits;
+  ForwardBatch b1 = make_batch(mgr, {{1, a}}, 0, {false});
+  ASSERT_TRUE(m.forward(b1, &logits).ok());
+  const int next_a = argmax(logits.data(), V);
+  std::vector<int32_t> bseq(a.begin(), a.begin() + 9);
+  bseq.push_back(400);
+  bseq.push_back(401);  // shares the first 8 tokens (2 blocks) with a
+  ASSERT_TRUE(mgr.add_sequence(2, bseq.data(), 11, 0, &cached).ok());
+  ASSERT_EQ(cached, 8);
+  const std::vector<int32_t> rest(bseq.begin() + 8, bseq.end());
+  ForwardBatch b2 = make_batch(mgr, {{1, {next_a}}, {2, rest}}, 1, {true, false});
+  ASSERT_TRUE(m.forward(b2, &logits).ok());
+  std::vector<int32_t> a2 = a;
+  a2.push_back(next_a);
+  std::vector<float> ref_a, ref_b;
+  ASSERT_TRUE(m.reference_forward(a2, &ref_a).ok());
+  ASSERT_TRUE(m.reference_forward(bseq, &ref_b).ok());
+  for (int i = 0; i < V; ++i) {
+    ASSERT_NEAR(logits[i], ref_a[(a2.size() - 1) * V + i], 2e-3);
+    ASSERT_NEAR(logits[V + i], ref_b[(bseq.size() - 1) * V + i], 2e-3);
+  }
+  ForwardBatch bad = b2;
+  bad.tokens[0] = V;  // a token id past the vocabulary
+  EXPECT_EQ(m.forward(bad, &logits).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace flashserve::model
