@@ -10,6 +10,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kUnsupported: return "UNSUPPORTED";
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kUnavailable: return "UNAVAILABLE";
   }
   return "UNKNOWN";
 }

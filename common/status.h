@@ -14,6 +14,7 @@ enum class StatusCode : int {
   kUnsupported = 3,       // a valid request this build or device does not implement
   kResourceExhausted = 4, // out of blocks or workspace
   kInternal = 5,          // a bug of ours or a failed CUDA call
+  kUnavailable = 6,       // shutting down, draining
 };
 
 const char* status_code_name(StatusCode code);

@@ -26,7 +26,8 @@ typedef enum fs_status {
   FS_OUT_OF_RANGE = 2,
   FS_UNSUPPORTED = 3,
   FS_RESOURCE_EXHAUSTED = 4,
-  FS_INTERNAL = 5
+  FS_INTERNAL = 5,
+  FS_UNAVAILABLE = 6
 } fs_status;
 
 typedef enum fs_dtype { FS_FLOAT32 = 0, FS_FLOAT16 = 1, FS_BFLOAT16 = 2 } fs_dtype;

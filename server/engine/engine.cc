@@ -1,0 +1,415 @@
+#include "server/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace flashserve::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAborted: return "aborted";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+// ---- ResultStream --------------------------------------------------------------------------
+
+void ResultStream::push(StreamEvent ev) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = ev.finished;
+    events_.push_back(std::move(ev));
+  }
+  cv_.notify_all();
+}
+
+bool ResultStream::next(StreamEvent* ev) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !events_.empty() || closed_; });
+  if (events_.empty()) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+bool ResultStream::next_for(StreamEvent* ev, double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !events_.empty() || closed_; }))
+    return false;
+  if (events_.empty()) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+// ---- Engine ---------------------------------------------------------------------------------
+
+struct Engine::Request {
+  GenerateRequest req;
+  std::shared_ptr<ResultStream> stream;
+  std::vector<int32_t> tokens;  // prompt, then every generated token
+  int32_t num_generated = 0;
+  int64_t seq_id = 0;           // in the cache manager; 0 while waiting
+  int32_t pending = -1;         // sampled token not yet fed to the model (decode input)
+  bool cancelled = false;
+  bool admitted_once = false;
+  int32_t cached_tokens = 0;
+  std::mt19937_64 rng;
+  Clock::time_point t_enqueue, t_first;
+  // Per step: tokens scheduled this step, and whether this step ends with a sample.
+  int32_t scheduled = 0;
+  bool samples = false;
+};
+
+Status EngineConfig::validate() const {
+  if (num_blocks < 2) return invalid_argument("engine: num_blocks must be >= 2");
+  if (max_num_batched_tokens < 1) return invalid_argument("engine: max_num_batched_tokens must be >= 1");
+  if (max_num_seqs < 1) return invalid_argument("engine: max_num_seqs must be >= 1");
+  if (max_waiting < 1) return invalid_argument("engine: max_waiting must be >= 1");
+  if (max_model_len < 0) return invalid_argument("engine: max_model_len must be >= 0");
+  return Status::Ok();
+}
+
+Engine::Engine(const EngineConfig& config, model::LlamaModel model)
+    : config_(config), model_(std::move(model)), cache_([&] {
+        KVCacheConfig kc;
+        kc.num_blocks = config.num_blocks;
+        kc.block_size = config.block_size;
+        kc.enable_prefix_caching = config.enable_prefix_caching;
+        return kc;
+      }()) {
+  if (config_.max_model_len == 0) config_.max_model_len = model_.config().max_position_embeddings;
+}
+
+Status Engine::create(const EngineConfig& config, model::LlamaModel model, std::unique_ptr<Engine>* out) {
+  FS_RETURN_IF_ERROR(config.validate());
+  KVCacheConfig kc;
+  kc.num_blocks = config.num_blocks;
+  kc.block_size = config.block_size;
+  FS_RETURN_IF_ERROR(kc.validate());
+  const KVStorageShape& s = model.kv().shape();
+  if (s.num_blocks < config.num_blocks || s.block_size != config.block_size)
+    return invalid_argument("engine: the model's KV storage does not match the engine's blocks");
+  std::unique_ptr<Engine> e(new Engine(config, std::move(model)));
+  e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+Engine::~Engine() { shutdown(); }
+
+Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* stream) {
+  const model::LlamaConfig& mc = model_.config();
+  const int64_t n = static_cast<int64_t>(request.prompt.size());
+  if (n == 0) return invalid_argument("the prompt is empty");
+  for (size_t i = 0; i < request.prompt.size(); ++i)
+    if (request.prompt[i] < 0 || request.prompt[i] >= mc.vocab_size)
+      return invalid_argument("prompt token " + std::to_string(i) + " = " + std::to_string(request.prompt[i]) +
+                              " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
+  FS_RETURN_IF_ERROR(request.sampling.validate(mc.vocab_size));
+  const int64_t total = n + request.sampling.max_tokens;
+  if (total > config_.max_model_len)
+    return invalid_argument("prompt (" + std::to_string(n) + ") + max_tokens (" +
+                            std::to_string(request.sampling.max_tokens) + ") exceeds the context limit " +
+                            std::to_string(config_.max_model_len));
+  const int64_t blocks = (total + config_.block_size - 1) / config_.block_size;
+  if (blocks > config_.num_blocks - 1)
+    return invalid_argument("the request needs " + std::to_string(total) + " tokens of KV cache; the pool holds " +
+                            std::to_string(int64_t{config_.num_blocks - 1} * config_.block_size));
+  auto r = std::make_shared<Request>();
+  r->stream = std::make_shared<ResultStream>();
+  r->tokens = request.prompt;
+  r->rng.seed(request.sampling.seed ? *request.sampling.seed : std::random_device{}());
+  r->t_enqueue = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Status(StatusCode::kUnavailable, "the engine is shutting down");
+    if (request.request_id.empty()) request.request_id = "req-" + std::to_string(next_seq_id_);
+    if (by_id_.count(request.request_id))
+      return invalid_argument("request id " + request.request_id + " is already in use");
+    if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting)
+      return resource_exhausted("the waiting queue is full (" + std::to_string(config_.max_waiting) + ")");
+    r->req = std::move(request);
+    by_id_[r->req.request_id] = r;
+    waiting_.push_back(r);
+    stats_.prompt_tokens += n;
+  }
+  *stream = r->stream;
+  work_cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Engine::cancel(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_id_.find(request_id);
+    if (it == by_id_.end()) return invalid_argument("no request " + request_id);
+    it->second->cancelled = true;
+  }
+  work_cv_.notify_all();
+  return Status::Ok();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineStats s = stats_;
+  s.running = static_cast<int32_t>(running_.size());
+  s.waiting = static_cast<int32_t>(waiting_.size());
+  const KVCacheStats k = cache_.stats();
+  s.kv_usage = k.usage();
+  s.prefix_queries = k.prefix_queries;
+  s.prefix_hits = k.prefix_hits;
+  return s;
+}
+
+// Called with mu_ held. Frees the request's blocks and ends its stream.
+void Engine::finish(Request& r, FinishReason reason, Status error) {
+  if (r.seq_id) cache_.free_sequence(r.seq_id).ok();
+  r.seq_id = 0;
+  StreamEvent ev;
+  ev.finished = true;
+  ev.reason = reason;
+  ev.error = std::move(error);
+  ev.prompt_tokens = static_cast<int32_t>(r.req.prompt.size());
+  ev.completion_tokens = r.num_generated;
+  ev.cached_tokens = r.cached_tokens;
+  const auto now = Clock::now();
+  ev.elapsed_s = seconds(r.t_enqueue, now);
+  ev.time_to_first_token_s = r.num_generated ? seconds(r.t_enqueue, r.t_first) : 0.0;
+  r.stream->push(std::move(ev));
+  by_id_.erase(r.req.request_id);
+}
+
+// Called with mu_ held: recompute preemption. The request keeps its tokens (prompt and
+// everything generated, the pending one included) and is prefilled again when it is readmitted.
+void Engine::preempt(Request& r) {
+  cache_.free_sequence(r.seq_id).ok();
+  r.seq_id = 0;
+  r.pending = -1;
+  ++stats_.preemptions;
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stopping_) {
+        for (auto& r : running_) finish(*r, FinishReason::kAborted);
+        for (auto& r : waiting_) finish(*r, FinishReason::kAborted);
+        running_.clear();
+        waiting_.clear();
+        return;
+      }
+    }
+    if (!step()) {
+      // Nothing could be scheduled (every waiting request needs blocks that running ones hold):
+      // wait for a change rather than spin.
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+}
+
+bool Engine::step() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Cancellations first: their blocks are free for this step.
+  auto drop_cancelled = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end();) {
+      if ((*it)->cancelled) {
+        finish(**it, FinishReason::kAborted);
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  drop_cancelled(running_);
+  drop_cancelled(waiting_);
+
+  int32_t budget = config_.max_num_batched_tokens;
+  std::vector<std::shared_ptr<Request>> decodes, prefills;
+  model::ForwardBatch batch;
+  std::vector<int64_t> decode_slots, prefill_slots;
+  std::vector<BlockCopy> copies;
+  for (auto& r : running_) r->scheduled = 0;
+
+  // 1. One decode token for every running request that has one pending, preempting the
+  //    newest running requests when the pool is out of blocks.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    auto r = running_[i];
+    if (r->pending < 0) continue;
+    while (!cache_.can_allocate(r->seq_id, 1)) {
+      auto victim = running_.back();
+      preempt(*victim);
+      running_.pop_back();
+      waiting_.push_front(victim);
+      if (victim == r) break;
+    }
+    if (r->seq_id == 0) break;  // r itself was preempted: the rest are newer, gone too
+    const Status st = cache_.allocate_slots(r->seq_id, 1, &r->pending, &decode_slots, &copies);
+    if (!st.ok()) {
+      finish(*r, FinishReason::kError, st);
+      running_.erase(running_.begin() + static_cast<long>(i--));
+      continue;
+    }
+    r->scheduled = 1;
+    r->samples = true;
+    decodes.push_back(r);
+    --budget;
+  }
+
+  // 2. Prompt chunks: running requests mid-prompt, then waiting ones (admission by blocks).
+  auto schedule_chunk = [&](const std::shared_ptr<Request>& r) -> bool {
+    const int32_t done = cache_.num_slotted_tokens(r->seq_id);
+    const int32_t remaining = static_cast<int32_t>(r->tokens.size()) - done;
+    int32_t n = std::min(remaining, budget);
+    while (n > 0 && !cache_.can_allocate(r->seq_id, n)) n = n > 16 ? n / 2 : n - 1;  // what fits now
+    if (n <= 0) return false;
+    if (!cache_.allocate_slots(r->seq_id, n, nullptr, &prefill_slots, &copies).ok()) return false;
+    r->scheduled = n;
+    r->samples = n == remaining;
+    prefills.push_back(r);
+    budget -= n;
+    return true;
+  };
+  for (auto& r : running_)
+    if (budget > 0 && r->pending < 0 && r->scheduled == 0) schedule_chunk(r);
+  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    auto r = waiting_.front();
+    const int64_t id = next_seq_id_++;
+    int32_t cached = 0;
+    const Status st = cache_.add_sequence(id, r->tokens.data(), static_cast<int32_t>(r->tokens.size()),
+                                          r->req.cache_salt, &cached);
+    if (!st.ok()) {
+      waiting_.pop_front();
+      finish(*r, FinishReason::kError, st);
+      continue;
+    }
+    r->seq_id = id;
+    if (!schedule_chunk(r)) {  // not even one token fits: wait for blocks
+      cache_.free_sequence(id).ok();
+      r->seq_id = 0;
+      break;
+    }
+    if (!r->admitted_once) r->cached_tokens = cached;
+    r->admitted_once = true;
+    waiting_.pop_front();
+    running_.push_back(r);
+  }
+  if (decodes.empty() && prefills.empty()) {
+    // Requests mid-prompt can hold every block between them: free the newest one's (it
+    // recomputes later) so that the others can go on. enqueue() made sure that any single
+    // request fits the pool alone.
+    if (running_.size() > 1) {
+      auto victim = running_.back();
+      preempt(*victim);
+      running_.pop_back();
+      waiting_.push_front(victim);
+      return true;
+    }
+    return false;
+  }
+
+  // 3. The batch: decodes first, then prompt chunks.
+  int64_t stride = 1;
+  for (const auto* list : {&decodes, &prefills})
+    for (const auto& r : *list) stride = std::max<int64_t>(stride, cache_.block_table(r->seq_id)->size());
+  batch.num_decode = static_cast<int32_t>(decodes.size());
+  batch.block_table_stride = stride;
+  batch.cu_seqlens_q = {0};
+  for (const auto* list : {&decodes, &prefills}) {
+    for (const auto& r : *list) {
+      const auto& toks = *cache_.tokens(r->seq_id);
+      const int32_t len = cache_.num_slotted_tokens(r->seq_id);
+      batch.tokens.insert(batch.tokens.end(), toks.begin() + (len - r->scheduled), toks.begin() + len);
+      batch.cu_seqlens_q.push_back(static_cast<int32_t>(batch.tokens.size()));
+      batch.seq_lens.push_back(len);
+      const auto* table = cache_.block_table(r->seq_id);
+      std::vector<int32_t> row(static_cast<size_t>(stride), 0);
+      std::copy(table->begin(), table->end(), row.begin());
+      batch.block_tables.insert(batch.block_tables.end(), row.begin(), row.end());
+    }
+  }
+  batch.slot_mapping = decode_slots;
+  batch.slot_mapping.insert(batch.slot_mapping.end(), prefill_slots.begin(), prefill_slots.end());
+  if (!copies.empty()) model_.kv().copy_blocks(copies.data(), static_cast<int32_t>(copies.size())).ok();
+  ++stats_.steps;
+
+  // 4. The forward pass, without the lock (enqueue and cancel stay responsive).
+  lock.unlock();
+  std::vector<float> logits;
+  const Status fst = model_.forward(batch, &logits);
+  lock.lock();
+
+  // 5. Sample, stream, finish.
+  const int32_t V = model_.config().vocab_size;
+  std::vector<std::shared_ptr<Request>> scheduled = decodes;
+  scheduled.insert(scheduled.end(), prefills.begin(), prefills.end());
+  std::vector<std::shared_ptr<Request>> done;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    Request& r = *scheduled[i];
+    if (!fst.ok()) {
+      done.push_back(scheduled[i]);
+      finish(r, FinishReason::kError, internal_error("model forward: " + fst.to_string()));
+      continue;
+    }
+    r.pending = -1;
+    if (!r.samples) continue;
+    const SamplingParams& sp = r.req.sampling;
+    std::vector<int32_t> banned;
+    if (r.num_generated < sp.min_tokens) {
+      if (!sp.ignore_eos) banned = model_.config().eos_token_ids;
+      banned.insert(banned.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+    }
+    const int32_t tok = sample_token(&logits[i * V], V, sp, banned, r.rng);
+    r.tokens.push_back(tok);
+    if (r.num_generated++ == 0) r.t_first = Clock::now();
+    ++stats_.generation_tokens;
+    FinishReason reason = FinishReason::kNone;
+    const auto& eos = model_.config().eos_token_ids;
+    if (!sp.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) reason = FinishReason::kEos;
+    else if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end())
+      reason = FinishReason::kStop;
+    else if (r.num_generated >= sp.max_tokens) reason = FinishReason::kLength;
+    if (reason == FinishReason::kNone) {
+      r.pending = tok;
+      StreamEvent ev;
+      ev.tokens = {tok};
+      r.stream->push(std::move(ev));
+    } else {
+      StreamEvent ev;
+      ev.tokens = {tok};
+      r.stream->push(std::move(ev));
+      finish(r, reason);
+      done.push_back(scheduled[i]);
+    }
+  }
+  for (const auto& d : done) running_.erase(std::remove(running_.begin(), running_.end(), d), running_.end());
+  return true;
+}
+
+}  // namespace flashserve::engine

@@ -1,0 +1,134 @@
+// The engine: a transport-free API (enqueue a request, read its stream of results, cancel)
+// over continuous batching (TensorRT-LLM's executor and vLLM's scheduler are the models).
+//
+// One scheduler thread runs steps. A step takes every running sequence's next decode token,
+// then prompt chunks of running and waiting requests up to a token budget (chunked prefill);
+// prompts first reuse their longest cached prefix through the KV cache manager. Admission is by
+// free blocks. When a decode cannot get a slot, the newest running request is preempted by
+// recompute: its blocks are freed and it goes back to the front of the queue with its prompt
+// and the tokens generated so far, to be prefilled again later (never a failed request for want
+// of blocks). cancel() aborts a request at the next step boundary and frees its blocks.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "kvcache/kv_cache_manager.h"
+#include "server/engine/sampling.h"
+#include "server/model/llama.h"
+
+namespace flashserve::engine {
+
+enum class FinishReason { kNone = 0, kEos, kStop, kLength, kAborted, kError };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerateRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  uint64_t cache_salt = 0;  // extra prefix-cache key (model, adapter, tenant)
+};
+
+// One message of a request's stream: new tokens, and on the last one the finish reason and
+// usage.
+struct StreamEvent {
+  std::vector<int32_t> tokens;
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  Status error;                    // set when reason == kError
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;       // prompt tokens served from the prefix cache (first admission)
+  double time_to_first_token_s = 0;
+  double elapsed_s = 0;
+};
+
+class ResultStream {
+ public:
+  // Blocks until an event arrives; false when the stream is finished and drained.
+  bool next(StreamEvent* ev);
+  // Waits at most timeout_s; false on a timeout or the end.
+  bool next_for(StreamEvent* ev, double timeout_s);
+
+ private:
+  friend class Engine;
+  void push(StreamEvent ev);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  bool closed_ = false;
+};
+
+struct EngineConfig {
+  int32_t num_blocks = 256;           // KV blocks (incl. the null block)
+  int32_t block_size = 16;
+  bool enable_prefix_caching = true;
+  int32_t max_num_batched_tokens = 256;  // tokens per step (decodes + prefill chunks)
+  int32_t max_num_seqs = 64;             // running requests
+  int32_t max_waiting = 1024;            // queue limit: RESOURCE_EXHAUSTED past it
+  int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
+  Status validate() const;
+};
+
+struct EngineStats {
+  int32_t running = 0, waiting = 0;
+  double kv_usage = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens = 0, generation_tokens = 0;
+  int64_t steps = 0;
+};
+
+class Engine {
+ public:
+  // Takes the model (its KV storage must hold config.num_blocks blocks of block_size).
+  static Status create(const EngineConfig& config, model::LlamaModel model, std::unique_ptr<Engine>* out);
+  ~Engine();
+
+  // Validates the request before it touches the cache: an empty prompt, ids past the
+  // vocabulary, prompt + max_tokens past the context limit or the whole pool, nonsense
+  // sampling values, a duplicate id: INVALID_ARGUMENT; the queue full: RESOURCE_EXHAUSTED;
+  // shutting down: UNAVAILABLE. An empty request_id gets one.
+  Status enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* stream);
+  // Aborts a request (its stream ends with kAborted). INVALID_ARGUMENT for an unknown id.
+  Status cancel(const std::string& request_id);
+  // Stops taking requests, aborts what is left, joins the scheduler.
+  void shutdown();
+
+  EngineStats stats() const;
+  const model::LlamaConfig& model_config() const { return model_.config(); }
+
+ private:
+  struct Request;
+  Engine(const EngineConfig& config, model::LlamaModel model);
+  void loop();
+  bool step();  // false when there was nothing to do
+  void finish(Request& r, FinishReason reason, Status error = Status::Ok());
+  void preempt(Request& r);
+
+  EngineConfig config_;
+  model::LlamaModel model_;
+  KVCacheManager cache_;
+
+  mutable std::mutex mu_;  // guards everything below (and the cache's stats reads)
+  std::condition_variable work_cv_;
+  std::deque<std::shared_ptr<Request>> waiting_;
+  std::vector<std::shared_ptr<Request>> running_;
+  std::map<std::string, std::shared_ptr<Request>> by_id_;
+  int64_t next_seq_id_ = 1;
+  bool stopping_ = false;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace flashserve::engine

@@ -1,0 +1,32 @@
+// Sampling parameters of a request (vLLM's names and meanings) and the sampler.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "common/status.h"
+
+namespace flashserve::engine {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]: drop tokens below min_p × the top probability
+  std::optional<uint64_t> seed;  // set: the request's samples are reproducible
+  std::vector<int32_t> stop_token_ids;
+  int32_t max_tokens = 16;
+  int32_t min_tokens = 0;    // EOS and stop tokens are not sampled before this many
+  bool ignore_eos = false;
+
+  Status validate(int32_t vocab_size) const;
+};
+
+// Picks the next token from logits [vocab]. banned: token ids that must not be chosen now
+// (EOS and stop tokens before min_tokens). Greedy ties go to the lowest id.
+int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& p, const std::vector<int32_t>& banned,
+                     std::mt19937_64& rng);
+
+}  // namespace flashserve::engine

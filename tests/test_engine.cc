@@ -1,0 +1,223 @@
+// The engine on the CPU (synthetic tiny model): greedy output through continuous batching,
+// chunked prefill, prefix reuse and forced preemption equals the plain reference forward with
+// no cache, token for token; sampling rules; bad requests rejected before they touch the cache;
+// cancel frees the pool.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "server/engine/engine.h"
+
+namespace flashserve::engine {
+namespace {
+
+std::unique_ptr<Engine> make_engine(int num_blocks, int block_size, int budget, int max_seqs = 64) {
+  model::LlamaConfig c;
+  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
+  model::LlamaWeights w;
+  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
+  model::LlamaModel m;
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, &m).ok());
+  EngineConfig ec;
+  ec.num_blocks = num_blocks;
+  ec.block_size = block_size;
+  ec.max_num_batched_tokens = budget;
+  ec.max_num_seqs = max_seqs;
+  std::unique_ptr<Engine> e;
+  EXPECT_TRUE(Engine::create(ec, std::move(m), &e).ok());
+  return e;
+}
+
+// The reference: greedy decoding by the no-cache forward of a separate copy of the model.
+std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
+  model::LlamaConfig c;
+  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
+  model::LlamaWeights w;
+  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
+  model::LlamaModel m;
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), 2, 16, &m).ok());
+  std::vector<int32_t> seq = prompt, out;
+  std::vector<float> logits;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(m.reference_forward(seq, &logits).ok());
+    const float* last = &logits[(seq.size() - 1) * c.vocab_size];
+    const int32_t tok = static_cast<int32_t>(std::max_element(last, last + c.vocab_size) - last);
+    out.push_back(tok);
+    seq.push_back(tok);
+  }
+  return out;
+}
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  StreamEvent last;
+};
+
+Collected collect(ResultStream& s) {
+  Collected c;
+  StreamEvent ev;
+  while (s.next(&ev)) {
+    c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    if (ev.finished) c.last = ev;
+  }
+  return c;
+}
+
+GenerateRequest greedy(const std::string& id, std::vector<int32_t> prompt, int max_tokens) {
+  GenerateRequest r;
+  r.request_id = id;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.f;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = std::uniform_int_distribution<int>(3, 511)(rng);
+  return p;
+}
+
+// Batched, paged, chunked (budget 16 tokens a step), with shared prefixes, and a pool so small
+// that requests are preempted and recomputed: every output equals the reference.
+TEST(Engine, GreedyEqualsReferenceUnderBatchingChunkingPrefixReuseAndPreemption) {
+  std::mt19937 rng(11);
+  const std::vector<int32_t> shared = random_prompt(rng, 24);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p = i % 2 ? shared : random_prompt(rng, 5 + 7 * i);
+    const auto tail = random_prompt(rng, 3 + i);
+    p.insert(p.end(), tail.begin(), tail.end());
+    prompts.push_back(p);
+  }
+  for (int num_blocks : {200, 14}) {  // roomy, then tight enough to force preemption
+    auto e = make_engine(num_blocks, 4, 16);
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::shared_ptr<ResultStream> s;
+      ASSERT_TRUE(e->enqueue(greedy("r" + std::to_string(i), prompts[i], 12), &s).ok());
+      streams.push_back(s);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Collected c = collect(*streams[i]);
+      EXPECT_EQ(c.last.reason, FinishReason::kLength);
+      EXPECT_EQ(c.last.completion_tokens, 12);
+      EXPECT_EQ(c.tokens, reference_greedy(prompts[i], 12)) << "request " << i << ", " << num_blocks << " blocks";
+    }
+    const EngineStats st = e->stats();
+    EXPECT_GT(st.prefix_hits, 0) << "the shared prefix was never reused";
+    if (num_blocks == 14) EXPECT_GT(st.preemptions, 0) << "the small pool forced no preemption";
+    EXPECT_NEAR(st.kv_usage, 0.0, 1e-12) << "blocks leaked";
+  }
+}
+
+TEST(Engine, SamplingRules) {
+  auto e = make_engine(128, 16, 64);
+  std::mt19937 rng(5);
+  const auto prompt = random_prompt(rng, 9);
+  auto run = [&](const std::string& id, SamplingParams sp) {
+    GenerateRequest r;
+    r.request_id = id;
+    r.prompt = prompt;
+    r.sampling = sp;
+    std::shared_ptr<ResultStream> s;
+    EXPECT_TRUE(e->enqueue(r, &s).ok());
+    return collect(*s);
+  };
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.seed = 1234;
+  sp.max_tokens = 20;
+  sp.ignore_eos = true;
+  const auto a = run("a", sp), b = run("b", sp);
+  EXPECT_EQ(a.tokens, b.tokens) << "a seed must make sampling reproducible";
+  sp.seed = 999;
+  EXPECT_NE(run("c", sp).tokens, a.tokens);
+  SamplingParams k1 = sp;
+  k1.top_k = 1;
+  EXPECT_EQ(run("d", k1).tokens, reference_greedy(prompt, 20)) << "top_k 1 is greedy";
+  SamplingParams tp = sp;
+  tp.top_p = 1e-6f;  // only the top token survives
+  EXPECT_EQ(run("e", tp).tokens, reference_greedy(prompt, 20));
+  // Stop tokens end the stream with reason stop, the stop token included.
+  const auto greedy_out = reference_greedy(prompt, 20);
+  SamplingParams stop = k1;
+  stop.stop_token_ids = {greedy_out[4]};
+  const auto s = run("f", stop);
+  EXPECT_EQ(s.last.reason, FinishReason::kStop);
+  EXPECT_EQ(s.tokens.back(), greedy_out[4]);
+  // min_tokens: the stop token cannot end the stream before it.
+  SamplingParams min = stop;
+  min.min_tokens = 10;
+  const auto m = run("g", min);
+  EXPECT_GE(m.last.completion_tokens, 10);
+  for (int i = 0; i < 9; ++i) EXPECT_NE(m.tokens[i], greedy_out[4]);
+  // EOS ends a stream unless ignored.
+  SamplingParams eos;
+  eos.temperature = 0.f;
+  eos.max_tokens = 200;
+  const auto x = run("h", eos);
+  EXPECT_TRUE(x.last.reason == FinishReason::kEos || x.last.reason == FinishReason::kLength);
+  if (x.last.reason == FinishReason::kEos) EXPECT_EQ(x.tokens.back(), 2);
+}
+
+TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {
+  auto e = make_engine(32, 16, 64);
+  std::shared_ptr<ResultStream> s;
+  GenerateRequest r = greedy("x", {}, 4);
+  EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);  // empty prompt
+  r = greedy("x", {1, 512}, 4);
+  EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);  // id past the vocabulary
+  r = greedy("x", {1, -1}, 4);
+  EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);
+  r = greedy("x", std::vector<int32_t>(4000, 5), 200);
+  EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);  // past the context limit
+  r = greedy("x", std::vector<int32_t>(600, 5), 10);
+  EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);  // past the whole pool
+  const std::vector<std::function<void(SamplingParams&)>> bad = {
+      [](SamplingParams& p) { p.temperature = -1; }, [](SamplingParams& p) { p.top_p = 0; },
+      [](SamplingParams& p) { p.top_p = 1.5f; },     [](SamplingParams& p) { p.top_k = -3; },
+      [](SamplingParams& p) { p.min_p = 2; },        [](SamplingParams& p) { p.max_tokens = 0; },
+      [](SamplingParams& p) { p.min_tokens = 9; },   [](SamplingParams& p) { p.stop_token_ids = {9999}; },
+      [](SamplingParams& p) { p.temperature = NAN; }};
+  for (const auto& f : bad) {
+    r = greedy("x", {1, 2, 3}, 4);
+    f(r.sampling);
+    EXPECT_EQ(e->enqueue(r, &s).code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(e->stats().waiting + e->stats().running, 0);
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  EXPECT_EQ(e->cancel("nobody").code(), StatusCode::kInvalidArgument);
+  // A duplicate id while the first is live.
+  r = greedy("dup", {1, 2, 3}, 100);
+  ASSERT_TRUE(e->enqueue(r, &s).ok());
+  std::shared_ptr<ResultStream> s2;
+  EXPECT_EQ(e->enqueue(r, &s2).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(e->cancel("dup").ok());
+  collect(*s);
+}
+
+TEST(Engine, CancelMidStreamReturnsThePool) {
+  auto e = make_engine(64, 4, 32);
+  std::shared_ptr<ResultStream> s;
+  std::mt19937 rng(2);
+  ASSERT_TRUE(e->enqueue(greedy("long", random_prompt(rng, 30), 200), &s).ok());
+  StreamEvent ev;
+  ASSERT_TRUE(s->next(&ev));  // the first token: it is running
+  ASSERT_TRUE(e->cancel("long").ok());
+  const Collected c = collect(*s);
+  EXPECT_EQ(c.last.reason, FinishReason::kAborted);
+  EXPECT_LT(c.last.completion_tokens, 200);
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  e->shutdown();
+  std::shared_ptr<ResultStream> s3;
+  EXPECT_EQ(e->enqueue(greedy("late", {1, 2}, 2), &s3).code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace flashserve::engine
