@@ -11,6 +11,7 @@
 #include <random>
 
 #include "server/engine/engine.h"
+#include "server/model/llama.h"
 
 namespace flashserve::engine {
 namespace {
@@ -20,8 +21,8 @@ std::unique_ptr<Engine> make_engine(int num_blocks, int block_size, int budget, 
   EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
   model::LlamaWeights w;
   EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
-  model::LlamaModel m;
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, &m).ok());
+  auto m = std::make_unique<model::LlamaModel>();
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, m.get()).ok());
   EngineConfig ec;
   ec.num_blocks = num_blocks;
   ec.block_size = block_size;

@@ -83,7 +83,7 @@ Status EngineConfig::validate() const {
   return Status::Ok();
 }
 
-Engine::Engine(const EngineConfig& config, model::LlamaModel model)
+Engine::Engine(const EngineConfig& config, std::unique_ptr<model::Model> model)
     : config_(config), model_(std::move(model)), cache_([&] {
         KVCacheConfig kc;
         kc.num_blocks = config.num_blocks;
@@ -91,16 +91,17 @@ Engine::Engine(const EngineConfig& config, model::LlamaModel model)
         kc.enable_prefix_caching = config.enable_prefix_caching;
         return kc;
       }()) {
-  if (config_.max_model_len == 0) config_.max_model_len = model_.config().max_position_embeddings;
+  if (config_.max_model_len == 0) config_.max_model_len = model_->config().max_position_embeddings;
 }
 
-Status Engine::create(const EngineConfig& config, model::LlamaModel model, std::unique_ptr<Engine>* out) {
+Status Engine::create(const EngineConfig& config, std::unique_ptr<model::Model> model, std::unique_ptr<Engine>* out) {
+  if (model == nullptr) return invalid_argument("engine: no model");
   FS_RETURN_IF_ERROR(config.validate());
   KVCacheConfig kc;
   kc.num_blocks = config.num_blocks;
   kc.block_size = config.block_size;
   FS_RETURN_IF_ERROR(kc.validate());
-  const KVStorageShape& s = model.kv().shape();
+  const KVStorageShape& s = model->kv_shape();
   if (s.num_blocks < config.num_blocks || s.block_size != config.block_size)
     return invalid_argument("engine: the model's KV storage does not match the engine's blocks");
   std::unique_ptr<Engine> e(new Engine(config, std::move(model)));
@@ -112,7 +113,7 @@ Status Engine::create(const EngineConfig& config, model::LlamaModel model, std::
 Engine::~Engine() { shutdown(); }
 
 Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* stream) {
-  const model::LlamaConfig& mc = model_.config();
+  const model::LlamaConfig& mc = model_->config();
   const int64_t n = static_cast<int64_t>(request.prompt.size());
   if (n == 0) return invalid_argument("the prompt is empty");
   for (size_t i = 0; i < request.prompt.size(); ++i)
@@ -356,17 +357,27 @@ bool Engine::step() {
   }
   batch.slot_mapping = decode_slots;
   batch.slot_mapping.insert(batch.slot_mapping.end(), prefill_slots.begin(), prefill_slots.end());
-  if (!copies.empty()) model_.kv().copy_blocks(copies.data(), static_cast<int32_t>(copies.size())).ok();
+  if (!copies.empty()) {
+    const Status cst = model_->copy_blocks(copies.data(), static_cast<int32_t>(copies.size()));
+    if (!cst.ok()) {  // the step cannot run on a cache it could not copy: fail its requests
+      for (const auto* list : {&decodes, &prefills})
+        for (const auto& r : *list) {
+          finish(*r, FinishReason::kError, cst);
+          running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
+        }
+      return true;
+    }
+  }
   ++stats_.steps;
 
   // 4. The forward pass, without the lock (enqueue and cancel stay responsive).
   lock.unlock();
   std::vector<float> logits;
-  const Status fst = model_.forward(batch, &logits);
+  const Status fst = model_->forward(batch, &logits);
   lock.lock();
 
   // 5. Sample, stream, finish.
-  const int32_t V = model_.config().vocab_size;
+  const int32_t V = model_->config().vocab_size;
   std::vector<std::shared_ptr<Request>> scheduled = decodes;
   scheduled.insert(scheduled.end(), prefills.begin(), prefills.end());
   std::vector<std::shared_ptr<Request>> done;
@@ -382,7 +393,7 @@ bool Engine::step() {
     const SamplingParams& sp = r.req.sampling;
     std::vector<int32_t> banned;
     if (r.num_generated < sp.min_tokens) {
-      if (!sp.ignore_eos) banned = model_.config().eos_token_ids;
+      if (!sp.ignore_eos) banned = model_->config().eos_token_ids;
       banned.insert(banned.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
     }
     const int32_t tok = sample_token(&logits[i * V], V, sp, banned, r.rng);
@@ -390,7 +401,7 @@ bool Engine::step() {
     if (r.num_generated++ == 0) r.t_first = Clock::now();
     ++stats_.generation_tokens;
     FinishReason reason = FinishReason::kNone;
-    const auto& eos = model_.config().eos_token_ids;
+    const auto& eos = model_->config().eos_token_ids;
     if (!sp.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) reason = FinishReason::kEos;
     else if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end())
       reason = FinishReason::kStop;

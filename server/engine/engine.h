@@ -25,7 +25,7 @@
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
 #include "server/engine/sampling.h"
-#include "server/model/llama.h"
+#include "server/model/model.h"
 
 namespace flashserve::engine {
 
@@ -92,7 +92,7 @@ struct EngineStats {
 class Engine {
  public:
   // Takes the model (its KV storage must hold config.num_blocks blocks of block_size).
-  static Status create(const EngineConfig& config, model::LlamaModel model, std::unique_ptr<Engine>* out);
+  static Status create(const EngineConfig& config, std::unique_ptr<model::Model> model, std::unique_ptr<Engine>* out);
   ~Engine();
 
   // Validates the request before it touches the cache: an empty prompt, ids past the
@@ -106,18 +106,18 @@ class Engine {
   void shutdown();
 
   EngineStats stats() const;
-  const model::LlamaConfig& model_config() const { return model_.config(); }
+  const model::LlamaConfig& model_config() const { return model_->config(); }
 
  private:
   struct Request;
-  Engine(const EngineConfig& config, model::LlamaModel model);
+  Engine(const EngineConfig& config, std::unique_ptr<model::Model> model);
   void loop();
   bool step();  // false when there was nothing to do
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
   void preempt(Request& r);
 
   EngineConfig config_;
-  model::LlamaModel model_;
+  std::unique_ptr<model::Model> model_;
   KVCacheManager cache_;
 
   mutable std::mutex mu_;  // guards everything below (and the cache's stats reads)

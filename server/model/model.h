@@ -1,0 +1,41 @@
+// What the engine needs of a model, whatever the device: its config, its KV storage's shape,
+// one forward step over a batch, and copy-on-write copies of KV blocks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "kvcache/kv_storage.h"
+#include "server/model/config.h"
+
+namespace flashserve::model {
+
+// One step's work: the new tokens of each sequence, packed. The first num_decode sequences
+// have exactly one new token each (decode); the rest are prompt chunks (prefill). Token i of
+// sequence b sits at position seq_lens[b] - q_len_b + i. All arrays are host memory.
+struct ForwardBatch {
+  int32_t num_decode = 0;
+  std::vector<int32_t> tokens;        // [num_tokens]
+  std::vector<int32_t> cu_seqlens_q;  // [batch + 1]
+  std::vector<int32_t> seq_lens;      // [batch] keys after this step
+  std::vector<int32_t> block_tables;  // [batch, block_table_stride]
+  int64_t block_table_stride = 0;
+  std::vector<int64_t> slot_mapping;  // [num_tokens] where each new token's K/V goes
+  int32_t batch() const { return static_cast<int32_t>(seq_lens.size()); }
+  // Shapes consistent, decode sequences of one token, tokens inside the vocabulary.
+  Status validate(int32_t vocab_size) const;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const LlamaConfig& config() const = 0;
+  virtual const KVStorageShape& kv_shape() const = 0;
+  // Runs one step; *logits gets [batch, vocab] (fp32, host): the logits after each
+  // sequence's last new token.
+  virtual Status forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
+  virtual Status copy_blocks(const BlockCopy* pairs, int32_t n) = 0;
+};
+
+}  // namespace flashserve::model
