@@ -4,16 +4,20 @@
 # along. Usage (on the GPU machine, from the repo root): bash scripts/gpu_check.sh [--quick]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# cuBLAS comes from the machine's CUDA install (it has no static library here).
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out="${OUT:-/tmp/flashserve-gpu}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/nvidia-smi.txt"
 status=0
-for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda build-gpu/tests/test_prefill_cuda; do
+for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda build-gpu/tests/test_prefill_cuda build-gpu/tests/test_model_cuda; do
   echo "== $t"
   "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | tail -n 40
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 build-gpu/bench/bench_kvcache 2>&1 | tee "$out/bench_kvcache.log" | tail -n 12
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+build-gpu/bench/bench_model 2>&1 | tee "$out/bench_model.log" | tail -n 14
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 export PYTHONUNBUFFERED=1
 # FLASHSERVE_BENCH picks the benchmarks (default: both); extra arguments go to each.

@@ -1,0 +1,126 @@
+// Model benchmark on the GPU: synthetic Llama-3-8B shapes in bf16 (weights generated on the
+// device), decode step time at batch {1, 16, 64, 256} × context {1k, 8k} next to the floor
+// (weight bytes + K/V bytes) / 4.6 TB/s, and prefill tokens/s. Logits stay on the device.
+// Usage: bench_model [--quick]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/cuda_device.h"
+#include "kvcache/sizing.h"
+#include "server/model/cuda/llama_cuda.h"
+#include "server/model/cuda/model_kernels.h"
+
+using namespace flashserve;
+using namespace flashserve::model;
+
+namespace {
+
+// A decode (or prefill) step for `batch` sequences of `ctx` keys, tokens `q` new each; blocks
+// laid out one sequence after another from block 1.
+ForwardBatch make_step(int batch, int ctx, int q, int block_size, int stride) {
+  ForwardBatch b;
+  b.num_decode = q == 1 ? batch : 0;
+  b.cu_seqlens_q = {0};
+  b.block_table_stride = stride;
+  const int blocks_per_seq = (ctx + block_size - 1) / block_size;
+  for (int s = 0; s < batch; ++s) {
+    for (int i = 0; i < q; ++i) {
+      b.tokens.push_back((s * 7919 + i * 31) % 128000);
+      const int pos = ctx - q + i;
+      b.slot_mapping.push_back(int64_t{1 + s * blocks_per_seq + pos / block_size} * block_size + pos % block_size);
+    }
+    b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
+    b.seq_lens.push_back(ctx);
+    for (int j = 0; j < stride; ++j) b.block_tables.push_back(j < blocks_per_seq ? 1 + s * blocks_per_seq + j : 0);
+  }
+  return b;
+}
+
+double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> times;
+  for (int r = 0; r < reps + 2; ++r) {
+    cudaEventRecord(e0, m.stream());
+    const Status st = m.forward_device(b);
+    cudaEventRecord(e1, m.stream());
+    cudaEventSynchronize(e1);
+    if (!st.ok()) {
+      std::fprintf(stderr, "forward: %s\n", st.to_string().c_str());
+      std::exit(1);
+    }
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (r >= 2) times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2] * 1e-3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (!cuda_available()) {
+    std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  LlamaConfig c;
+  if (!synthetic_preset("llama3-8b", &c).ok()) return 1;
+  const int bs = 16;
+  const int max_ctx = 8192, max_batch = 256;
+  // K/V for the largest case that fits: (64, 8k) = 512k tokens = 64 GiB; (256, 8k) does not fit.
+  const int64_t kv_tokens = int64_t{64} * max_ctx + 16;
+  CudaModelOptions opt;
+  opt.block_size = bs;
+  opt.num_blocks = static_cast<int32_t>(kv_tokens / bs + 2);
+  opt.max_tokens_per_step = 8192;
+  opt.max_batch = max_batch;
+  opt.max_blocks_per_seq = max_ctx / bs;
+  std::unique_ptr<LlamaCudaModel> m;
+  Status st = LlamaCudaModel::create(c, nullptr, 1, opt, &m);
+  if (!st.ok()) {
+    std::fprintf(stderr, "create: %s\n", st.to_string().c_str());
+    return 1;
+  }
+  // Random K/V in the whole pool (never zeros).
+  const KVStorageShape& ks = m->kv_shape();
+  model::cuda::fill_normal(static_cast<__nv_bfloat16*>(m->kv().k_pages(0)), ks.bytes() / 2, 0.f, 1.f, 77, m->stream());
+  cudaStreamSynchronize(m->stream());
+  const double kv_token_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
+  std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
+              ks.bytes() / 1e9);
+  std::printf("%-8s %-6s %10s %10s %9s %12s\n", "batch", "ctx", "step ms", "floor ms", "floor %", "tokens/s");
+  for (int ctx : {1024, 8192}) {
+    for (int batch : {1, 16, 64, 256}) {
+      if (int64_t{batch} * ctx > kv_tokens - 16) {
+        std::printf("%-8d %-6d %10s   (K/V of %.0f GB does not fit beside the weights)\n", batch, ctx, "n/a",
+                    batch * ctx * kv_token_bytes / 1e9);
+        continue;
+      }
+      if (quick && batch > 16) continue;
+      const ForwardBatch b = make_step(batch, ctx, 1, bs, opt.max_blocks_per_seq);
+      const double t = time_step(*m, b, quick ? 5 : 20);
+      const double floor = (m->weight_bytes() + batch * ctx * kv_token_bytes) / 4.6e12;
+      std::printf("%-8d %-6d %10.3f %10.3f %8.0f%% %12.0f\n", batch, ctx, t * 1e3, floor * 1e3, 100 * floor / t,
+                  batch / t);
+    }
+  }
+  // Prefill: 4 prompts of 2048 tokens in one step.
+  const ForwardBatch p = make_step(4, 2048, 2048, bs, opt.max_blocks_per_seq);
+  const double tp = time_step(*m, p, quick ? 3 : 10);
+  const double flops = 2.0 * 8192 * (m->weight_bytes() / 2.0);  // 2 FLOPs per weight per token
+  std::printf("prefill 4x2048 tokens: %.2f ms, %.0f tokens/s, %.0f TFLOP/s (GEMMs only counted)\n", tp * 1e3,
+              8192 / tp, flops / tp / 1e12);
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(err));
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,309 @@
+#include "server/model/cuda/llama_cuda.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "attention/prefill.h"
+#include "common/cuda_check.h"
+#include "common/cuda_device.h"
+#include "decode/decode.h"
+#include "decode/planner.h"
+#include "server/model/cuda/model_kernels.h"
+
+namespace flashserve::model {
+
+namespace {
+
+Status cublas_status(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return internal_error(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+// Carves aligned pieces out of one allocation.
+struct Arena {
+  char* base = nullptr;
+  int64_t used = 0;
+  template <typename T>
+  T* take(int64_t count) {
+    used = (used + 255) / 256 * 256;
+    T* p = reinterpret_cast<T*>(base ? base + used : nullptr);
+    used += count * static_cast<int64_t>(sizeof(T));
+    return p;
+  }
+};
+
+}  // namespace
+
+LlamaCudaModel::~LlamaCudaModel() {
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (stream_) cudaStreamDestroy(stream_);
+  cudaFree(weights_);
+  cudaFree(buffers_);
+  cudaFree(workspace_);
+}
+
+Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint64_t seed,
+                              const CudaModelOptions& opt, std::unique_ptr<LlamaCudaModel>* out) {
+  FS_RETURN_IF_ERROR(c.validate());
+  if (opt.max_tokens_per_step < 1 || opt.max_batch < 1) return invalid_argument("cuda model: bad step limits");
+  std::unique_ptr<LlamaCudaModel> m(new LlamaCudaModel());
+  m->config_ = c;
+  m->opt_ = opt;
+  if (m->opt_.max_blocks_per_seq == 0) m->opt_.max_blocks_per_seq = opt.num_blocks - 1;
+  FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
+  CudaDeviceInfo info;
+  FS_RETURN_IF_ERROR(cuda_device_info(opt.device, &info));
+  m->sm_count_ = info.sm_count;
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking));
+  cublasHandle_t handle;
+  FS_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
+  m->cublas_ = handle;
+  FS_RETURN_IF_ERROR(cublas_status(cublasSetStream(handle, m->stream_), "cublasSetStream"));
+
+  // Weights: sizes, then one allocation, then upload or generate.
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t Q = int64_t{c.num_attention_heads} * c.head_dim, KV = int64_t{c.num_key_value_heads} * c.head_dim;
+  struct Piece {
+    const __nv_bfloat16** slot;
+    int64_t count;
+    const std::vector<float>* host;       // the fp32 source (null: none)
+    const std::vector<float>* host_second;  // w_gu: up after gate
+    float mean, stddev;
+  };
+  std::vector<Piece> pieces;
+  m->layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+  auto add = [&](const __nv_bfloat16** slot, int64_t count, const std::vector<float>* src, float mean, float sd,
+                 const std::vector<float>* second = nullptr) { pieces.push_back({slot, count, src, second, mean, sd}); };
+  add(&m->embed_, V * H, hw ? &hw->embed : nullptr, 0.f, 1.f);
+  for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
+    Layer& L = m->layers_[l];
+    const LayerWeights* hl = hw ? &hw->layers[l] : nullptr;
+    add(&L.in_norm, H, hl ? &hl->input_norm : nullptr, 1.f, 0.1f);
+    add(&L.wq, Q * H, hl ? &hl->wq : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(H)));
+    add(&L.wk, KV * H, hl ? &hl->wk : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(H)));
+    add(&L.wv, KV * H, hl ? &hl->wv : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(H)));
+    add(&L.wo, H * Q, hl ? &hl->wo : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(Q)));
+    add(&L.post_norm, H, hl ? &hl->post_norm : nullptr, 1.f, 0.1f);
+    add(&L.w_gu, 2 * I * H, hl ? &hl->w_gate : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(H)),
+        hl ? &hl->w_up : nullptr);
+    add(&L.w_down, H * I, hl ? &hl->w_down : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(I)));
+  }
+  add(&m->final_norm_, H, hw ? &hw->final_norm : nullptr, 1.f, 0.1f);
+  if (!c.tie_word_embeddings) add(&m->lm_head_, V * H, hw ? &hw->lm_head : nullptr, 0.f, 1.f / std::sqrt(static_cast<float>(H)));
+  Arena wa;
+  for (const Piece& p : pieces) wa.take<__nv_bfloat16>(p.count);
+  m->weight_bytes_ = wa.used;
+  void* wptr = nullptr;
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&wptr, static_cast<size_t>(wa.used)), "cudaMalloc (weights)"));
+  m->weights_ = static_cast<char*>(wptr);
+  wa = Arena{m->weights_, 0};
+  std::vector<uint16_t> staging;
+  uint64_t piece_seed = seed;
+  for (const Piece& p : pieces) {
+    __nv_bfloat16* dst = wa.take<__nv_bfloat16>(p.count);
+    *p.slot = dst;
+    if (p.host) {
+      staging.resize(static_cast<size_t>(p.count));
+      const int64_t first = static_cast<int64_t>(p.host->size());
+      for (int64_t i = 0; i < first; ++i) staging[i] = float_to_bf16((*p.host)[i]);
+      if (p.host_second)
+        for (int64_t i = 0; i < p.count - first; ++i) staging[first + i] = float_to_bf16((*p.host_second)[i]);
+      FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, staging.data(), static_cast<size_t>(p.count) * 2, cudaMemcpyHostToDevice));
+    } else {
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::fill_normal(dst, p.count, p.mean, p.stddev, ++piece_seed, m->stream_));
+    }
+  }
+  if (c.tie_word_embeddings) m->lm_head_ = m->embed_;
+
+  // KV storage (bf16) and the activation buffers.
+  KVStorageShape ks;
+  ks.num_layers = c.num_hidden_layers;
+  ks.num_blocks = opt.num_blocks;
+  ks.num_kv_heads = c.num_key_value_heads;
+  ks.block_size = opt.block_size;
+  ks.head_dim = c.head_dim;
+  ks.dtype = DType::kBFloat16;
+  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCUDA, ks, &m->kv_));
+  const int64_t T = opt.max_tokens_per_step, B = opt.max_batch;
+  Arena ba;
+  auto carve = [&](Arena& a) {
+    m->x_ = a.take<float>(T * H);
+    m->last_ = a.take<float>(B * H);
+    m->logits_ = a.take<float>(B * V);
+    m->inv_freq_ = a.take<float>(c.head_dim / 2);
+    m->h_ = a.take<__nv_bfloat16>(T * H);
+    m->q_ = a.take<__nv_bfloat16>(T * Q);
+    m->k_ = a.take<__nv_bfloat16>(T * KV);
+    m->v_ = a.take<__nv_bfloat16>(T * KV);
+    m->attn_ = a.take<__nv_bfloat16>(T * Q);
+    m->tmp_ = a.take<__nv_bfloat16>(T * H);
+    m->gu_ = a.take<__nv_bfloat16>(T * 2 * I);
+    m->act_ = a.take<__nv_bfloat16>(T * I);
+    m->last_norm_ = a.take<__nv_bfloat16>(B * H);
+    m->tokens_ = a.take<int32_t>(T);
+    m->positions_ = a.take<int32_t>(T);
+    m->cu_prefill_ = a.take<int32_t>(B + 1);
+    m->seq_lens_ = a.take<int32_t>(B);
+    m->block_tables_ = a.take<int32_t>(B * m->opt_.max_blocks_per_seq);
+    m->last_rows_ = a.take<int32_t>(B);
+    m->slots_ = a.take<int64_t>(T);
+  };
+  carve(ba);
+  void* bptr = nullptr;
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&bptr, static_cast<size_t>(ba.used)), "cudaMalloc (activations)"));
+  m->buffers_ = static_cast<char*>(bptr);
+  ba = Arena{m->buffers_, 0};
+  carve(ba);
+  std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
+  const auto f = c.inv_freq();
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(f[i]);
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(m->inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m->stream_));
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+// c[m, n] = a[m, k] · w[n, k]ᵀ, row-major; as cuBLAS sees it (column-major): cᵀ = w · aᵀ.
+Status LlamaCudaModel::gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k, void* c,
+                            bool fp32_out) {
+  const float alpha = 1.f, beta = 0.f;
+  return cublas_status(cublasGemmEx(static_cast<cublasHandle_t>(cublas_), CUBLAS_OP_T, CUBLAS_OP_N,
+                                    static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, w,
+                                    CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF, static_cast<int>(k), &beta, c,
+                                    fp32_out ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx");
+}
+
+Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
+  const LlamaConfig& c = config_;
+  FS_RETURN_IF_ERROR(b.validate(c.vocab_size));
+  const int32_t B = b.batch();
+  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
+    return invalid_argument("cuda model: the step is larger than the model's buffers");
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int32_t nd = b.num_decode;
+  const int64_t T_dec = nd;
+
+  // Step metadata to the device.
+  std::vector<int32_t> positions(static_cast<size_t>(T)), last_rows(static_cast<size_t>(B)), cu_prefill;
+  int32_t max_q = 0;
+  for (int32_t s = 0; s < B; ++s) {
+    const int32_t q_len = b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s];
+    for (int32_t i = 0; i < q_len; ++i) positions[b.cu_seqlens_q[s] + i] = b.seq_lens[s] - q_len + i;
+    last_rows[s] = b.cu_seqlens_q[s + 1] - 1;
+    if (s >= nd) max_q = std::max(max_q, q_len);
+  }
+  for (int32_t s = nd; s <= B; ++s) cu_prefill.push_back(b.cu_seqlens_q[s] - b.cu_seqlens_q[nd]);
+  auto up = [&](void* dst, const void* src, size_t bytes) {
+    return flashserve::cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  };
+  FS_RETURN_IF_ERROR(up(tokens_, b.tokens.data(), T * 4));
+  FS_RETURN_IF_ERROR(up(positions_, positions.data(), T * 4));
+  FS_RETURN_IF_ERROR(up(cu_prefill_, cu_prefill.data(), cu_prefill.size() * 4));
+  FS_RETURN_IF_ERROR(up(seq_lens_, b.seq_lens.data(), B * 4));
+  FS_RETURN_IF_ERROR(up(block_tables_, b.block_tables.data(), b.block_tables.size() * 4));
+  FS_RETURN_IF_ERROR(up(last_rows_, last_rows.data(), B * 4));
+  FS_RETURN_IF_ERROR(up(slots_, b.slot_mapping.data(), T * 8));
+
+  // The decode plan (host), and its workspace.
+  DecodePlan plan;
+  if (nd > 0) {
+    DecodePlanInput in;
+    in.batch = nd;
+    in.seq_lens = b.seq_lens.data();
+    in.num_heads = static_cast<int32_t>(Hq);
+    in.num_kv_heads = static_cast<int32_t>(Hkv);
+    in.head_dim = static_cast<int32_t>(D);
+    in.block_size = opt_.block_size;
+    in.num_workers = 2 * sm_count_;
+    FS_RETURN_IF_ERROR(plan_decode(in, &plan));
+    if (plan.workspace_bytes > workspace_bytes_) {
+      cudaFree(workspace_);
+      workspace_ = nullptr;
+      FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&workspace_, static_cast<size_t>(plan.workspace_bytes)),
+                                                 "cudaMalloc (decode workspace)"));
+      workspace_bytes_ = plan.workspace_bytes;
+    }
+  }
+
+  MaskParams mask;
+  mask.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  mask.causal = true;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, tokens_, T, H, x_, stream_));
+  for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const Layer& L = layers_[layer];
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_));
+    FS_RETURN_IF_ERROR(gemm(h_, L.wq, T, Hq * D, H, q_, false));
+    FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
+    FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::rope(q_, positions_, inv_freq_, T, static_cast<int32_t>(Hq), static_cast<int32_t>(D), stream_));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::rope(k_, positions_, inv_freq_, T, static_cast<int32_t>(Hkv), static_cast<int32_t>(D), stream_));
+    FS_RETURN_IF_ERROR(kv_.append(layer, 1, k_, v_, slots_, T, stream_));
+    if (nd > 0) {
+      DecodeParams d;
+      d.device = Device::kCUDA;
+      d.dtype = DType::kBFloat16;
+      d.batch = nd;
+      d.q_len = 1;
+      d.num_heads = static_cast<int32_t>(Hq);
+      d.num_kv_heads = static_cast<int32_t>(Hkv);
+      d.head_dim = static_cast<int32_t>(D);
+      d.q = q_;
+      d.pages = kv_.view(layer, block_tables_, b.block_table_stride, seq_lens_);
+      d.mask = mask;
+      d.o = attn_;
+      set_contiguous_strides(d);
+      d.num_splits = plan.num_splits;
+      d.pages_per_split = plan.pages_per_split;
+      d.workspace = workspace_;
+      d.workspace_bytes = workspace_bytes_;
+      FS_RETURN_IF_ERROR(decode(d, stream_));
+    }
+    if (nd < B) {
+      PrefillParams p;
+      p.device = Device::kCUDA;
+      p.dtype = DType::kBFloat16;
+      p.batch = B - nd;
+      p.num_heads = static_cast<int32_t>(Hq);
+      p.num_kv_heads = static_cast<int32_t>(Hkv);
+      p.head_dim = static_cast<int32_t>(D);
+      p.q = q_ + T_dec * Hq * D;
+      p.cu_seqlens_q = cu_prefill_;
+      p.total_q = T - T_dec;
+      p.max_seqlen_q = max_q;
+      p.paged = true;
+      p.pages = kv_.view(layer, block_tables_ + nd * b.block_table_stride, b.block_table_stride, seq_lens_ + nd);
+      p.mask = mask;
+      p.o = attn_ + T_dec * Hq * D;
+      set_contiguous_strides(p);
+      FS_RETURN_IF_ERROR(prefill(p, stream_));
+    }
+    FS_RETURN_IF_ERROR(gemm(attn_, L.wo, T, H, Hq * D, tmp_, false));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_));
+    FS_RETURN_IF_ERROR(gemm(h_, L.w_gu, T, 2 * I, H, gu_, false));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::silu_mul(gu_, T, I, act_, stream_));
+    FS_RETURN_IF_ERROR(gemm(act_, L.w_down, T, H, I, tmp_, false));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
+  }
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, last_rows_, B, H, last_, stream_));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
+  return gemm(last_norm_, lm_head_, B, c.vocab_size, H, logits_, true);
+}
+
+Status LlamaCudaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
+  FS_RETURN_IF_ERROR(forward_device(b));
+  logits->resize(static_cast<size_t>(b.batch()) * config_.vocab_size);
+  FS_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(logits->data(), logits_, logits->size() * 4, cudaMemcpyDeviceToHost, stream_));
+  return flashserve::cuda_status(cudaStreamSynchronize(stream_), "forward");
+}
+
+}  // namespace flashserve::model

@@ -1,0 +1,83 @@
+// The Llama decoder on a CUDA GPU in bf16 (fp32 residual stream and accumulation): cuBLAS
+// GEMMs (bf16 in, fp32 compute), small kernels for embedding, RMSNorm, rotary, SwiGLU and the
+// residual adds, K/V appended into a bf16 KVStorage on the device, prompt chunks to the CUDA
+// varlen paged prefill kernel and decode tokens to the split-K decode kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "kvcache/kv_storage.h"
+#include "server/model/model.h"
+#include "server/model/weights.h"
+
+namespace flashserve::model {
+
+struct CudaModelOptions {
+  int32_t num_blocks = 0;               // KV blocks (incl. the null block)
+  int32_t block_size = 16;
+  int32_t max_tokens_per_step = 4096;   // sizes the activation buffers
+  int32_t max_batch = 256;
+  int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1
+  int device = 0;
+};
+
+class LlamaCudaModel : public Model {
+ public:
+  // host_weights: the weights to upload (fp32 → bf16); null: synthetic weights generated on
+  // the device from `seed` (for load tests at full size).
+  static Status create(const LlamaConfig& config, const LlamaWeights* host_weights, uint64_t seed,
+                       const CudaModelOptions& options, std::unique_ptr<LlamaCudaModel>* out);
+  ~LlamaCudaModel() override;
+
+  const LlamaConfig& config() const override { return config_; }
+  const KVStorageShape& kv_shape() const override { return kv_.shape(); }
+  KVStorage& kv() { return kv_; }
+  Status forward(const ForwardBatch& batch, std::vector<float>* logits) override;
+  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return kv_.copy_blocks(pairs, n, stream_); }
+
+  // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
+  Status forward_device(const ForwardBatch& batch);
+  const float* logits_device() const { return logits_; }
+  cudaStream_t stream() const { return stream_; }
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  LlamaCudaModel() = default;
+  Status gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k, void* c,
+              bool fp32_out);
+
+  LlamaConfig config_;
+  CudaModelOptions opt_;
+  int sm_count_ = 132;
+  cudaStream_t stream_ = nullptr;
+  void* cublas_ = nullptr;  // cublasHandle_t
+  KVStorage kv_;
+
+  // Weights (bf16), one allocation.
+  char* weights_ = nullptr;
+  int64_t weight_bytes_ = 0;
+  struct Layer {
+    const __nv_bfloat16 *in_norm, *wq, *wk, *wv, *wo, *post_norm, *w_gu, *w_down;
+  };
+  const __nv_bfloat16 *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
+  std::vector<Layer> layers_;
+
+  // Activations and step metadata, sized by the options; one allocation.
+  char* buffers_ = nullptr;
+  float *x_ = nullptr, *last_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
+  __nv_bfloat16 *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr, *tmp_ = nullptr,
+                *gu_ = nullptr, *act_ = nullptr, *last_norm_ = nullptr;
+  int32_t *tokens_ = nullptr, *positions_ = nullptr, *cu_prefill_ = nullptr, *seq_lens_ = nullptr,
+          *block_tables_ = nullptr, *last_rows_ = nullptr;
+  int64_t* slots_ = nullptr;
+  void* workspace_ = nullptr;  // split-K decode
+  int64_t workspace_bytes_ = 0;
+};
+
+}  // namespace flashserve::model

@@ -1,0 +1,131 @@
+#include "server/model/cuda/model_kernels.h"
+
+namespace flashserve::model::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+__global__ void embed_gather_kernel(const __nv_bfloat16* embed, const int32_t* tokens, int64_t hidden, float* x) {
+  const int64_t t = blockIdx.x;
+  const __nv_bfloat16* row = embed + static_cast<int64_t>(tokens[t]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = __bfloat162float(row[i]);
+}
+
+__global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t hidden, float eps, __nv_bfloat16* y) {
+  const int64_t t = blockIdx.x;
+  const float* row = x + t * hidden;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) ss += row[i] * row[i];
+  __shared__ float part[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < kThreads / 32; ++i) total += part[i];
+  const float inv = rsqrtf(total / static_cast<float>(hidden) + eps);
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
+    y[t * hidden + i] = __float2bfloat16_rn(__bfloat162float(w[i]) * (row[i] * inv));
+}
+
+__global__ void rope_kernel(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int32_t heads,
+                            int32_t head_dim) {
+  const int64_t t = blockIdx.x;
+  const int half = head_dim / 2;
+  for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
+    const int h = j / half, i = j % half;
+    float s, c;
+    sincosf(static_cast<float>(positions[t]) * inv_freq[i], &s, &c);
+    __nv_bfloat16* v = x + (t * heads + h) * head_dim;
+    const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16_rn(a * c - b * s);
+    v[i + half] = __float2bfloat16_rn(b * c + a * s);
+  }
+}
+
+__global__ void silu_mul_kernel(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out) {
+  const int64_t n = t * inter;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = k / inter, i = k % inter;
+    const float g = __bfloat162float(gu[row * 2 * inter + i]), u = __bfloat162float(gu[row * 2 * inter + inter + i]);
+    out[k] = __float2bfloat16_rn(g / (1.f + __expf(-g)) * u);
+  }
+}
+
+__global__ void add_into_kernel(float* x, const __nv_bfloat16* y, int64_t n) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[k] += __bfloat162float(y[k]);
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* out) {
+  const int64_t i = blockIdx.x;
+  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) out[i * width + j] = x[rows[i] * width + j];
+}
+
+__device__ uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_normal_kernel(__nv_bfloat16* p, int64_t n, float mean, float stddev, uint64_t seed) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t r = splitmix(seed ^ splitmix(static_cast<uint64_t>(k)));
+    const float u1 = (static_cast<float>(r >> 40) + 1.f) * (1.f / 16777217.f);
+    const float u2 = static_cast<float>((r >> 16) & 0xffffff) * (1.f / 16777216.f);
+    p[k] = __float2bfloat16_rn(mean + stddev * sqrtf(-2.f * __logf(u1)) * __cosf(6.2831853f * u2));
+  }
+}
+
+unsigned grid_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65536 ? b : 65536);
+}
+
+}  // namespace
+
+cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int64_t t, int64_t hidden, float* x,
+                         cudaStream_t s) {
+  embed_gather_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(embed, tokens, hidden, x);
+  return cudaGetLastError();
+}
+
+cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
+                     __nv_bfloat16* y, cudaStream_t s) {
+  rms_norm_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, weight, hidden, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t rope(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int64_t t, int32_t heads,
+                 int32_t head_dim, cudaStream_t s) {
+  rope_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, positions, inv_freq, heads, head_dim);
+  return cudaGetLastError();
+}
+
+cudaError_t silu_mul(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out, cudaStream_t s) {
+  silu_mul_kernel<<<grid_for(t * inter), kThreads, 0, s>>>(gu, t, inter, out);
+  return cudaGetLastError();
+}
+
+cudaError_t add_into(float* x, const __nv_bfloat16* y, int64_t n, cudaStream_t s) {
+  add_into_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s) {
+  gather_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(x, rows, width, out);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_normal(__nv_bfloat16* p, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {
+  fill_normal_kernel<<<grid_for(n), kThreads, 0, s>>>(p, n, mean, stddev, seed);
+  return cudaGetLastError();
+}
+
+}  // namespace flashserve::model::cuda

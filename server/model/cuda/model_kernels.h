@@ -1,0 +1,31 @@
+// Small CUDA kernels of the model's bf16 forward: embedding gather, RMSNorm, rotary, SwiGLU,
+// residual add, row gather, and random bf16 fill for synthetic weights. All asynchronous on
+// `stream`; each returns the launch's error.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashserve::model::cuda {
+
+// x[t, :] = embed[tokens[t], :] (fp32 residual stream from bf16 embeddings).
+cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int64_t t, int64_t hidden, float* x,
+                         cudaStream_t s);
+// y[t, :] = bf16(weight · x[t, :] · rsqrt(mean(x[t]²) + eps)), fp32 math.
+cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
+                     __nv_bfloat16* y, cudaStream_t s);
+// Rotary embedding in place (Hugging Face rotate_half pairs (i, i + D/2)) of [t, heads, D].
+cudaError_t rope(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int64_t t, int32_t heads,
+                 int32_t head_dim, cudaStream_t s);
+// gu: [t, 2·I] with gate in [:, :I] and up in [:, I:]; out[t, i] = silu(gate) · up.
+cudaError_t silu_mul(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out, cudaStream_t s);
+// x += y (fp32 += bf16), n elements.
+cudaError_t add_into(float* x, const __nv_bfloat16* y, int64_t n, cudaStream_t s);
+// out[i, :] = x[rows[i], :], fp32.
+cudaError_t gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s);
+// Fills n bf16 values with N(mean, stddev) from a counter-based generator (seed, index).
+cudaError_t fill_normal(__nv_bfloat16* p, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s);
+
+}  // namespace flashserve::model::cuda
