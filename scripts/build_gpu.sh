@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds here, for the GPU machine (sm_90a only, to keep the build short), into build-gpu/:
-# the CUDA tests and libflashserve_c.so, with the CUDA runtime linked statically so that the
-# binaries need nothing of this machine's CUDA install there.
+# the CUDA tests, benchmarks and libflashserve_c.so, with the CUDA runtime linked statically and
+# no BLAS (cuBLAS comes from the GPU machine's CUDA install; see gpu_check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSERVE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null
+  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DFLASHSERVE_USE_BLAS=OFF >/dev/null
 cmake --build build-gpu --parallel 2 --target test_decode_cuda test_kv_storage_cuda test_prefill_cuda test_model_cuda flashserve_c bench_kvcache bench_model

@@ -1,12 +1,15 @@
 #include "server/model/llama.h"
 
+#if FLASHSERVE_HAVE_CBLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "attention/prefill.h"
+#include "common/thread_pool.h"
 #include "decode/decode.h"
 
 namespace flashserve::model {
@@ -15,8 +18,19 @@ namespace {
 
 // y[t, n] = x[t, k] · w[n, k]ᵀ (w is a PyTorch Linear weight, [out, in]).
 void linear(const float* x, const std::vector<float>& w, int64_t t, int64_t n, int64_t k, float* y) {
+#if FLASHSERVE_HAVE_CBLAS
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(t), static_cast<int>(n), static_cast<int>(k),
               1.f, x, static_cast<int>(k), w.data(), static_cast<int>(k), 0.f, y, static_cast<int>(n));
+#else
+  // Builds without BLAS (the GPU machine's test binaries): plain dot products, rows in parallel.
+  ThreadPool::global().parallel_for(t * n, [&](int64_t i) {
+    const float* a = x + (i / n) * k;
+    const float* b = w.data() + (i % n) * k;
+    float acc = 0.f;
+    for (int64_t j = 0; j < k; ++j) acc += a[j] * b[j];
+    y[i] = acc;
+  });
+#endif
 }
 
 // RMSNorm as Hugging Face computes it: in fp32, x · rsqrt(mean(x²) + eps) · weight.
