@@ -20,8 +20,8 @@ build-gpu/bench/bench_kvcache 2>&1 | tee "$out/bench_kvcache.log" | tail -n 12
 build-gpu/bench/bench_model 2>&1 | tee "$out/bench_model.log" | tail -n 14
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 export PYTHONUNBUFFERED=1
-# FLASHSERVE_BENCH picks the benchmarks (default: both); extra arguments go to each.
-for b in ${FLASHSERVE_BENCH:-prefill decode}; do
+# FLASHSERVE_BENCH picks the Python benchmarks (unset: both; empty: none); extra arguments go to each.
+for b in ${FLASHSERVE_BENCH-prefill decode}; do
   python3 "bench/bench_$b.py" --lib build-gpu/libflashserve_c.so --json "$out/bench_$b.json" "$@" 2>&1 \
     | tee "$out/bench_$b.log" | tail -n 36
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
