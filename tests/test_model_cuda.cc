@@ -32,10 +32,17 @@ ForwardBatch step(KVCacheManager& mgr, int64_t id, const std::vector<int32_t>& t
   return b;
 }
 
+// The tiny preset with head_dim 64 (the CUDA kernels take 64 and 128).
+LlamaConfig tiny_gpu() {
+  LlamaConfig c;
+  EXPECT_TRUE(synthetic_preset("tiny", &c).ok());
+  c.head_dim = 64;
+  return c;
+}
+
 TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   FS_SKIP_WITHOUT_CUDA();
-  LlamaConfig c;
-  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
   // The CPU model gets the weights rounded to bf16, as the GPU holds them.
@@ -104,8 +111,7 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
 
 TEST(LlamaCuda, EngineOnTheGpuModel) {
   FS_SKIP_WITHOUT_CUDA();
-  LlamaConfig c;
-  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
   CudaModelOptions opt;
@@ -115,6 +121,21 @@ TEST(LlamaCuda, EngineOnTheGpuModel) {
   opt.max_batch = 64;
   std::unique_ptr<LlamaCudaModel> gpu;
   ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
+  LlamaConfig c32;  // head_dim 32: a clear UNSUPPORTED from the first step, not a crash
+  ASSERT_TRUE(synthetic_preset("tiny", &c32).ok());
+  LlamaWeights w32;
+  ASSERT_TRUE(synthetic_weights(c32, 1, &w32).ok());
+  std::unique_ptr<LlamaCudaModel> bad;
+  ASSERT_TRUE(LlamaCudaModel::create(c32, &w32, 0, opt, &bad).ok());
+  ForwardBatch fb;
+  fb.tokens = {1, 2};
+  fb.cu_seqlens_q = {0, 2};
+  fb.seq_lens = {2};
+  fb.block_table_stride = 1;
+  fb.block_tables = {1};
+  fb.slot_mapping = {16, 17};
+  std::vector<float> logits;
+  EXPECT_EQ(bad->forward(fb, &logits).code(), StatusCode::kUnsupported);
   engine::EngineConfig ec;
   ec.num_blocks = 128;
   ec.block_size = 16;
