@@ -100,6 +100,18 @@ void LlamaModel::rope(float* x, int32_t num_heads, const int32_t* positions, int
   }
 }
 
+void LlamaModel::qkv(const LayerWeights& l, const float* x, const int32_t* positions, int64_t t, float* h, float* q,
+                     float* k, float* v) const {
+  const LlamaConfig& c = config_;
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  rms_norm(x, l.input_norm, t, H, c.rms_norm_eps, h);
+  linear(h, l.wq, t, Hq * D, H, q);
+  linear(h, l.wk, t, Hkv * D, H, k);
+  linear(h, l.wv, t, Hkv * D, H, v);
+  rope(q, static_cast<int32_t>(Hq), positions, t);
+  rope(k, static_cast<int32_t>(Hkv), positions, t);
+}
+
 void LlamaModel::mlp_block(const LayerWeights& l, float* x, int64_t t) const {
   const int64_t H = config_.hidden_size, I = config_.intermediate_size;
   std::vector<float> h(static_cast<size_t>(t * H)), gate(static_cast<size_t>(t * I)), up(gate.size()),
@@ -136,12 +148,7 @@ Status LlamaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
 
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& l = w_.layers[layer];
-    rms_norm(x.data(), l.input_norm, T, H, c.rms_norm_eps, h.data());
-    linear(h.data(), l.wq, T, Hq * D, H, q.data());
-    linear(h.data(), l.wk, T, Hkv * D, H, k.data());
-    linear(h.data(), l.wv, T, Hkv * D, H, v.data());
-    rope(q.data(), static_cast<int32_t>(Hq), positions.data(), T);
-    rope(k.data(), static_cast<int32_t>(Hkv), positions.data(), T);
+    qkv(l, x.data(), positions.data(), T, h.data(), q.data(), k.data(), v.data());
     FS_RETURN_IF_ERROR(kv_.append(layer, 1, k.data(), v.data(), b.slot_mapping.data(), T));
     MaskParams mask;
     mask.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -211,12 +218,7 @@ Status LlamaModel::reference_forward(const std::vector<int32_t>& tokens, std::ve
   std::vector<double> s(static_cast<size_t>(T));
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& l = w_.layers[layer];
-    rms_norm(x.data(), l.input_norm, T, H, c.rms_norm_eps, h.data());
-    linear(h.data(), l.wq, T, Hq * D, H, q.data());
-    linear(h.data(), l.wk, T, Hkv * D, H, k.data());
-    linear(h.data(), l.wv, T, Hkv * D, H, v.data());
-    rope(q.data(), static_cast<int32_t>(Hq), positions.data(), T);
-    rope(k.data(), static_cast<int32_t>(Hkv), positions.data(), T);
+    qkv(l, x.data(), positions.data(), T, h.data(), q.data(), k.data(), v.data());
     for (int64_t head = 0; head < Hq; ++head) {
       const int64_t kvh = head / group;
       for (int64_t i = 0; i < T; ++i) {  // causal: keys 0..i

@@ -35,6 +35,9 @@ class LlamaModel : public Model {
  private:
   void rope(float* x, int32_t num_heads, const int32_t* positions, int64_t num_tokens) const;
   void mlp_block(const LayerWeights& l, float* x, int64_t t) const;
+  // The attention block's input side: h = norm(x); q, k, v projections; rotary on q and k.
+  void qkv(const LayerWeights& l, const float* x, const int32_t* positions, int64_t t, float* h, float* q, float* k,
+           float* v) const;
 
   LlamaConfig config_;
   LlamaWeights w_;
