@@ -128,8 +128,7 @@ ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<std::pair<int64_t
   ForwardBatch b;
   b.num_decode = num_decode;
   b.cu_seqlens_q = {0};
-  int64_t stride = 1;
-  for (const auto& [id, toks] : parts) stride = std::max<int64_t>(stride, mgr.config().max_blocks_per_seq);
+  const int64_t stride = mgr.config().max_blocks_per_seq;
   b.block_table_stride = stride;
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& [id, toks] = parts[i];
