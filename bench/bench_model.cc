@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   const double kv_token_bytes = 2.0 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
               ks.bytes() / 1e9);
-  std::printf("%-8s %-6s %10s %10s %9s %12s\n", "batch", "ctx", "step ms", "floor ms", "floor %", "tokens/s");
+  std::printf("%-8s %-6s %10s %10s %10s %9s %12s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms", "floor %",
+              "tokens/s");
   for (int ctx : {1024, 8192}) {
     for (int batch : {1, 16, 64, 256}) {
       if (int64_t{batch} * ctx > kv_tokens - 16) {
@@ -105,10 +106,13 @@ int main(int argc, char** argv) {
       }
       if (quick && batch > 16) continue;
       const ForwardBatch b = make_step(batch, ctx, 1, bs, opt.max_blocks_per_seq);
+      m->set_cuda_graphs(false);
+      const double te = time_step(*m, b, quick ? 5 : 20);
+      m->set_cuda_graphs(true);
       const double t = time_step(*m, b, quick ? 5 : 20);
       const double floor = (m->weight_bytes() + batch * ctx * kv_token_bytes) / 4.6e12;
-      std::printf("%-8d %-6d %10.3f %10.3f %8.0f%% %12.0f\n", batch, ctx, t * 1e3, floor * 1e3, 100 * floor / t,
-                  batch / t);
+      std::printf("%-8d %-6d %10.3f %10.3f %10.3f %8.0f%% %12.0f%s\n", batch, ctx, te * 1e3, t * 1e3, floor * 1e3,
+                  100 * floor / t, batch / t, m->cuda_graphs() ? "" : " (graph capture failed: eager)");
     }
   }
   // Prefill: 4 prompts of 2048 tokens in one step.

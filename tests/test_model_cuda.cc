@@ -63,9 +63,11 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   opt.max_tokens_per_step = 512;
   opt.max_batch = 8;
   opt.max_blocks_per_seq = 32;
-  std::unique_ptr<LlamaCudaModel> gpu;
+  std::unique_ptr<LlamaCudaModel> gpu, eager;
   const Status st = LlamaCudaModel::create(c, &w, 0, opt, &gpu);
   ASSERT_TRUE(st.ok()) << st.to_string();
+  opt.cuda_graphs = false;  // the same model without graph replay, for a cross-check
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
 
   KVCacheConfig kc;
   kc.num_blocks = 64;
@@ -87,6 +89,10 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
     ASSERT_TRUE(cpu.forward(b, &lc).ok());
     const Status g = gpu->forward(b, &lg);
     ASSERT_TRUE(g.ok()) << g.to_string();
+    std::vector<float> le;
+    ASSERT_TRUE(eager->forward(b, &le).ok());
+    for (size_t i = 0; i < le.size(); ++i)
+      ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "graph replay vs eager, step " << s;
     if (s == 0) continue;  // logits of a mid-prompt chunk are not used
     double mx = 0;
     for (size_t i = 0; i < lc.size(); ++i) {
@@ -107,6 +113,7 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   }
   EXPECT_LT(worst, 0.05 * scale) << "GPU logits differ from the CPU's by " << worst << " (max |logit| " << scale << ")";
   EXPECT_GT(compared, 3);
+  EXPECT_TRUE(gpu->cuda_graphs()) << "decode steps fell back from graph replay";
 }
 
 TEST(LlamaCuda, EngineOnTheGpuModel) {

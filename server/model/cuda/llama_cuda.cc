@@ -38,6 +38,7 @@ struct Arena {
 }  // namespace
 
 LlamaCudaModel::~LlamaCudaModel() {
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
   if (stream_) cudaStreamDestroy(stream_);
   cudaFree(weights_);
@@ -185,12 +186,13 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   const int64_t T = static_cast<int64_t>(b.tokens.size());
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
-  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int32_t nd = b.num_decode;
-  const int64_t T_dec = nd;
+  // A pure decode step replays a CUDA graph captured for its batch size: block tables are laid
+  // out at the widest stride and the split plan is the planner's graph mode, so the captured
+  // launches serve every later step of that size; only the metadata is uploaded.
+  const bool graph = opt_.cuda_graphs && nd == B;
+  const int64_t stride = graph ? opt_.max_blocks_per_seq : b.block_table_stride;
 
-  // Step metadata to the device.
   std::vector<int32_t> positions(static_cast<size_t>(T)), last_rows(static_cast<size_t>(B)), cu_prefill;
   int32_t max_q = 0;
   for (int32_t s = 0; s < B; ++s) {
@@ -200,6 +202,14 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     if (s >= nd) max_q = std::max(max_q, q_len);
   }
   for (int32_t s = nd; s <= B; ++s) cu_prefill.push_back(b.cu_seqlens_q[s] - b.cu_seqlens_q[nd]);
+  std::vector<int32_t> tables;
+  const std::vector<int32_t>* tables_ptr = &b.block_tables;
+  if (stride != b.block_table_stride) {
+    tables.assign(static_cast<size_t>(B * stride), 0);
+    for (int32_t s = 0; s < B; ++s)
+      std::copy_n(&b.block_tables[s * b.block_table_stride], b.block_table_stride, &tables[s * stride]);
+    tables_ptr = &tables;
+  }
   auto up = [&](void* dst, const void* src, size_t bytes) {
     return flashserve::cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
   };
@@ -207,7 +217,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   FS_RETURN_IF_ERROR(up(positions_, positions.data(), T * 4));
   FS_RETURN_IF_ERROR(up(cu_prefill_, cu_prefill.data(), cu_prefill.size() * 4));
   FS_RETURN_IF_ERROR(up(seq_lens_, b.seq_lens.data(), B * 4));
-  FS_RETURN_IF_ERROR(up(block_tables_, b.block_tables.data(), b.block_tables.size() * 4));
+  FS_RETURN_IF_ERROR(up(block_tables_, tables_ptr->data(), tables_ptr->size() * 4));
   FS_RETURN_IF_ERROR(up(last_rows_, last_rows.data(), B * 4));
   FS_RETURN_IF_ERROR(up(slots_, b.slot_mapping.data(), T * 8));
 
@@ -217,13 +227,22 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     DecodePlanInput in;
     in.batch = nd;
     in.seq_lens = b.seq_lens.data();
-    in.num_heads = static_cast<int32_t>(Hq);
-    in.num_kv_heads = static_cast<int32_t>(Hkv);
-    in.head_dim = static_cast<int32_t>(D);
+    in.num_heads = c.num_attention_heads;
+    in.num_kv_heads = c.num_key_value_heads;
+    in.head_dim = c.head_dim;
     in.block_size = opt_.block_size;
     in.num_workers = 2 * sm_count_;
+    if (graph) {
+      in.graph_mode = true;
+      in.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
+      const int64_t units = int64_t{nd} * c.num_key_value_heads;
+      in.max_splits = static_cast<int32_t>(std::clamp<int64_t>((in.num_workers + units - 1) / units, 1, 32));
+    }
     FS_RETURN_IF_ERROR(plan_decode(in, &plan));
     if (plan.workspace_bytes > workspace_bytes_) {
+      // A larger workspace moves it: graphs captured with the old one are stale.
+      for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+      graphs_.clear();
       cudaFree(workspace_);
       workspace_ = nullptr;
       FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&workspace_, static_cast<size_t>(plan.workspace_bytes)),
@@ -231,7 +250,35 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       workspace_bytes_ = plan.workspace_bytes;
     }
   }
+  if (!graph) return run_layers(T, B, nd, max_q, stride, plan);
+  auto it = graphs_.find(B);
+  if (it == graphs_.end()) {
+    cudaGraph_t g = nullptr;
+    FS_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status st = run_layers(T, B, nd, max_q, stride, plan);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &g);
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaErrorUnknown;
+    if (st.ok() && end == cudaSuccess) inst = cudaGraphInstantiate(&exec, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (inst != cudaSuccess) {
+      // Something in the step would not capture: run without graphs from now on.
+      cudaGetLastError();
+      opt_.cuda_graphs = false;
+      return run_layers(T, B, nd, max_q, stride, plan);
+    }
+    it = graphs_.emplace(B, exec).first;
+  }
+  return flashserve::cuda_status(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+}
 
+// The step's launches, all on stream_ (capturable): metadata is already on the device.
+Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_q, int64_t stride,
+                                  const DecodePlan& plan) {
+  const LlamaConfig& c = config_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t T_dec = nd;
   MaskParams mask;
   mask.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   mask.causal = true;
@@ -256,7 +303,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       d.num_kv_heads = static_cast<int32_t>(Hkv);
       d.head_dim = static_cast<int32_t>(D);
       d.q = q_;
-      d.pages = kv_.view(layer, block_tables_, b.block_table_stride, seq_lens_);
+      d.pages = kv_.view(layer, block_tables_, stride, seq_lens_);
       d.mask = mask;
       d.o = attn_;
       set_contiguous_strides(d);
@@ -279,7 +326,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       p.total_q = T - T_dec;
       p.max_seqlen_q = max_q;
       p.paged = true;
-      p.pages = kv_.view(layer, block_tables_ + nd * b.block_table_stride, b.block_table_stride, seq_lens_ + nd);
+      p.pages = kv_.view(layer, block_tables_ + nd * stride, stride, seq_lens_ + nd);
       p.mask = mask;
       p.o = attn_ + T_dec * Hq * D;
       set_contiguous_strides(p);

@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "common/status.h"
+#include "decode/planner.h"
 #include "kvcache/kv_storage.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
@@ -25,6 +27,7 @@ struct CudaModelOptions {
   int32_t max_batch = 256;
   int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1
   int device = 0;
+  bool cuda_graphs = true;              // replay captured graphs for pure decode steps
 };
 
 class LlamaCudaModel : public Model {
@@ -45,12 +48,16 @@ class LlamaCudaModel : public Model {
   Status forward_device(const ForwardBatch& batch);
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
+  void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
+  bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
 
  private:
   LlamaCudaModel() = default;
   Status gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k, void* c,
               bool fp32_out);
+  Status run_layers(int64_t tokens, int32_t batch, int32_t num_decode, int32_t max_q, int64_t stride,
+                    const DecodePlan& plan);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
@@ -78,6 +85,7 @@ class LlamaCudaModel : public Model {
   int64_t* slots_ = nullptr;
   void* workspace_ = nullptr;  // split-K decode
   int64_t workspace_bytes_ = 0;
+  std::map<int32_t, cudaGraphExec_t> graphs_;  // pure decode steps, by batch size
 };
 
 }  // namespace flashserve::model
