@@ -17,6 +17,10 @@ for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda b
 done
 build-gpu/bench/bench_kvcache 2>&1 | tee "$out/bench_kvcache.log" | tail -n 12
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# Our Llama forward against Hugging Face's LlamaForCausalLM on the same folder (fp32).
+mkdir -p "$out/hf" && build-gpu/server/hf_dump "$out/hf" >/dev/null && \
+  python3 tools/hf_crosscheck.py "$out/hf" 2>&1 | grep -v -i warn | tail -n 2 || status=1
+rm -f "$out/hf/model.safetensors" "$out/hf/logits_ours.f32"
 build-gpu/bench/bench_model 2>&1 | tee "$out/bench_model.log" | tail -n 14
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 export PYTHONUNBUFFERED=1
