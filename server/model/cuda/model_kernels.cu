@@ -45,6 +45,40 @@ __global__ void rope_kernel(__nv_bfloat16* x, const int32_t* positions, const fl
   }
 }
 
+__global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const int32_t* positions, const float* inv_freq, const int64_t* slots,
+                                   int32_t heads, int32_t kv_heads, int32_t head_dim, __nv_bfloat16* k_pages,
+                                   __nv_bfloat16* v_pages, int32_t block_size, int64_t capacity) {
+  const int64_t t = blockIdx.x;
+  const int half = head_dim / 2;
+  const float pos = static_cast<float>(positions[t]);
+  const int64_t slot = slots[t];
+  const bool write = slot >= 0 && slot < capacity;
+  const int64_t block = write ? slot / block_size : 0, offset = write ? slot % block_size : 0;
+  // [block][kv_head][slot][dim]
+  auto cache_at = [&](__nv_bfloat16* pool, int h, int d) {
+    return pool + ((block * kv_heads + h) * block_size + offset) * head_dim + d;
+  };
+  for (int j = threadIdx.x; j < (heads + kv_heads) * half; j += blockDim.x) {
+    const int h = j / half, i = j % half;
+    float sn, cs;
+    sincosf(pos * inv_freq[i], &sn, &cs);
+    const bool is_q = h < heads;
+    __nv_bfloat16* row = is_q ? q + (t * heads + h) * head_dim : k + (t * kv_heads + (h - heads)) * head_dim;
+    const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
+    const __nv_bfloat16 ra = __float2bfloat16_rn(a * cs - b * sn), rb = __float2bfloat16_rn(b * cs + a * sn);
+    row[i] = ra;
+    row[i + half] = rb;
+    if (!is_q && write) {
+      *cache_at(k_pages, h - heads, i) = ra;
+      *cache_at(k_pages, h - heads, i + half) = rb;
+    }
+  }
+  if (write)
+    for (int j = threadIdx.x; j < kv_heads * head_dim; j += blockDim.x)
+      *cache_at(v_pages, j / head_dim, j % head_dim) = v[t * kv_heads * head_dim + j];
+}
+
 __global__ void silu_mul_kernel(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out) {
   const int64_t n = t * inter;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
@@ -105,6 +139,15 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
 cudaError_t rope(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int64_t t, int32_t heads,
                  int32_t head_dim, cudaStream_t s) {
   rope_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, positions, inv_freq, heads, head_dim);
+  return cudaGetLastError();
+}
+
+cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
+                        const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
+                        int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int32_t block_size,
+                        int64_t capacity, cudaStream_t s) {
+  rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(q, k, v, positions, inv_freq, slots, heads, kv_heads,
+                                                                    head_dim, k_pages, v_pages, block_size, capacity);
   return cudaGetLastError();
 }
 
