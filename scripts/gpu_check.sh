@@ -10,7 +10,7 @@ out="${OUT:-/tmp/flashserve-gpu}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/nvidia-smi.txt"
 status=0
-for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda build-gpu/tests/test_prefill_cuda build-gpu/tests/test_model_cuda; do
+for t in build-gpu/tests/test_decode_cuda build-gpu/tests/test_kv_storage_cuda build-gpu/tests/test_prefill_cuda build-gpu/tests/test_model_cuda build-gpu/tests/test_sampler_cuda; do
   echo "== $t"
   "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | tail -n 40
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

@@ -67,7 +67,7 @@ struct Engine::Request {
   bool cancelled = false;
   bool admitted_once = false;
   int32_t cached_tokens = 0;
-  std::mt19937_64 rng;
+  uint64_t seed = 0;            // the request's, or drawn once at enqueue
   Clock::time_point t_enqueue, t_first;
   // Per step: tokens scheduled this step, and whether this step ends with a sample.
   int32_t scheduled = 0;
@@ -133,7 +133,8 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
   auto r = std::make_shared<Request>();
   r->stream = std::make_shared<ResultStream>();
   r->tokens = request.prompt;
-  r->rng.seed(request.sampling.seed ? *request.sampling.seed : std::random_device{}());
+  r->seed = request.sampling.seed ? *request.sampling.seed
+                                  : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   r->t_enqueue = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -370,16 +371,31 @@ bool Engine::step() {
   }
   ++stats_.steps;
 
-  // 4. The forward pass, without the lock (enqueue and cancel stay responsive).
-  lock.unlock();
-  std::vector<float> logits;
-  const Status fst = model_->forward(batch, &logits);
-  lock.lock();
-
-  // 5. Sample, stream, finish.
-  const int32_t V = model_->config().vocab_size;
+  // 4. The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
   std::vector<std::shared_ptr<Request>> scheduled = decodes;
   scheduled.insert(scheduled.end(), prefills.begin(), prefills.end());
+  std::vector<model::SampleRow> rows(scheduled.size());
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    const Request& r = *scheduled[i];
+    const SamplingParams& sp = r.req.sampling;
+    model::SampleRow& row = rows[i];
+    row.temperature = sp.temperature;
+    row.top_k = sp.top_k;
+    row.top_p = sp.top_p;
+    row.min_p = sp.min_p;
+    row.seed = r.seed;
+    row.step = static_cast<uint64_t>(r.num_generated);
+    if (r.num_generated < sp.min_tokens) {
+      if (!sp.ignore_eos) row.banned = model_->config().eos_token_ids;
+      row.banned.insert(row.banned.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+    }
+  }
+  lock.unlock();
+  std::vector<int32_t> sampled;
+  const Status fst = model_->forward_and_sample(batch, rows, &sampled);
+  lock.lock();
+
+  // 5. Stream, finish.
   std::vector<std::shared_ptr<Request>> done;
   for (size_t i = 0; i < scheduled.size(); ++i) {
     Request& r = *scheduled[i];
@@ -391,12 +407,7 @@ bool Engine::step() {
     r.pending = -1;
     if (!r.samples) continue;
     const SamplingParams& sp = r.req.sampling;
-    std::vector<int32_t> banned;
-    if (r.num_generated < sp.min_tokens) {
-      if (!sp.ignore_eos) banned = model_->config().eos_token_ids;
-      banned.insert(banned.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
-    }
-    const int32_t tok = sample_token(&logits[i * V], V, sp, banned, r.rng);
+    const int32_t tok = sampled[i];
     r.tokens.push_back(tok);
     if (r.num_generated++ == 0) r.t_first = Clock::now();
     ++stats_.generation_tokens;
@@ -406,15 +417,12 @@ bool Engine::step() {
     else if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end())
       reason = FinishReason::kStop;
     else if (r.num_generated >= sp.max_tokens) reason = FinishReason::kLength;
+    StreamEvent ev;
+    ev.tokens = {tok};
+    r.stream->push(std::move(ev));
     if (reason == FinishReason::kNone) {
       r.pending = tok;
-      StreamEvent ev;
-      ev.tokens = {tok};
-      r.stream->push(std::move(ev));
     } else {
-      StreamEvent ev;
-      ev.tokens = {tok};
-      r.stream->push(std::move(ev));
       finish(r, reason);
       done.push_back(scheduled[i]);
     }

@@ -1,9 +1,8 @@
-// Sampling parameters of a request (vLLM's names and meanings) and the sampler.
+// A request's sampling parameters (vLLM's names and meanings).
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "common/status.h"
@@ -23,10 +22,5 @@ struct SamplingParams {
 
   Status validate(int32_t vocab_size) const;
 };
-
-// Picks the next token from logits [vocab]. banned: token ids that must not be chosen now
-// (EOS and stop tokens before min_tokens). Greedy ties go to the lowest id.
-int32_t sample_token(const float* logits, int32_t vocab, const SamplingParams& p, const std::vector<int32_t>& banned,
-                     std::mt19937_64& rng);
 
 }  // namespace flashserve::engine

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "kvcache/kv_storage.h"
 #include "server/model/config.h"
+#include "server/model/sampler.h"
 
 namespace flashserve::model {
 
@@ -36,6 +37,11 @@ class Model {
   // sequence's last new token.
   virtual Status forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
   virtual Status copy_blocks(const BlockCopy* pairs, int32_t n) = 0;
+  // Runs one step and picks each sequence's next token by rows[b] (one row per sequence).
+  // The default samples on the host from forward()'s logits; a GPU model samples on the device
+  // and copies back only the tokens.
+  virtual Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
+                                    std::vector<int32_t>* tokens);
 };
 
 }  // namespace flashserve::model

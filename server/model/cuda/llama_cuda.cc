@@ -349,6 +349,13 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
   return gemm(last_norm_, lm_head_, B, c.vocab_size, H, logits_, true);
 }
 
+Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vector<SampleRow>& rows,
+                                          std::vector<int32_t>* tokens) {
+  if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
+  FS_RETURN_IF_ERROR(forward_device(b));
+  return sampler_.sample(logits_, config_.vocab_size, rows, stream_, tokens);
+}
+
 Status LlamaCudaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
   FS_RETURN_IF_ERROR(forward_device(b));
   logits->resize(static_cast<size_t>(b.batch()) * config_.vocab_size);

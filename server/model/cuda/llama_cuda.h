@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "decode/planner.h"
 #include "kvcache/kv_storage.h"
+#include "server/model/cuda/sampler_cuda.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
 
@@ -43,6 +44,9 @@ class LlamaCudaModel : public Model {
   KVStorage& kv() { return kv_; }
   Status forward(const ForwardBatch& batch, std::vector<float>* logits) override;
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return kv_.copy_blocks(pairs, n, stream_); }
+  // Samples on the device: only the tokens come back.
+  Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
+                            std::vector<int32_t>* tokens) override;
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
   Status forward_device(const ForwardBatch& batch);
@@ -86,6 +90,7 @@ class LlamaCudaModel : public Model {
   void* workspace_ = nullptr;  // split-K decode
   int64_t workspace_bytes_ = 0;
   std::map<int32_t, cudaGraphExec_t> graphs_;  // pure decode steps, by batch size
+  CudaSampler sampler_;
 };
 
 }  // namespace flashserve::model

@@ -1,0 +1,210 @@
+#include "server/model/cuda/sampler_cuda.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/cuda_check.h"
+
+namespace flashserve::model {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kMaxBanned = 64;
+
+struct RowParams {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  float u;  // the draw in [0, 1)
+  int32_t banned_begin, banned_end;  // into the banned array
+  int32_t pad;
+};
+
+// Block-wide sum (all threads get it).
+__device__ float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = 0.f;
+  for (int i = 0; i < kThreads / 32; ++i) t += scratch[i];
+  return t;
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int32_t vocab,
+                                                          const RowParams* params, const int32_t* banned,
+                                                          int32_t* out) {
+  const int row = blockIdx.x;
+  const RowParams p = params[row];
+  const float* l = logits + static_cast<int64_t>(row) * vocab;
+  __shared__ float scratch[kThreads / 32];
+  __shared__ int32_t ban[kMaxBanned];
+  __shared__ float red_v[kThreads / 32];
+  __shared__ int32_t red_i[kThreads / 32];
+  const int nb = min(p.banned_end - p.banned_begin, kMaxBanned);
+  for (int i = threadIdx.x; i < nb; i += kThreads) ban[i] = banned[p.banned_begin + i];
+  __syncthreads();
+  auto logit = [&](int i) {
+    for (int b = 0; b < nb; ++b)
+      if (ban[b] == i) return -INFINITY;
+    return l[i];
+  };
+  // Max and its lowest index.
+  float best = -INFINITY;
+  int32_t best_i = vocab;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    const float x = logit(i);
+    if (x > best) {
+      best = x;
+      best_i = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (ov > best || (ov == best && oi < best_i)) {
+      best = ov;
+      best_i = oi;
+    }
+  }
+  if (threadIdx.x % 32 == 0) {
+    red_v[threadIdx.x / 32] = best;
+    red_i[threadIdx.x / 32] = best_i;
+  }
+  __syncthreads();
+  best = red_v[0];
+  best_i = red_i[0];
+  for (int w = 1; w < kThreads / 32; ++w)
+    if (red_v[w] > best || (red_v[w] == best && red_i[w] < best_i)) {
+      best = red_v[w];
+      best_i = red_i[w];
+    }
+  if (p.temperature == 0.f || p.top_k == 1) {
+    if (threadIdx.x == 0) out[row] = best_i;
+    return;
+  }
+  const float inv_t = 1.f / p.temperature;
+  auto prob = [&](int i) { return __expf((logit(i) - best) * inv_t); };  // 1 at the top
+  auto count_ge = [&](float t) {
+    float c = 0.f;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) c += prob(i) >= t ? 1.f : 0.f;
+    return block_sum(c, scratch);
+  };
+  auto mass_ge = [&](float t) {
+    float m = 0.f;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const float q = prob(i);
+      m += q >= t ? q : 0.f;
+    }
+    return block_sum(m, scratch);
+  };
+  // top_k: the largest threshold that keeps at least k tokens.
+  float t_k = 0.f;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    float lo = 0.f, hi = 1.f;
+    for (int it = 0; it < 40; ++it) {
+      const float mid = 0.5f * (lo + hi);
+      if (count_ge(mid) >= static_cast<float>(p.top_k)) lo = mid; else hi = mid;
+    }
+    t_k = lo;
+  }
+  const float total_k = mass_ge(t_k);
+  float thr = fmaxf(t_k, p.min_p);  // min_p relative to the top probability, which is 1
+  if (p.top_p < 1.f) {
+    // The largest threshold whose kept mass (within the top-k set) still reaches top_p.
+    float lo = t_k, hi = 1.f;
+    const float need = p.top_p * total_k;
+    for (int it = 0; it < 40; ++it) {
+      const float mid = 0.5f * (lo + hi);
+      if (mass_ge(mid) >= need) lo = mid; else hi = mid;
+    }
+    thr = fmaxf(thr, lo);
+  }
+  // Inverse CDF in vocabulary order: each thread owns a contiguous range.
+  const int chunk = (vocab + kThreads - 1) / kThreads;
+  const int begin = threadIdx.x * chunk, end = min(vocab, begin + chunk);
+  float local = 0.f;
+  for (int i = begin; i < end; ++i) {
+    const float q = prob(i);
+    local += q >= thr ? q : 0.f;
+  }
+  // Exclusive scan of the locals across the block (warp scan + warp totals).
+  float incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (threadIdx.x % 32 >= o) incl += y;
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 == 31) scratch[threadIdx.x / 32] = incl;
+  __syncthreads();
+  float warp_offset = 0.f, total = 0.f;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    if (w < static_cast<int>(threadIdx.x / 32)) warp_offset += scratch[w];
+    total += scratch[w];
+  }
+  const float start = warp_offset + incl - local;
+  const float target = p.u * total;
+  __shared__ int32_t chosen;
+  if (threadIdx.x == 0) chosen = best_i;  // rounding fallback: the top token
+  __syncthreads();
+  if (local > 0.f && target >= start && target < start + local) {
+    float acc = start;
+    int32_t pick = -1;
+    for (int i = begin; i < end; ++i) {
+      const float q = prob(i);
+      if (q < thr) continue;
+      pick = i;
+      acc += q;
+      if (target < acc) break;
+    }
+    if (pick >= 0) chosen = pick;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) out[row] = chosen;
+}
+
+}  // namespace
+
+CudaSampler::~CudaSampler() { cudaFree(params_); }
+
+Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
+                           std::vector<int32_t>* tokens) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n == 0) {
+    tokens->clear();
+    return Status::Ok();
+  }
+  std::vector<RowParams> params(static_cast<size_t>(n));
+  std::vector<int32_t> banned;
+  for (int64_t r = 0; r < n; ++r) {
+    const SampleRow& s = rows[r];
+    if (static_cast<int>(s.banned.size()) > kMaxBanned)
+      return unsupported("GPU sampling: more than 64 banned tokens in a row");
+    params[r] = {s.temperature, s.top_k, s.top_p, s.min_p, static_cast<float>(sample_uniform(s.seed, s.step)),
+                 static_cast<int32_t>(banned.size()), static_cast<int32_t>(banned.size() + s.banned.size()), 0};
+    banned.insert(banned.end(), s.banned.begin(), s.banned.end());
+  }
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 4;
+  if (bytes > capacity_) {
+    cudaFree(params_);
+    params_ = nullptr;
+    FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&params_, static_cast<size_t>(bytes)));
+    capacity_ = bytes;
+  }
+  char* base = static_cast<char*>(params_);
+  auto* d_params = reinterpret_cast<RowParams*>(base);
+  auto* d_banned = reinterpret_cast<int32_t*>(base + n * sizeof(RowParams));
+  auto* d_out = d_banned + banned.size() + 1;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_params, params.data(), n * sizeof(RowParams), cudaMemcpyHostToDevice, stream));
+  if (!banned.empty())
+    FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_banned, banned.data(), banned.size() * 4, cudaMemcpyHostToDevice, stream));
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(logits, vocab, d_params, d_banned, d_out);
+  FS_CUDA_CHECK_LAUNCH("sample kernel");
+  tokens->resize(static_cast<size_t>(n));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), d_out, n * 4, cudaMemcpyDeviceToHost, stream));
+  return cuda_status(cudaStreamSynchronize(stream), "sample");
+}
+
+}  // namespace flashserve::model
