@@ -30,21 +30,6 @@ __global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t 
     y[t * hidden + i] = __float2bfloat16_rn(__bfloat162float(w[i]) * (row[i] * inv));
 }
 
-__global__ void rope_kernel(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int32_t heads,
-                            int32_t head_dim) {
-  const int64_t t = blockIdx.x;
-  const int half = head_dim / 2;
-  for (int j = threadIdx.x; j < heads * half; j += blockDim.x) {
-    const int h = j / half, i = j % half;
-    float s, c;
-    sincosf(static_cast<float>(positions[t]) * inv_freq[i], &s, &c);
-    __nv_bfloat16* v = x + (t * heads + h) * head_dim;
-    const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
-    v[i] = __float2bfloat16_rn(a * c - b * s);
-    v[i + half] = __float2bfloat16_rn(b * c + a * s);
-  }
-}
-
 __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const int32_t* positions, const float* inv_freq, const int64_t* slots,
                                    int32_t heads, int32_t kv_heads, int32_t head_dim, __nv_bfloat16* k_pages,
@@ -133,12 +118,6 @@ cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int6
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
                      __nv_bfloat16* y, cudaStream_t s) {
   rms_norm_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, weight, hidden, eps, y);
-  return cudaGetLastError();
-}
-
-cudaError_t rope(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int64_t t, int32_t heads,
-                 int32_t head_dim, cudaStream_t s) {
-  rope_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, positions, inv_freq, heads, head_dim);
   return cudaGetLastError();
 }
 

@@ -16,10 +16,8 @@ cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int6
 // y[t, :] = bf16(weight · x[t, :] · rsqrt(mean(x[t]²) + eps)), fp32 math.
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
                      __nv_bfloat16* y, cudaStream_t s);
-// Rotary embedding in place (Hugging Face rotate_half pairs (i, i + D/2)) of [t, heads, D].
-cudaError_t rope(__nv_bfloat16* x, const int32_t* positions, const float* inv_freq, int64_t t, int32_t heads,
-                 int32_t head_dim, cudaStream_t s);
-// Rotary on q and k (in place) and the new tokens' K/V written into their cache slots, in one
+// Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place, and the new
+// tokens' K/V written into their cache slots, in one
 // launch: k_pages/v_pages are one layer's pools [blocks, kv_heads, block_size, head_dim];
 // slots outside [0, capacity) are skipped.
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
