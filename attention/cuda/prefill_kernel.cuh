@@ -26,9 +26,9 @@ namespace flashserve::cuda {
 
 inline constexpr int kPrefillThreads = 128;
 inline constexpr int kPrefillWarps = kPrefillThreads / 32;
-inline constexpr int kBlockM = 64;  // query rows per CTA (16 per warp)
-inline constexpr int kBlockN = 64;  // keys per K/V tile
-inline constexpr int kPrefillStages = 2;
+inline constexpr int kMTiles = 2;                        // m16 tiles per warp: 32 query rows
+inline constexpr int kBlockM = kPrefillWarps * 16 * kMTiles;  // 128 query rows per CTA
+inline constexpr int kPrefillStages = 3;
 
 template <int kHeadDim, typename T>
 struct PrefillTraits {
@@ -37,11 +37,16 @@ struct PrefillTraits {
   static constexpr int kChunks = kHeadDim / kElemsPerChunk;
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kNTiles = kHeadDim / 8;
+  // Keys per K/V tile: 32 at head_dim 128 keeps S (2 m-tiles × 4 n-tiles) and O (2 × 16) in
+  // registers without spilling; 64 at head_dim 64.
+  static constexpr int kBlockN = kHeadDim == 128 ? 32 : 64;
+  static constexpr int kKeyTiles = kBlockN / 8;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr int kSmemQ = kBlockM * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemQ + 2 * kPrefillStages * kTileElems * sizeof(T);
   static constexpr int kKeysPerPass = kPrefillThreads / kChunks;
   static constexpr int kRowsPerThread = kBlockN / kKeysPerPass;
+  static_assert(kRowsPerThread >= 1, "tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -82,7 +87,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
   visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
   const int64_t cta_lo = lo_first, cta_hi = max(hi_last, lo_first);
-  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + kBlockN - 1) / kBlockN) : 0;
+  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + Tr::kBlockN - 1) / Tr::kBlockN) : 0;
   const bool transform = p.mask.softcap > 0.f || p.mask.alibi_slopes != nullptr;
 
   const int64_t elem = sizeof(T);
@@ -102,7 +107,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 
   // Block ids one tile ahead of their copies (paged); packed keys need none.
   auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kBlockN;
+    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
 #pragma unroll
     for (int i = 0; i < Tr::kRowsPerThread; ++i) {
       const int64_t key = key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass;
@@ -110,7 +115,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     }
   };
   auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kBlockN;
+    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
     T* sk = smem_k + stage * Tr::kTileElems;
     T* sv = smem_v + stage * Tr::kTileElems;
 #pragma unroll
@@ -152,42 +157,40 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   }
   fetch_ids(kPrefillStages - 1, ids);
 
-  // This lane's two rows (gid, gid + 8 of the warp's 16): positions, visible ranges, slopes.
-  const int wrow0 = warp * 16;
+  // This lane's rows: gid and gid + 8 of each of the warp's m16 tiles.
+  const int wrow0 = warp * 16 * kMTiles;
+  constexpr int kRows = 2 * kMTiles;  // index j = mt·2 + i  ->  row wrow0 + mt·16 + gid + 8i
   // 32-bit key positions in the hot loop (a sequence holds fewer than 2^31 keys).
-  int row_pos[2], row_lo[2], row_hi[2];
-  float slope[2];
+  int row_pos[kRows], row_lo[kRows], row_hi[kRows];
+  const float slope = p.mask.alibi_slopes != nullptr ? p.mask.alibi_slopes[h] * kLog2e : 0.f;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = wrow0 + gid + 8 * i;
-    row_pos[i] = static_cast<int>(pos0 + row0 + r);
+  for (int j = 0; j < kRows; ++j) {
+    const int r = wrow0 + (j / 2) * 16 + gid + 8 * (j % 2);
+    row_pos[j] = static_cast<int>(pos0 + row0 + r);
     int64_t lo = 0, hi = 0;
     if (r < block_rows) visible(p.mask, pos0 + row0 + r, 0, k_len, lo, hi);
-    row_lo[i] = static_cast<int>(lo);
-    row_hi[i] = static_cast<int>(hi);
-    slope[i] = p.mask.alibi_slopes != nullptr ? p.mask.alibi_slopes[h] * kLog2e : 0.f;
+    row_lo[j] = static_cast<int>(lo);
+    row_hi[j] = static_cast<int>(hi);
   }
 
-  cp_async_wait<kPrefillStages - 1>();  // the Q tile (the oldest group) has landed
-  __syncthreads();
-  uint32_t qf[Tr::kKSteps][4];
+  float m_run[kRows], l_run[kRows];
 #pragma unroll
-  for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-    const int m = lane / 8;
-    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>(wrow0 + (m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
+  for (int j = 0; j < kRows; ++j) {
+    m_run[j] = -INFINITY;
+    l_run[j] = 0.f;
   }
-
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  float acc[Tr::kNTiles][4];
+  float acc[kMTiles][Tr::kNTiles][4];
 #pragma unroll
-  for (int n = 0; n < Tr::kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int n = 0; n < Tr::kNTiles; ++n) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
   const float scale2 = p.mask.softmax_scale * kLog2e;
   const bool softcap = p.mask.softcap > 0.f;
   const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kPrefillStages - 2>();
-    __syncthreads();
+    __syncthreads();  // this tile (and, the first time, Q) has landed; the oldest stage is free
     if (tile + kPrefillStages - 1 < num_tiles)
       load_tile(tile + kPrefillStages - 1, (tile + kPrefillStages - 1) % kPrefillStages, ids);
     cp_async_commit();
@@ -196,87 +199,107 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     const int stage = tile % kPrefillStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
-    const int key0 = static_cast<int>(cta_lo) + tile * kBlockN;
+    const int key0 = static_cast<int>(cta_lo) + tile * Tr::kBlockN;
 
-    float s[8][4];
+    // S = Q·Kᵀ. Q fragments come from shared memory per k-step pair; each K fragment serves
+    // both m-tiles (half the shared-memory traffic per MMA of one tile a warp).
+    float s[kMTiles][Tr::kKeyTiles][4];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
+      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
+      uint32_t qf[kMTiles][2][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          const int m = lane / 8;
+          ldmatrix_x4(qf[mt][kk],
+                      smem_q + swz<kHeadDim, T>(wrow0 + mt * 16 + (m & 1) * 8 + lane % 8, (ks + kk) * 2 + (m >> 1)));
+        }
+#pragma unroll
+      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) {
         uint32_t kf[4];
         ldmatrix_x4(kf, sk + swz<kHeadDim, T>(nt * 8 + lane % 8, ks * 2 + lane / 8));
-        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
-        mma_16816<T>(s[nt], qf[ks + 1], kf[2], kf[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(s[mt][nt], qf[mt][0], kf[0], kf[1]);
+          mma_16816<T>(s[mt][nt], qf[mt][1], kf[2], kf[3]);
+        }
       }
     }
 
     // Logits in base 2; the mask only where a row's range ends inside this tile.
-    const bool masked = key0 < lo_last || key0 + kBlockN > hi_first || key0 + kBlockN > k_len;
+    const bool masked = key0 < lo_last || key0 + Tr::kBlockN > hi_first || key0 + Tr::kBlockN > k_len;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < kRows; ++j) {
+      const int mt = j / 2, i = j % 2;
       float mx = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          float x = s[nt][2 * i + e];
+          float x = s[mt][nt][2 * i + e];
+          const int key = key0 + nt * 8 + tig * 2 + e;
           if (transform) {
-            const int key = key0 + nt * 8 + tig * 2 + e;
             x *= p.mask.softmax_scale;
             if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
-            x = x * kLog2e -
-                slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
+            x = x * kLog2e - slope * static_cast<float>(key > row_pos[j] ? key - row_pos[j] : row_pos[j] - key);
           } else {
             x *= scale2;
           }
-          if (masked) {
-            const int key = key0 + nt * 8 + tig * 2 + e;
-            if (key < row_lo[i] || key >= row_hi[i]) x = -INFINITY;
-          }
-          s[nt][2 * i + e] = x;
+          if (masked && (key < row_lo[j] || key >= row_hi[j])) x = -INFINITY;
+          s[mt][nt][2 * i + e] = x;
           mx = fmaxf(mx, x);
         }
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[i], mx);
+      const float m_new = fmaxf(m_run[j], mx);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float f = fast_exp2(m_run[i] - m_use);
-      m_run[i] = m_new;
+      const float f = fast_exp2(m_run[j] - m_use);
+      m_run[j] = m_new;
       float rs = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pe = fast_exp2(s[nt][2 * i + e] - m_use);
-          s[nt][2 * i + e] = pe;
+          const float pe = fast_exp2(s[mt][nt][2 * i + e] - m_use);
+          s[mt][nt][2 * i + e] = pe;
           rs += pe;
         }
       }
-      l_run[i] = l_run[i] * f + rs;
+      l_run[j] = l_run[j] * f + rs;
 #pragma unroll
       for (int n = 0; n < Tr::kNTiles; ++n) {
-        acc[n][2 * i] *= f;
-        acc[n][2 * i + 1] *= f;
+        acc[mt][n][2 * i] *= f;
+        acc[mt][n][2 * i + 1] *= f;
       }
     }
 
-    // O += P·V, 16 keys (two S n-tiles) per k-step.
+    // O += P·V, 16 keys (two S n-tiles) per k-step; each V fragment serves both m-tiles.
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t pa[4];
-      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
+      uint32_t pa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int n = 0; n < Tr::kNTiles; n += 2) {
         uint32_t vf[4];
         const int m = lane / 8;
         ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(kk * 16 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
-        mma_16816<T>(acc[n], pa, vf[0], vf[1]);
-        mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(acc[mt][n], pa[mt], vf[0], vf[1]);
+          mma_16816<T>(acc[mt][n + 1], pa[mt], vf[2], vf[3]);
+        }
       }
     }
   }
@@ -284,21 +307,22 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 
   // Normalise and store this warp's rows: o in the storage type, lse in natural log.
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-    const int r = wrow0 + gid + 8 * i;
+  for (int j = 0; j < kRows; ++j) {
+    const int mt = j / 2, i = j % 2;
+    l_run[j] += __shfl_xor_sync(0xffffffffu, l_run[j], 1);
+    l_run[j] += __shfl_xor_sync(0xffffffffu, l_run[j], 2);
+    const int r = wrow0 + mt * 16 + gid + 8 * i;
     if (r >= block_rows) continue;
-    const float inv = l_run[i] > 0.f ? 1.f / l_run[i] : 0.f;
+    const float inv = l_run[j] > 0.f ? 1.f / l_run[j] : 0.f;
     const int64_t row = q0 + row0 + r;
     T* o = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
     for (int n = 0; n < Tr::kNTiles; ++n) {
-      const uint32_t v = pack2<T>(acc[n][2 * i] * inv, acc[n][2 * i + 1] * inv);
+      const uint32_t v = pack2<T>(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
       *reinterpret_cast<uint32_t*>(o + n * 8 + tig * 2) = v;
     }
     if (p.lse != nullptr && tig == 0)
-      p.lse[row * p.num_heads + h] = l_run[i] > 0.f ? (m_run[i] + __log2f(l_run[i])) * 0.6931471805599453f : -INFINITY;
+      p.lse[row * p.num_heads + h] = l_run[j] > 0.f ? (m_run[j] + __log2f(l_run[j])) * 0.6931471805599453f : -INFINITY;
   }
 }
 
