@@ -26,8 +26,6 @@ namespace flashserve::cuda {
 
 inline constexpr int kPrefillThreads = 128;
 inline constexpr int kPrefillWarps = kPrefillThreads / 32;
-inline constexpr int kMTiles = 2;                        // m16 tiles per warp: 32 query rows
-inline constexpr int kBlockM = kPrefillWarps * 16 * kMTiles;  // 128 query rows per CTA
 inline constexpr int kPrefillStages = 3;
 
 template <int kHeadDim, typename T>
@@ -37,8 +35,13 @@ struct PrefillTraits {
   static constexpr int kChunks = kHeadDim / kElemsPerChunk;
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kNTiles = kHeadDim / 8;
+  // m16 tiles per warp: at head_dim 128 two (32 rows: every K/V fragment serves both, half the
+  // shared-memory traffic per MMA; measured 1.3× over one), at head_dim 64 one (two spilled
+  // and ran 20% slower: bench/NOTES.md, prefill v2).
+  static constexpr int kMTiles = kHeadDim == 128 ? 2 : 1;
+  static constexpr int kBlockM = kPrefillWarps * 16 * kMTiles;
   // Keys per K/V tile: 32 at head_dim 128 keeps S (2 m-tiles × 4 n-tiles) and O (2 × 16) in
-  // registers without spilling; 64 at head_dim 64.
+  // registers; 64 at head_dim 64.
   static constexpr int kBlockN = kHeadDim == 128 ? 32 : 64;
   static constexpr int kKeyTiles = kBlockN / 8;
   static constexpr int kTileElems = kBlockN * kHeadDim;
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem_q = reinterpret_cast<T*>(smem_raw);
-  T* smem_k = smem_q + kBlockM * kHeadDim;
+  T* smem_k = smem_q + Tr::kBlockM * kHeadDim;
   T* smem_v = smem_k + kPrefillStages * Tr::kTileElems;
 
   const int m_tile = gridDim.x - 1 - blockIdx.x;  // longest tiles first
@@ -68,9 +71,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 
   const int64_t q0 = p.cu_seqlens_q[b];
   const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int row0 = m_tile * kBlockM;
+  const int row0 = m_tile * Tr::kBlockM;
   if (row0 >= q_len) return;
-  const int block_rows = min(kBlockM, q_len - row0);
+  const int block_rows = min(Tr::kBlockM, q_len - row0);
   int64_t k_len;
   int64_t k0 = 0;  // packed: first key row
   if (p.paged) {
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   // Q tile: rows past q_len are zero.
   {
     const char* q_base = static_cast<const char*>(p.q) + ((q0 + row0) * p.q_row_stride + h * p.q_head_stride) * elem;
-    for (int i = tid; i < kBlockM * Tr::kChunks; i += kPrefillThreads) {
+    for (int i = tid; i < Tr::kBlockM * Tr::kChunks; i += kPrefillThreads) {
       const int r = i / Tr::kChunks, c = i % Tr::kChunks;
       const bool valid = r < block_rows;
       cp_async_16(smem_q + swz<kHeadDim, T>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16, valid);
@@ -158,8 +161,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   fetch_ids(kPrefillStages - 1, ids);
 
   // This lane's rows: gid and gid + 8 of each of the warp's m16 tiles.
-  const int wrow0 = warp * 16 * kMTiles;
-  constexpr int kRows = 2 * kMTiles;  // index j = mt·2 + i  ->  row wrow0 + mt·16 + gid + 8i
+  const int wrow0 = warp * 16 * Tr::kMTiles;
+  constexpr int kRows = 2 * Tr::kMTiles;  // index j = mt·2 + i  ->  row wrow0 + mt·16 + gid + 8i
   // 32-bit key positions in the hot loop (a sequence holds fewer than 2^31 keys).
   int row_pos[kRows], row_lo[kRows], row_hi[kRows];
   const float slope = p.mask.alibi_slopes != nullptr ? p.mask.alibi_slopes[h] * kLog2e : 0.f;
@@ -179,9 +182,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     m_run[j] = -INFINITY;
     l_run[j] = 0.f;
   }
-  float acc[kMTiles][Tr::kNTiles][4];
+  float acc[Tr::kMTiles][Tr::kNTiles][4];
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
+  for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
     for (int n = 0; n < Tr::kNTiles; ++n) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
   const float scale2 = p.mask.softmax_scale * kLog2e;
@@ -203,16 +206,16 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 
     // S = Q·Kᵀ. Q fragments come from shared memory per k-step pair; each K fragment serves
     // both m-tiles (half the shared-memory traffic per MMA of one tile a warp).
-    float s[kMTiles][Tr::kKeyTiles][4];
+    float s[Tr::kMTiles][Tr::kKeyTiles][4];
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
       for (int nt = 0; nt < Tr::kKeyTiles; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ks += 2) {
-      uint32_t qf[kMTiles][2][4];
+      uint32_t qf[Tr::kMTiles][2][4];
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
+      for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
           const int m = lane / 8;
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
         uint32_t kf[4];
         ldmatrix_x4(kf, sk + swz<kHeadDim, T>(nt * 8 + lane % 8, ks * 2 + lane / 8));
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
           mma_16816<T>(s[mt][nt], qf[mt][0], kf[0], kf[1]);
           mma_16816<T>(s[mt][nt], qf[mt][1], kf[2], kf[3]);
         }
@@ -282,9 +285,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     // O += P·V, 16 keys (two S n-tiles) per k-step; each V fragment serves both m-tiles.
 #pragma unroll
     for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
-      uint32_t pa[kMTiles][4];
+      uint32_t pa[Tr::kMTiles][4];
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
+      for (int mt = 0; mt < Tr::kMTiles; ++mt) {
         pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
         pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
         pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
         const int m = lane / 8;
         ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(kk * 16 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
+        for (int mt = 0; mt < Tr::kMTiles; ++mt) {
           mma_16816<T>(acc[mt][n], pa[mt], vf[0], vf[1]);
           mma_16816<T>(acc[mt][n + 1], pa[mt], vf[2], vf[3]);
         }
@@ -332,7 +335,7 @@ cudaError_t launch_prefill(const PrefillParams& p, cudaStream_t stream) {
   auto kernel = prefill_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.num_heads, p.batch);
+  const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.num_heads, p.batch);
   kernel<<<grid, kPrefillThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
