@@ -1,9 +1,10 @@
 // The CUDA varlen prefill kernel (FlashAttention-2 forward with mma.sync), templated on
 // head_dim and the storage type; one instance per file (prefill_hd*_*.cu).
 //
-// One CTA = one (sequence, query head, tile of kBlockM = 64 query rows); 4 warps, 16 rows each
-// (the M of m16n8k16). The Q tile is copied once (cp.async) and held as mma fragments in
-// registers. K/V tiles of kBlockN = 64 keys stream through shared memory with cp.async,
+// One CTA = one (sequence, query head, tile of kBlockM query rows); 4 warps of one or two m16
+// tiles (16 or 32 rows; PrefillTraits says which and why). The Q tile is copied once
+// (cp.async) to shared memory and read as mma fragments per k-step pair. K/V tiles of kBlockN
+// keys stream through shared memory with cp.async,
 // kStages deep, from packed rows or from pages through the block table (block ids fetched one
 // tile ahead); 16-byte chunks are XOR-swizzled by row so ldmatrix reads hit 32 banks. Per tile
 // and warp: S = Q·Kᵀ (8 n-tiles × head_dim/16 k-steps of mma), logits in base 2 (scale·log2 e
