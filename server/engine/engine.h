@@ -107,6 +107,7 @@ class Engine {
 
   EngineStats stats() const;
   const model::LlamaConfig& model_config() const { return model_->config(); }
+  const EngineConfig& config() const { return config_; }
 
  private:
   struct Request;

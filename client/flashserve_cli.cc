@@ -1,0 +1,59 @@
+// flashserve_cli: sends one prompt (token ids) and prints the streamed tokens.
+// Usage: flashserve_cli --target 127.0.0.1:50051 --tokens 1,2,3 [--max-tokens 16]
+//        [--temperature 0] [--auth-token T] [--info]
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <sstream>
+
+#include "flashserve/v1/generation.grpc.pb.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashserve_cli: one generation over gRPC"};
+  std::string target = "127.0.0.1:50051", tokens = "1,2,3", token;
+  int max_tokens = 16;
+  float temperature = 0.f;
+  bool info = false;
+  app.add_option("--target", target, "host:port")->envname("FLASHSERVE_TARGET");
+  app.add_option("--tokens", tokens, "prompt token ids, comma separated");
+  app.add_option("--max-tokens", max_tokens);
+  app.add_option("--temperature", temperature);
+  app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
+  app.add_flag("--info", info, "print the model and server info instead");
+  CLI11_PARSE(app, argc, argv);
+  auto stub = flashserve::v1::Generation::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  if (info) {
+    flashserve::v1::ModelInfo mi;
+    const grpc::Status s = stub->GetModelInfo(&ctx, {}, &mi);
+    if (!s.ok()) {
+      std::fprintf(stderr, "error %d: %s\n", s.error_code(), s.error_message().c_str());
+      return 1;
+    }
+    std::printf("%s\n", mi.DebugString().c_str());
+    return 0;
+  }
+  flashserve::v1::GenerateRequest req;
+  std::stringstream ss(tokens);
+  for (std::string t; std::getline(ss, t, ',');) req.add_prompt_token_ids(std::stoi(t));
+  req.mutable_sampling()->set_max_tokens(max_tokens);
+  req.mutable_sampling()->set_temperature(temperature);
+  auto reader = stub->Generate(&ctx, req);
+  flashserve::v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    for (int t : resp.token_ids()) std::printf("%d ", t);
+    std::fflush(stdout);
+    if (resp.finished())
+      std::printf("\n[%s] %d prompt, %d completion tokens, ttft %.3f s, total %.3f s\n",
+                  flashserve::v1::FinishReason_Name(resp.finish_reason()).c_str(), resp.usage().prompt_tokens(),
+                  resp.usage().completion_tokens(), resp.timings().time_to_first_token_s(), resp.timings().elapsed_s());
+  }
+  const grpc::Status s = reader->Finish();
+  if (!s.ok()) {
+    std::fprintf(stderr, "error %d: %s\n", s.error_code(), s.error_message().c_str());
+    return 1;
+  }
+  return 0;
+}

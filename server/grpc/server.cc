@@ -1,0 +1,227 @@
+#include "server/grpc/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "flashserve/v1/generation.grpc.pb.h"
+
+namespace flashserve::server {
+
+namespace v1 = ::flashserve::v1;
+
+int grpc_code_of(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk: return grpc::StatusCode::OK;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnsupported: return grpc::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case StatusCode::kInternal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+namespace {
+
+grpc::Status to_grpc(const Status& st) {
+  return grpc::Status(static_cast<grpc::StatusCode>(grpc_code_of(st)), st.message());
+}
+
+v1::FinishReason to_proto(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kEos: return v1::FINISH_REASON_EOS;
+    case engine::FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kAborted: return v1::FINISH_REASON_ABORTED;
+    default: return v1::FINISH_REASON_UNSPECIFIED;
+  }
+}
+
+Status read_file(const std::string& path, std::string* out) {
+  std::ifstream f(path);
+  if (!f) return invalid_argument("cannot read " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return Status::Ok();
+}
+
+}  // namespace
+
+class GrpcServer::Service final : public v1::Generation::Service {
+ public:
+  Service(engine::Engine* e, const ServerOptions& o) : engine_(e), opt_(o) {}
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> next_id{1};
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
+    if (req->prompt_token_ids_size() == 0 && !req->prompt_text().empty())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "text prompts need a tokenizer, and this model has none: send prompt_token_ids");
+    engine::GenerateRequest r;
+    r.request_id = req->request_id().empty() ? "req-" + std::to_string(next_id++) : req->request_id();
+    r.prompt.assign(req->prompt_token_ids().begin(), req->prompt_token_ids().end());
+    const auto& s = req->sampling();
+    r.sampling.temperature = s.temperature();
+    r.sampling.top_k = s.top_k();
+    r.sampling.top_p = s.top_p() == 0.f ? 1.f : s.top_p();
+    r.sampling.min_p = s.min_p();
+    if (s.has_seed()) r.sampling.seed = s.seed();
+    r.sampling.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+    r.sampling.max_tokens = s.max_tokens() == 0 ? 16 : s.max_tokens();
+    r.sampling.min_tokens = s.min_tokens();
+    r.sampling.ignore_eos = s.ignore_eos();
+    r.cache_salt = req->cache_salt();
+    const std::string id = r.request_id;
+    std::shared_ptr<engine::ResultStream> stream;
+    if (const Status st = engine_->enqueue(std::move(r), &stream); !st.ok()) {
+      spdlog::info("request {} rejected: {}", id, st.to_string());
+      return to_grpc(st);
+    }
+    spdlog::info("request {} started ({} prompt tokens)", id, req->prompt_token_ids_size());
+    bool cancelled = false;
+    engine::StreamEvent ev;
+    for (;;) {
+      if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
+        cancelled = true;
+        engine_->cancel(id).ok();
+      }
+      if (!stream->next_for(&ev, 0.05)) continue;
+      v1::GenerateResponse out;
+      out.set_request_id(id);
+      for (int32_t t : ev.tokens) out.add_token_ids(t);
+      if (ev.finished) {
+        out.set_finished(true);
+        out.set_finish_reason(to_proto(ev.reason));
+        out.mutable_usage()->set_prompt_tokens(ev.prompt_tokens);
+        out.mutable_usage()->set_completion_tokens(ev.completion_tokens);
+        out.mutable_usage()->set_cached_tokens(ev.cached_tokens);
+        out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
+        out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
+      }
+      if (!cancelled && !writer->Write(out)) {
+        cancelled = true;
+        engine_->cancel(id).ok();
+      }
+      if (ev.finished) {
+        spdlog::info("request {} finished: {}, {} tokens", id, engine::finish_reason_name(ev.reason),
+                     ev.completion_tokens);
+        if (ev.reason == engine::FinishReason::kError) return to_grpc(ev.error);
+        if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
+        return grpc::Status::OK;
+      }
+    }
+  }
+
+  grpc::Status Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req, v1::AbortResponse* resp) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    int n = 0;
+    for (const auto& id : req->request_ids()) n += engine_->cancel(id).ok() ? 1 : 0;
+    resp->set_aborted(n);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetModelInfo(grpc::ServerContext* ctx, const v1::GetModelInfoRequest*, v1::ModelInfo* info) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    const auto& c = engine_->model_config();
+    info->set_name(opt_.model_name);
+    info->set_vocab_size(c.vocab_size);
+    info->set_max_context(c.max_position_embeddings);
+    info->set_block_size(engine_->config().block_size);
+    info->set_dtype(opt_.dtype);
+    info->set_device(opt_.device);
+    for (int32_t e : c.eos_token_ids) info->add_eos_token_ids(e);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest*, v1::ServerInfo* info) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    const engine::EngineStats s = engine_->stats();
+    info->set_running_requests(s.running);
+    info->set_waiting_requests(s.waiting);
+    info->set_kv_cache_usage(s.kv_usage);
+    info->set_prefix_cache_hit_rate(s.prefix_queries ? static_cast<double>(s.prefix_hits) / s.prefix_queries : 0.0);
+    info->set_preemptions(s.preemptions);
+    info->set_prompt_tokens(s.prompt_tokens);
+    info->set_generation_tokens(s.generation_tokens);
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status authorize(grpc::ServerContext* ctx) const {
+    if (opt_.auth_token.empty()) return grpc::Status::OK;
+    const auto& md = ctx->client_metadata();
+    auto it = md.find("authorization");
+    if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + opt_.auth_token)
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "a valid bearer token is required");
+    return grpc::Status::OK;
+  }
+
+  engine::Engine* engine_;
+  ServerOptions opt_;
+};
+
+Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::unique_ptr<GrpcServer>* out) {
+  if (engine == nullptr) return invalid_argument("server: no engine");
+  std::unique_ptr<GrpcServer> s(new GrpcServer());
+  s->engine_ = engine;
+  s->service_ = std::make_unique<Service>(engine, opt);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder b;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!opt.tls_cert_file.empty() || !opt.tls_key_file.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    FS_RETURN_IF_ERROR(read_file(opt.tls_key_file, &pair.private_key));
+    FS_RETURN_IF_ERROR(read_file(opt.tls_cert_file, &pair.cert_chain));
+    ssl.pem_key_cert_pairs.push_back(pair);
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  b.AddListeningPort(opt.host + ":" + std::to_string(opt.port), creds, &s->port_);
+  b.RegisterService(s->service_.get());
+  b.SetMaxReceiveMessageSize(opt.max_message_bytes);
+  b.SetMaxSendMessageSize(opt.max_message_bytes);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  s->server_ = b.BuildAndStart();
+  if (!s->server_ || s->port_ == 0)
+    return unsupported("server: cannot listen on " + opt.host + ":" + std::to_string(opt.port));
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+GrpcServer::~GrpcServer() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+}
+
+void GrpcServer::drain_and_stop(double grace_s) {
+  service_->draining = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const engine::EngineStats s = engine_->stats();
+    if (s.running + s.waiting == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  engine_->shutdown();  // aborts what is left; their streams end
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+void GrpcServer::wait() { server_->Wait(); }
+
+}  // namespace flashserve::server

@@ -1,0 +1,55 @@
+// The gRPC transport around the engine (the only code that sees protobuf types): the
+// flashserve.v1.Generation service, grpc.health.v1 (NOT_SERVING while draining), server
+// reflection, an optional bearer token checked on every call, optional TLS, message-size and
+// keepalive settings, and a graceful drain.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "server/engine/engine.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace flashserve::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 50051;                 // 0: any free port (port() tells which)
+  std::string auth_token;           // non-empty: every call needs "authorization: Bearer <token>"
+  std::string tls_cert_file, tls_key_file;  // both set: TLS
+  int max_message_bytes = 16 << 20;
+  std::string model_name = "flashserve";
+  std::string device = "cpu";
+  std::string dtype = "fp32";
+};
+
+class GrpcServer {
+ public:
+  static Status start(const ServerOptions& options, engine::Engine* engine, std::unique_ptr<GrpcServer>* out);
+  ~GrpcServer();
+
+  int port() const { return port_; }
+  // Stops taking requests (UNAVAILABLE, health NOT_SERVING), lets running ones finish for up
+  // to grace_s seconds, aborts the rest, and stops the server.
+  void drain_and_stop(double grace_s);
+  void wait();
+
+  class Service;
+
+ private:
+  GrpcServer() = default;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  engine::Engine* engine_ = nullptr;
+  int port_ = 0;
+};
+
+// Engine status -> gRPC status code number (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
+int grpc_code_of(const Status& st);
+
+}  // namespace flashserve::server

@@ -1,0 +1,128 @@
+// flashserve_server: the gRPC serving process. Loads a model (a Hugging Face folder or
+// synthetic:NAME), starts the engine and the gRPC server, and drains on SIGTERM/SIGINT (stops
+// taking requests, lets running ones finish within --grace-period, aborts the rest, exits 0).
+// Every flag has an environment twin (FLASHSERVE_<FLAG>).
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "server/engine/engine.h"
+#include "server/grpc/server.h"
+#include "server/model/llama.h"
+#if FLASHSERVE_WITH_CUDA
+#include "server/model/cuda/llama_cuda.h"
+#endif
+
+using namespace flashserve;
+
+namespace {
+
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("flashserve");
+  spdlog::set_default_logger(logger);
+  const char* fmt = std::getenv("LOG_FORMAT");
+  if (fmt && std::string(fmt) == "json")
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%v"})");
+  const char* level = std::getenv("LOG_LEVEL");
+  spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::info);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setup_logging();
+  CLI::App app{"flashserve: a gRPC inference server over the flashserve attention backend"};
+  std::string model = "synthetic:tiny", device = "cpu";
+  server::ServerOptions so;
+  engine::EngineConfig ec;
+  ec.num_blocks = 1024;
+  double grace = 30.0;
+  uint64_t seed = 1;
+  app.add_option("--model", model, "model folder (config.json + *.safetensors) or synthetic:tiny|llama3-8b")
+      ->envname("FLASHSERVE_MODEL");
+  app.add_option("--device", device, "cpu or cuda")->envname("FLASHSERVE_DEVICE");
+  app.add_option("--host", so.host, "address to listen on")->envname("FLASHSERVE_HOST");
+  app.add_option("--port", so.port, "port (0: any free one)")->envname("FLASHSERVE_PORT");
+  app.add_option("--auth-token", so.auth_token, "require 'authorization: Bearer <token>'")->envname("FLASHSERVE_AUTH_TOKEN");
+  app.add_option("--tls-cert", so.tls_cert_file, "TLS certificate (PEM)")->envname("FLASHSERVE_TLS_CERT");
+  app.add_option("--tls-key", so.tls_key_file, "TLS private key (PEM)")->envname("FLASHSERVE_TLS_KEY");
+  app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->envname("FLASHSERVE_NUM_BLOCKS");
+  app.add_option("--block-size", ec.block_size, "tokens a KV block")->envname("FLASHSERVE_BLOCK_SIZE");
+  app.add_option("--max-batched-tokens", ec.max_num_batched_tokens, "tokens a step")->envname("FLASHSERVE_MAX_BATCHED_TOKENS");
+  app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")->envname("FLASHSERVE_MAX_NUM_SEQS");
+  app.add_option("--max-waiting", ec.max_waiting, "waiting queue limit (RESOURCE_EXHAUSTED past it)")
+      ->envname("FLASHSERVE_MAX_WAITING");
+  app.add_option("--grace-period", grace, "seconds to let running requests finish on SIGTERM")
+      ->envname("FLASHSERVE_GRACE_PERIOD");
+  app.add_option("--seed", seed, "synthetic weights' seed")->envname("FLASHSERVE_SEED");
+  CLI11_PARSE(app, argc, argv);
+
+  // Signals are taken by a thread of their own (sigwait), so no handler runs inside the engine.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  model::LlamaConfig config;
+  model::LlamaWeights weights;
+  Status st;
+  if (model.rfind("synthetic:", 0) == 0) {
+    st = model::synthetic_preset(model.substr(10), &config);
+    if (st.ok() && device == "cpu") st = model::synthetic_weights(config, seed, &weights);
+  } else {
+    st = model::load_model_folder(model, &config, &weights);
+  }
+  if (!st.ok()) {
+    spdlog::error("model {}: {}", model, st.to_string());
+    return 1;
+  }
+  std::unique_ptr<model::Model> m;
+  if (device == "cpu") {
+    auto cpu = std::make_unique<model::LlamaModel>();
+    st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get());
+    m = std::move(cpu);
+    so.dtype = "fp32";
+  } else if (device == "cuda") {
+#if FLASHSERVE_WITH_CUDA
+    model::CudaModelOptions opt;
+    opt.num_blocks = ec.num_blocks;
+    opt.block_size = ec.block_size;
+    opt.max_tokens_per_step = ec.max_num_batched_tokens;
+    opt.max_batch = ec.max_num_seqs;
+    std::unique_ptr<model::LlamaCudaModel> gpu;
+    st = model::LlamaCudaModel::create(config, weights.embed.empty() ? nullptr : &weights, seed, opt, &gpu);
+    m = std::move(gpu);
+    so.dtype = "bf16";
+#else
+    st = unsupported("this build has no CUDA");
+#endif
+  } else {
+    st = invalid_argument("--device must be cpu or cuda");
+  }
+  std::unique_ptr<engine::Engine> eng;
+  if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
+  so.model_name = model;
+  so.device = device;
+  std::unique_ptr<server::GrpcServer> srv;
+  if (st.ok()) st = server::GrpcServer::start(so, eng.get(), &srv);
+  if (!st.ok()) {
+    spdlog::error("startup: {}", st.to_string());
+    return 1;
+  }
+  spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
+  std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: draining (grace period {} s)", sig, grace);
+  srv->drain_and_stop(grace);
+  srv->wait();
+  spdlog::info("stopped");
+  return 0;
+}

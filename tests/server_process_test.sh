@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The server as a process: it starts, serves a generation to the CLI client, rejects a bad
+# prompt with INVALID_ARGUMENT, and on SIGTERM drains and exits 0. Prints "N passed, N failed".
+set -u
+server=$1 cli=$2
+log=$(mktemp)
+"$server" --port 0 >"$log" 2>/dev/null &
+pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(grep -oE 'listening on 127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
+check "the server listens" '[ -n "$port" ]'
+out=$("$cli" --target "127.0.0.1:$port" --tokens 5,6,7 --max-tokens 6 2>&1)
+check "a generation streams 6 tokens" 'echo "$out" | grep -q "FINISH_REASON_LENGTH\] 3 prompt, 6 completion"'
+bad=$("$cli" --target "127.0.0.1:$port" --tokens 5,100000 2>&1)
+check "a bad prompt is INVALID_ARGUMENT" 'echo "$bad" | grep -q "error 3"'
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM: exit 0" '[ "$rc" -eq 0 ]'
+rm -f "$log"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,220 @@
+// The gRPC server over loopback (in process, a real port): streaming order and completeness,
+// many concurrent streams, cancel and deadlines free the pool, every status code, the bearer
+// token, draining.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "flashserve/v1/generation.grpc.pb.h"
+#include "server/grpc/server.h"
+#include "server/model/llama.h"
+
+namespace flashserve::server {
+namespace {
+
+namespace v1 = ::flashserve::v1;
+
+struct Fixture {
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<v1::Generation::Stub> stub;
+};
+
+Fixture start(engine::EngineConfig ec = {}, const std::string& token = "") {
+  Fixture f;
+  model::LlamaConfig c;
+  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
+  model::LlamaWeights w;
+  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
+  auto m = std::make_unique<model::LlamaModel>();
+  if (ec.num_blocks == 256) ec.num_blocks = 512;
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), ec.num_blocks, ec.block_size, m.get()).ok());
+  EXPECT_TRUE(engine::Engine::create(ec, std::move(m), &f.engine).ok());
+  ServerOptions so;
+  so.port = 0;
+  so.auth_token = token;
+  const Status st = GrpcServer::start(so, f.engine.get(), &f.server);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  f.stub = v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials()));
+  return f;
+}
+
+v1::GenerateRequest request(std::vector<int32_t> prompt, int max_tokens) {
+  v1::GenerateRequest r;
+  for (int32_t t : prompt) r.add_prompt_token_ids(t);
+  r.mutable_sampling()->set_temperature(0.f);
+  r.mutable_sampling()->set_max_tokens(max_tokens);
+  r.mutable_sampling()->set_ignore_eos(true);
+  return r;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  v1::GenerateResponse last;
+  grpc::Status status;
+  int messages = 0;
+};
+
+Result generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req, grpc::ClientContext* ctx = nullptr) {
+  grpc::ClientContext local;
+  if (ctx == nullptr) ctx = &local;
+  auto reader = stub.Generate(ctx, req);
+  Result r;
+  v1::GenerateResponse resp;
+  while (reader->Read(&resp)) {
+    r.tokens.insert(r.tokens.end(), resp.token_ids().begin(), resp.token_ids().end());
+    ++r.messages;
+    if (resp.finished()) r.last = resp;
+  }
+  r.status = reader->Finish();
+  return r;
+}
+
+double kv_usage(v1::Generation::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub.GetServerInfo(&ctx, {}, &info).ok());
+  return info.kv_cache_usage();
+}
+
+std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
+  model::LlamaConfig c;
+  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
+  model::LlamaWeights w;
+  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
+  model::LlamaModel m;
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), 2, 16, &m).ok());
+  std::vector<int32_t> seq = prompt, out;
+  std::vector<float> logits;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(m.reference_forward(seq, &logits).ok());
+    const float* last = &logits[(seq.size() - 1) * c.vocab_size];
+    out.push_back(static_cast<int32_t>(std::max_element(last, last + c.vocab_size) - last));
+    seq.push_back(out.back());
+  }
+  return out;
+}
+
+TEST(GrpcServer, StreamsEveryTokenInOrder) {
+  Fixture f = start();
+  const std::vector<int32_t> prompt = {5, 17, 300, 42, 9, 11, 250};
+  const Result r = generate(*f.stub, request(prompt, 20));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens, reference_greedy(prompt, 20));
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.last.usage().completion_tokens(), 20);
+  EXPECT_EQ(r.last.usage().prompt_tokens(), 7);
+  EXPECT_GE(r.messages, 20);
+  grpc::ClientContext ctx;
+  v1::ModelInfo mi;
+  ASSERT_TRUE(f.stub->GetModelInfo(&ctx, {}, &mi).ok());
+  EXPECT_EQ(mi.vocab_size(), 512);
+}
+
+TEST(GrpcServer, HundredsOfConcurrentStreams) {
+  Fixture f = start();
+  constexpr int kStreams = 200;
+  std::vector<Result> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i)
+    threads.emplace_back([&, i] { results[i] = generate(*f.stub, request({1 + i % 400, 2, 3 + i % 7}, 8)); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
+    ASSERT_EQ(results[i].tokens.size(), 8u) << i;
+  }
+  EXPECT_NEAR(kv_usage(*f.stub), 0.0, 1e-12);
+}
+
+TEST(GrpcServer, CancelAndDeadlinesFreeThePool) {
+  Fixture f = start();
+  {  // the client cancels mid-stream
+    grpc::ClientContext ctx;
+    auto reader = f.stub->Generate(&ctx, request({1, 2, 3, 4}, 3000));
+    v1::GenerateResponse resp;
+    ASSERT_TRUE(reader->Read(&resp));
+    ctx.TryCancel();
+    while (reader->Read(&resp)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {  // a deadline
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(150));
+    const Result r = generate(*f.stub, request({7, 8, 9}, 3000), &ctx);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  for (int i = 0; i < 200 && kv_usage(*f.stub) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NEAR(kv_usage(*f.stub), 0.0, 1e-12) << "an abandoned request kept its blocks";
+}
+
+TEST(GrpcServer, StatusCodes) {
+  engine::EngineConfig ec;
+  ec.max_num_seqs = 1;
+  ec.max_waiting = 1;
+  Fixture f = start(ec);
+  EXPECT_EQ(generate(*f.stub, request({1, 600}, 4)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(generate(*f.stub, request({}, 4)).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::GenerateRequest text;
+  text.set_prompt_text("hello");
+  EXPECT_EQ(generate(*f.stub, text).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::GenerateRequest bad = request({1, 2}, 4);
+  bad.mutable_sampling()->set_top_p(2.f);
+  EXPECT_EQ(generate(*f.stub, bad).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // One running, one waiting, the third finds the queue full.
+  grpc::ClientContext c1, c2;
+  auto r1 = f.stub->Generate(&c1, request({1, 2}, 3500));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(r1->Read(&resp));
+  auto r2 = f.stub->Generate(&c2, request({3, 4}, 3500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(generate(*f.stub, request({5, 6}, 4)).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  c1.TryCancel();
+  c2.TryCancel();
+  while (r1->Read(&resp)) {
+  }
+  while (r2->Read(&resp)) {
+  }
+  r1->Finish();
+  r2->Finish();
+}
+
+TEST(GrpcServer, BearerToken) {
+  Fixture f = start({}, "s3cret");
+  EXPECT_EQ(generate(*f.stub, request({1, 2}, 2)).status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer s3cret");
+  EXPECT_TRUE(generate(*f.stub, request({1, 2}, 2), &ctx).status.ok());
+  grpc::ClientContext wrong;
+  wrong.AddMetadata("authorization", "Bearer nope");
+  v1::ServerInfo info;
+  EXPECT_EQ(f.stub->GetServerInfo(&wrong, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
+  Fixture f = start();
+  grpc::ClientContext ctx;
+  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 1500));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  std::thread drain([&] { f.server->drain_and_stop(30.0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(generate(*f.stub, request({4, 5}, 4)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  int n = resp.token_ids_size();
+  bool finished = false;
+  while (reader->Read(&resp)) {
+    n += resp.token_ids_size();
+    finished = finished || resp.finished();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(n, 1500) << "a running request was cut short by the drain";
+  drain.join();
+}
+
+}  // namespace
+}  // namespace flashserve::server
