@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
   app.add_option("--grace-period", grace, "seconds to let running requests finish on SIGTERM")
       ->envname("FLASHSERVE_GRACE_PERIOD");
   app.add_option("--seed", seed, "synthetic weights' seed")->envname("FLASHSERVE_SEED");
+  so.metrics_port = 8000;
+  app.add_option("--metrics-port", so.metrics_port, "Prometheus GET /metrics port (-1: off, 0: any)")
+      ->envname("FLASHSERVE_METRICS_PORT");
   CLI11_PARSE(app, argc, argv);
 
   // Signals are taken by a thread of their own (sigwait), so no handler runs inside the engine.
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
+  if (so.metrics_port >= 0) std::printf("metrics on http://%s:%d/metrics\n", so.host.c_str(), srv->metrics_port());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);

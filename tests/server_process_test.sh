@@ -4,7 +4,7 @@
 set -u
 server=$1 cli=$2
 log=$(mktemp)
-"$server" --port 0 >"$log" 2>/dev/null &
+"$server" --port 0 --metrics-port 0 >"$log" 2>/dev/null &
 pid=$!
 port=""
 for _ in $(seq 100); do
@@ -19,6 +19,10 @@ out=$("$cli" --target "127.0.0.1:$port" --tokens 5,6,7 --max-tokens 6 2>&1)
 check "a generation streams 6 tokens" 'echo "$out" | grep -q "FINISH_REASON_LENGTH\] 3 prompt, 6 completion"'
 bad=$("$cli" --target "127.0.0.1:$port" --tokens 5,100000 2>&1)
 check "a bad prompt is INVALID_ARGUMENT" 'echo "$bad" | grep -q "error 3"'
+mport=$(grep -oE 'metrics on http://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+metrics=$(exec 3<>/dev/tcp/127.0.0.1/"$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+check "metrics: generation tokens counted" 'echo "$metrics" | grep -q "^vllm:generation_tokens_total 6"'
+check "metrics: finished by reason" 'echo "$metrics" | grep -q "vllm:request_success_total{finished_reason=\"length\"} 1"'
 kill -TERM "$pid"
 wait "$pid"
 rc=$?

@@ -4,6 +4,11 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -35,6 +40,7 @@ Fixture start(engine::EngineConfig ec = {}, const std::string& token = "") {
   EXPECT_TRUE(engine::Engine::create(ec, std::move(m), &f.engine).ok());
   ServerOptions so;
   so.port = 0;
+  so.metrics_port = 0;
   so.auth_token = token;
   const Status st = GrpcServer::start(so, f.engine.get(), &f.server);
   EXPECT_TRUE(st.ok()) << st.to_string();
@@ -181,6 +187,39 @@ TEST(GrpcServer, StatusCodes) {
   }
   r1->Finish();
   r2->Finish();
+}
+
+// A scrape of GET /metrics over a plain socket.
+std::string scrape(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    send(fd, req.data(), req.size(), 0);
+    char buf[4096];
+    for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST(GrpcServer, MetricsScrapeHasTheVllmSeries) {
+  Fixture f = start();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(generate(*f.stub, request({1, 2, 3}, 5)).status.ok());
+  const std::string m = scrape(f.server->metrics_port());
+  EXPECT_NE(m.find("200 OK"), std::string::npos);
+  for (const char* series :
+       {"vllm:num_requests_running 0", "vllm:num_requests_waiting 0", "vllm:kv_cache_usage_perc 0",
+        "vllm:prompt_tokens_total 9", "vllm:generation_tokens_total 15", "vllm:num_preemptions_total 0",
+        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+        "vllm:request_success_total{finished_reason=\"length\"} 3", "vllm:time_to_first_token_seconds_count 3",
+        "vllm:time_per_output_token_seconds_count 3", "vllm:inter_token_latency_seconds_count 12",
+        "vllm:e2e_request_latency_seconds_count 3", "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3"})
+    EXPECT_NE(m.find(series), std::string::npos) << "missing: " << series << "\n" << m;
 }
 
 TEST(GrpcServer, BearerToken) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "flashserve/v1/generation.grpc.pb.h"
+#include "server/grpc/metrics.h"
 
 namespace flashserve::server {
 
@@ -58,7 +59,7 @@ Status read_file(const std::string& path, std::string* out) {
 
 class GrpcServer::Service final : public v1::Generation::Service {
  public:
-  Service(engine::Engine* e, const ServerOptions& o) : engine_(e), opt_(o) {}
+  Service(engine::Engine* e, const ServerOptions& o, Metrics* m) : engine_(e), opt_(o), metrics_(m) {}
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_id{1};
 
@@ -92,12 +93,20 @@ class GrpcServer::Service final : public v1::Generation::Service {
     spdlog::info("request {} started ({} prompt tokens)", id, req->prompt_token_ids_size());
     bool cancelled = false;
     engine::StreamEvent ev;
+    auto last_token = std::chrono::steady_clock::now();
+    bool seen_token = false;
     for (;;) {
       if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
         cancelled = true;
         engine_->cancel(id).ok();
       }
       if (!stream->next_for(&ev, 0.05)) continue;
+      if (!ev.tokens.empty()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (seen_token) metrics_->observe_inter_token(std::chrono::duration<double>(now - last_token).count());
+        last_token = now;
+        seen_token = true;
+      }
       v1::GenerateResponse out;
       out.set_request_id(id);
       for (int32_t t : ev.tokens) out.add_token_ids(t);
@@ -117,6 +126,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
       if (ev.finished) {
         spdlog::info("request {} finished: {}, {} tokens", id, engine::finish_reason_name(ev.reason),
                      ev.completion_tokens);
+        if (ev.completion_tokens > 0) metrics_->observe_first_token(ev.time_to_first_token_s);
+        metrics_->observe_finished(ev);
         if (ev.reason == engine::FinishReason::kError) return to_grpc(ev.error);
         if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
         return grpc::Status::OK;
@@ -170,13 +181,16 @@ class GrpcServer::Service final : public v1::Generation::Service {
 
   engine::Engine* engine_;
   ServerOptions opt_;
+  Metrics* metrics_;
 };
 
 Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::unique_ptr<GrpcServer>* out) {
   if (engine == nullptr) return invalid_argument("server: no engine");
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->engine_ = engine;
-  s->service_ = std::make_unique<Service>(engine, opt);
+  s->metrics_ = std::make_unique<Metrics>(engine);
+  if (opt.metrics_port >= 0) FS_RETURN_IF_ERROR(s->metrics_->serve(opt.host, opt.metrics_port));
+  s->service_ = std::make_unique<Service>(engine, opt, s->metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
@@ -207,7 +221,10 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
 
 GrpcServer::~GrpcServer() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (metrics_) metrics_->stop();
 }
+
+int GrpcServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void GrpcServer::drain_and_stop(double grace_s) {
   service_->draining = true;

@@ -17,6 +17,8 @@ class Server;
 
 namespace flashserve::server {
 
+class Metrics;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;                 // 0: any free port (port() tells which)
@@ -26,6 +28,7 @@ struct ServerOptions {
   std::string model_name = "flashserve";
   std::string device = "cpu";
   std::string dtype = "fp32";
+  int metrics_port = -1;            // Prometheus GET /metrics on host:metrics_port; -1: off, 0: any
 };
 
 class GrpcServer {
@@ -34,6 +37,7 @@ class GrpcServer {
   ~GrpcServer();
 
   int port() const { return port_; }
+  int metrics_port() const;
   // Stops taking requests (UNAVAILABLE, health NOT_SERVING), lets running ones finish for up
   // to grace_s seconds, aborts the rest, and stops the server.
   void drain_and_stop(double grace_s);
@@ -43,6 +47,7 @@ class GrpcServer {
 
  private:
   GrpcServer() = default;
+  std::unique_ptr<class Metrics> metrics_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   engine::Engine* engine_ = nullptr;
