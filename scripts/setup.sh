@@ -13,6 +13,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # server, client
   libcli11-dev nlohmann-json3-dev    # flags, json
   python3                            # scripts, python binding tests
+  openssl                            # the TLS test makes a certificate
 )
 
 missing=()

@@ -11,9 +11,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "flashserve/v1/generation.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/grpc/server.h"
 #include "server/model/llama.h"
 
@@ -28,7 +38,8 @@ struct Fixture {
   std::unique_ptr<v1::Generation::Stub> stub;
 };
 
-Fixture start(engine::EngineConfig ec = {}, const std::string& token = "") {
+Fixture start(engine::EngineConfig ec = {}, const std::string& token = "", const std::string& cert = "",
+              const std::string& key = "") {
   Fixture f;
   model::LlamaConfig c;
   EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
@@ -42,6 +53,8 @@ Fixture start(engine::EngineConfig ec = {}, const std::string& token = "") {
   so.port = 0;
   so.metrics_port = 0;
   so.auth_token = token;
+  so.tls_cert_file = cert;
+  so.tls_key_file = key;
   const Status st = GrpcServer::start(so, f.engine.get(), &f.server);
   EXPECT_TRUE(st.ok()) << st.to_string();
   f.stub = v1::Generation::NewStub(
@@ -253,6 +266,83 @@ TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   EXPECT_TRUE(finished);
   EXPECT_EQ(n, 1500) << "a running request was cut short by the drain";
   drain.join();
+}
+
+int health(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckResponse resp;
+  const grpc::Status st = stub->Check(&ctx, {}, &resp);
+  return st.ok() ? static_cast<int>(resp.status()) : -1;
+}
+
+TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
+  Fixture f = start();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::SERVING);
+  grpc::ClientContext ctx;
+  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 1500));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  std::thread drain([&] { f.server->drain_and_stop(30.0); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  while (reader->Read(&resp)) {
+  }
+  reader->Finish();
+  drain.join();
+}
+
+// Garbage where a request message should be: an error status, and the server lives on.
+TEST(GrpcServer, MalformedMessagesAreRejected) {
+  Fixture f = start();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  for (const char* method : {"/flashserve.v1.Generation/GetModelInfo", "/flashserve.v1.Generation/Generate",
+                             "/flashserve.v1.Generation/NoSuchMethod"}) {
+    const std::string junk = "\xff\xff\xff\xff\x0f garbage that is no protobuf";
+    grpc::Slice slice(junk);
+    grpc::ByteBuffer request(&slice, 1), reply;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status status;
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    EXPECT_FALSE(status.ok()) << method;
+  }
+  EXPECT_TRUE(generate(*f.stub, request({1, 2}, 3)).status.ok()) << "the server did not survive";
+}
+
+TEST(GrpcServer, Tls) {
+  if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl to make a certificate";
+  const auto dir = std::filesystem::temp_directory_path() / ("flashserve_tls_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+                          "subjectAltName=IP:127.0.0.1 -keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  Fixture f = start({}, "", cert, key);
+  std::ifstream in(cert);
+  std::stringstream pem;
+  pem << in.rdbuf();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem.str();
+  auto tls = v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::SslCredentials(ssl)));
+  EXPECT_TRUE(generate(*tls, request({1, 2}, 3)).status.ok());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  EXPECT_FALSE(generate(*f.stub, request({1, 2}, 3), &ctx).status.ok()) << "a plaintext client got through";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
