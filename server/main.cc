@@ -4,11 +4,13 @@
 // Every flag has an environment twin (FLASHSERVE_<FLAG>).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "server/engine/engine.h"
@@ -22,12 +24,40 @@ using namespace flashserve;
 
 namespace {
 
+// %* in a pattern: the message, escaped for a JSON string.
+class JsonEscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    for (const char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      switch (c) {
+        case '"': dest.append(std::string_view("\\\"")); break;
+        case '\\': dest.append(std::string_view("\\\\")); break;
+        case '\n': dest.append(std::string_view("\\n")); break;
+        case '\t': dest.append(std::string_view("\\t")); break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            dest.append(std::string_view(buf));
+          } else {
+            dest.push_back(c);
+          }
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
+};
+
 void setup_logging() {
   auto logger = spdlog::stderr_color_mt("flashserve");
   spdlog::set_default_logger(logger);
   const char* fmt = std::getenv("LOG_FORMAT");
-  if (fmt && std::string(fmt) == "json")
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%v"})");
+  if (fmt && std::string(fmt) == "json") {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%*"})");
+    spdlog::set_formatter(std::move(formatter));
+  }
   const char* level = std::getenv("LOG_LEVEL");
   spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::info);
 }

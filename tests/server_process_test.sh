@@ -4,7 +4,8 @@
 set -u
 server=$1 cli=$2
 log=$(mktemp)
-"$server" --port 0 --metrics-port 0 >"$log" 2>/dev/null &
+errlog=$(mktemp)
+LOG_FORMAT=json "$server" --port 0 --metrics-port 0 >"$log" 2>"$errlog" &
 pid=$!
 port=""
 for _ in $(seq 100); do
@@ -27,6 +28,8 @@ kill -TERM "$pid"
 wait "$pid"
 rc=$?
 check "SIGTERM: exit 0" '[ "$rc" -eq 0 ]'
-rm -f "$log"
+check "LOG_FORMAT=json: every line is a JSON object naming the request" \
+  'python3 -c "import json,sys; lines=[json.loads(l) for l in open(sys.argv[1])]; assert any(\"req-1\" in l[\"msg\"] for l in lines) and all(\"level\" in l for l in lines)" "$errlog"'
+rm -f "$log" "$errlog"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
