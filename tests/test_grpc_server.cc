@@ -268,6 +268,88 @@ TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   drain.join();
 }
 
+// A model whose forward pass fails (a kernel error): the request ends with INTERNAL and the
+// server goes on.
+class FailingModel : public model::Model {
+ public:
+  FailingModel() {
+    EXPECT_TRUE(model::synthetic_preset("tiny", &config_).ok());
+    shape_.num_blocks = 64;
+    shape_.block_size = 16;
+  }
+  const model::LlamaConfig& config() const override { return config_; }
+  const KVStorageShape& kv_shape() const override { return shape_; }
+  Status forward(const model::ForwardBatch&, std::vector<float>*) override {
+    return internal_error("decode kernel: an illegal memory access (simulated)");
+  }
+  Status copy_blocks(const BlockCopy*, int32_t) override { return Status::Ok(); }
+
+ private:
+  model::LlamaConfig config_;
+  KVStorageShape shape_;
+};
+
+TEST(GrpcServer, KernelErrorsAreInternal) {
+  engine::EngineConfig ec;
+  ec.num_blocks = 64;
+  std::unique_ptr<engine::Engine> e;
+  ASSERT_TRUE(engine::Engine::create(ec, std::make_unique<FailingModel>(), &e).ok());
+  ServerOptions so;
+  so.port = 0;
+  std::unique_ptr<GrpcServer> srv;
+  ASSERT_TRUE(GrpcServer::start(so, e.get(), &srv).ok());
+  auto stub = v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials()));
+  const Result r = generate(*stub, request({1, 2, 3}, 4));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(r.status.error_message().find("illegal memory access"), std::string::npos) << r.status.error_message();
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  EXPECT_TRUE(stub->GetServerInfo(&ctx, {}, &info).ok());
+  EXPECT_NEAR(info.kv_cache_usage(), 0.0, 1e-12);
+}
+
+// Server reflection lists the service: one ServerReflectionInfo exchange, encoded by hand
+// (field 7, list_services), through the generic stub.
+TEST(GrpcServer, ReflectionListsTheService) {
+  Fixture f = start();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  auto call = generic.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  auto step = [&](intptr_t want) {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(step(1));
+  const std::string list_services("\x3a\x01*", 3);  // list_services = "*"
+  grpc::Slice slice(list_services);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  call->Write(req, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(step(2));
+  call->Read(&resp, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(step(3));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(resp.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_NE(bytes.find("flashserve.v1.Generation"), std::string::npos);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status st;
+  call->Finish(&st, reinterpret_cast<void*>(5));
+  step(5);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
 int health(const std::shared_ptr<grpc::Channel>& channel) {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
