@@ -102,6 +102,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Listen first: while the model loads, health says NOT_SERVING and calls get UNAVAILABLE.
+  so.model_name = model;
+  so.device = device;
+  so.dtype = device == "cuda" ? "bf16" : "fp32";
+  std::unique_ptr<server::GrpcServer> srv;
+  if (const Status ls = server::GrpcServer::start(so, nullptr, &srv); !ls.ok()) {
+    spdlog::error("listen: {}", ls.to_string());
+    return 1;
+  }
+  std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
+  if (so.metrics_port >= 0) std::printf("metrics on http://%s:%d/metrics\n", so.host.c_str(), srv->metrics_port());
+  std::fflush(stdout);
+
   model::LlamaConfig config;
   model::LlamaWeights weights;
   Status st;
@@ -120,7 +133,6 @@ int main(int argc, char** argv) {
     auto cpu = std::make_unique<model::LlamaModel>();
     st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get());
     m = std::move(cpu);
-    so.dtype = "fp32";
   } else if (device == "cuda") {
 #if FLASHSERVE_WITH_CUDA
     model::CudaModelOptions opt;
@@ -131,7 +143,6 @@ int main(int argc, char** argv) {
     std::unique_ptr<model::LlamaCudaModel> gpu;
     st = model::LlamaCudaModel::create(config, weights.embed.empty() ? nullptr : &weights, seed, opt, &gpu);
     m = std::move(gpu);
-    so.dtype = "bf16";
 #else
     st = unsupported("this build has no CUDA");
 #endif
@@ -142,15 +153,13 @@ int main(int argc, char** argv) {
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
   so.model_name = model;
   so.device = device;
-  std::unique_ptr<server::GrpcServer> srv;
-  if (st.ok()) st = server::GrpcServer::start(so, eng.get(), &srv);
   if (!st.ok()) {
     spdlog::error("startup: {}", st.to_string());
     return 1;
   }
+  srv->set_engine(eng.get());
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
-  std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
-  if (so.metrics_port >= 0) std::printf("metrics on http://%s:%d/metrics\n", so.host.c_str(), srv->metrics_port());
+  std::printf("ready\n");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);

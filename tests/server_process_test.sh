@@ -8,9 +8,9 @@ errlog=$(mktemp)
 LOG_FORMAT=json "$server" --port 0 --metrics-port 0 >"$log" 2>"$errlog" &
 pid=$!
 port=""
-for _ in $(seq 100); do
+for _ in $(seq 300); do  # listening comes first; "ready" once the model is loaded
   port=$(grep -oE 'listening on 127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
-  [ -n "$port" ] && break
+  [ -n "$port" ] && grep -q '^ready$' "$log" && break
   sleep 0.1
 done
 passed=0 failed=0

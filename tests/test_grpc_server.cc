@@ -358,6 +358,22 @@ int health(const std::shared_ptr<grpc::Channel>& channel) {
   return st.ok() ? static_cast<int>(resp.status()) : -1;
 }
 
+TEST(GrpcServer, NotServingWhileLoading) {
+  ServerOptions so;
+  so.port = 0;
+  std::unique_ptr<GrpcServer> srv;
+  ASSERT_TRUE(GrpcServer::start(so, nullptr, &srv).ok());
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials());
+  auto stub = v1::Generation::NewStub(channel);
+  EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(generate(*stub, request({1, 2}, 2)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  Fixture loaded = start();  // an engine, handed over once "loaded"
+  srv->set_engine(loaded.engine.get());
+  EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(generate(*stub, request({1, 2}, 2)).status.ok());
+  srv.reset();
+}
+
 TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   Fixture f = start();
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());

@@ -61,7 +61,8 @@ void Metrics::observe_finished(const engine::StreamEvent& ev) {
 }
 
 std::string Metrics::render() const {
-  const engine::EngineStats s = engine_->stats();
+  engine::Engine* engine = engine_.load();
+  const engine::EngineStats s = engine ? engine->stats() : engine::EngineStats{};
   std::string out;
   auto gauge = [&](const char* name, const char* help, double v) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + fmt(v) + "\n";

@@ -34,6 +34,7 @@ class Histogram {
 class Metrics {
  public:
   explicit Metrics(engine::Engine* engine);
+  void set_engine(engine::Engine* engine) { engine_ = engine; }
   ~Metrics();
 
   void observe_first_token(double ttft_s) { ttft_.observe(ttft_s); }
@@ -50,7 +51,7 @@ class Metrics {
  private:
   void serve_loop();
 
-  engine::Engine* engine_;
+  std::atomic<engine::Engine*> engine_;
   Histogram ttft_, tpot_, itl_, e2e_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> finished_by_reason_;

@@ -60,12 +60,15 @@ Status read_file(const std::string& path, std::string* out) {
 class GrpcServer::Service final : public v1::Generation::Service {
  public:
   Service(engine::Engine* e, const ServerOptions& o, Metrics* m) : engine_(e), opt_(o), metrics_(m) {}
+  std::atomic<engine::Engine*> engine_;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_id{1};
 
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override {
     if (auto st = authorize(ctx); !st.ok()) return st;
+    engine::Engine* engine = engine_.load();
+    if (engine == nullptr) return loading();
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
     if (req->prompt_token_ids_size() == 0 && !req->prompt_text().empty())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -86,7 +89,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     r.cache_salt = req->cache_salt();
     const std::string id = r.request_id;
     std::shared_ptr<engine::ResultStream> stream;
-    if (const Status st = engine_->enqueue(std::move(r), &stream); !st.ok()) {
+    if (const Status st = engine->enqueue(std::move(r), &stream); !st.ok()) {
       spdlog::info("request {} rejected: {}", id, st.to_string());
       return to_grpc(st);
     }
@@ -98,7 +101,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     for (;;) {
       if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
         cancelled = true;
-        engine_->cancel(id).ok();
+        engine->cancel(id).ok();
       }
       if (!stream->next_for(&ev, 0.05)) continue;
       if (!ev.tokens.empty()) {
@@ -121,7 +124,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
       }
       if (!cancelled && !writer->Write(out)) {
         cancelled = true;
-        engine_->cancel(id).ok();
+        engine->cancel(id).ok();
       }
       if (ev.finished) {
         spdlog::info("request {} finished: {}, {} tokens", id, engine::finish_reason_name(ev.reason),
@@ -137,19 +140,23 @@ class GrpcServer::Service final : public v1::Generation::Service {
 
   grpc::Status Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req, v1::AbortResponse* resp) override {
     if (auto st = authorize(ctx); !st.ok()) return st;
+    engine::Engine* engine = engine_.load();
+    if (engine == nullptr) return loading();
     int n = 0;
-    for (const auto& id : req->request_ids()) n += engine_->cancel(id).ok() ? 1 : 0;
+    for (const auto& id : req->request_ids()) n += engine->cancel(id).ok() ? 1 : 0;
     resp->set_aborted(n);
     return grpc::Status::OK;
   }
 
   grpc::Status GetModelInfo(grpc::ServerContext* ctx, const v1::GetModelInfoRequest*, v1::ModelInfo* info) override {
     if (auto st = authorize(ctx); !st.ok()) return st;
-    const auto& c = engine_->model_config();
+    engine::Engine* engine = engine_.load();
+    if (engine == nullptr) return loading();
+    const auto& c = engine->model_config();
     info->set_name(opt_.model_name);
     info->set_vocab_size(c.vocab_size);
     info->set_max_context(c.max_position_embeddings);
-    info->set_block_size(engine_->config().block_size);
+    info->set_block_size(engine->config().block_size);
     info->set_dtype(opt_.dtype);
     info->set_device(opt_.device);
     for (int32_t e : c.eos_token_ids) info->add_eos_token_ids(e);
@@ -158,7 +165,9 @@ class GrpcServer::Service final : public v1::Generation::Service {
 
   grpc::Status GetServerInfo(grpc::ServerContext* ctx, const v1::GetServerInfoRequest*, v1::ServerInfo* info) override {
     if (auto st = authorize(ctx); !st.ok()) return st;
-    const engine::EngineStats s = engine_->stats();
+    engine::Engine* engine = engine_.load();
+    if (engine == nullptr) return loading();
+    const engine::EngineStats s = engine->stats();
     info->set_running_requests(s.running);
     info->set_waiting_requests(s.waiting);
     info->set_kv_cache_usage(s.kv_usage);
@@ -179,13 +188,13 @@ class GrpcServer::Service final : public v1::Generation::Service {
     return grpc::Status::OK;
   }
 
-  engine::Engine* engine_;
+  static grpc::Status loading() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is loading"); }
+
   ServerOptions opt_;
   Metrics* metrics_;
 };
 
 Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::unique_ptr<GrpcServer>* out) {
-  if (engine == nullptr) return invalid_argument("server: no engine");
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->engine_ = engine;
   s->metrics_ = std::make_unique<Metrics>(engine);
@@ -214,9 +223,16 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   s->server_ = b.BuildAndStart();
   if (!s->server_ || s->port_ == 0)
     return unsupported("server: cannot listen on " + opt.host + ":" + std::to_string(opt.port));
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  s->server_->GetHealthCheckService()->SetServingStatus(engine != nullptr);  // NOT_SERVING while loading
   *out = std::move(s);
   return Status::Ok();
+}
+
+void GrpcServer::set_engine(engine::Engine* engine) {
+  engine_ = engine;
+  metrics_->set_engine(engine);
+  service_->engine_ = engine;
+  server_->GetHealthCheckService()->SetServingStatus(engine != nullptr);
 }
 
 GrpcServer::~GrpcServer() {
@@ -230,12 +246,12 @@ void GrpcServer::drain_and_stop(double grace_s) {
   service_->draining = true;
   server_->GetHealthCheckService()->SetServingStatus(false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (engine_ != nullptr && std::chrono::steady_clock::now() < deadline) {
     const engine::EngineStats s = engine_->stats();
     if (s.running + s.waiting == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  engine_->shutdown();  // aborts what is left; their streams end
+  if (engine_ != nullptr) engine_->shutdown();  // aborts what is left; their streams end
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

@@ -33,7 +33,10 @@ struct ServerOptions {
 
 class GrpcServer {
  public:
+  // engine may be null while the model loads: health says NOT_SERVING and calls UNAVAILABLE
+  // until set_engine().
   static Status start(const ServerOptions& options, engine::Engine* engine, std::unique_ptr<GrpcServer>* out);
+  void set_engine(engine::Engine* engine);
   ~GrpcServer();
 
   int port() const { return port_; }
