@@ -12,17 +12,13 @@
 
 #include "server/engine/engine.h"
 #include "server/model/llama.h"
+#include "tests/model_support.h"
 
 namespace flashserve::engine {
 namespace {
 
 std::unique_ptr<Engine> make_engine(int num_blocks, int block_size, int budget, int max_seqs = 64) {
-  model::LlamaConfig c;
-  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
-  model::LlamaWeights w;
-  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
-  auto m = std::make_unique<model::LlamaModel>();
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, m.get()).ok());
+  auto m = test::tiny_model(7, num_blocks, block_size);
   EngineConfig ec;
   ec.num_blocks = num_blocks;
   ec.block_size = block_size;
@@ -35,22 +31,7 @@ std::unique_ptr<Engine> make_engine(int num_blocks, int block_size, int budget, 
 
 // The reference: greedy decoding by the no-cache forward of a separate copy of the model.
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
-  model::LlamaConfig c;
-  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
-  model::LlamaWeights w;
-  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
-  model::LlamaModel m;
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), 2, 16, &m).ok());
-  std::vector<int32_t> seq = prompt, out;
-  std::vector<float> logits;
-  for (int i = 0; i < n; ++i) {
-    EXPECT_TRUE(m.reference_forward(seq, &logits).ok());
-    const float* last = &logits[(seq.size() - 1) * c.vocab_size];
-    const int32_t tok = static_cast<int32_t>(std::max_element(last, last + c.vocab_size) - last);
-    out.push_back(tok);
-    seq.push_back(tok);
-  }
-  return out;
+  return test::reference_greedy(7, prompt, n);
 }
 
 struct Collected {

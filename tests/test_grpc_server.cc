@@ -26,6 +26,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/grpc/server.h"
 #include "server/model/llama.h"
+#include "tests/model_support.h"
 
 namespace flashserve::server {
 namespace {
@@ -41,13 +42,8 @@ struct Fixture {
 Fixture start(engine::EngineConfig ec = {}, const std::string& token = "", const std::string& cert = "",
               const std::string& key = "") {
   Fixture f;
-  model::LlamaConfig c;
-  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
-  model::LlamaWeights w;
-  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
-  auto m = std::make_unique<model::LlamaModel>();
   if (ec.num_blocks == 256) ec.num_blocks = 512;
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), ec.num_blocks, ec.block_size, m.get()).ok());
+  auto m = test::tiny_model(7, ec.num_blocks, ec.block_size);
   EXPECT_TRUE(engine::Engine::create(ec, std::move(m), &f.engine).ok());
   ServerOptions so;
   so.port = 0;
@@ -101,21 +97,7 @@ double kv_usage(v1::Generation::Stub& stub) {
 }
 
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
-  model::LlamaConfig c;
-  EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
-  model::LlamaWeights w;
-  EXPECT_TRUE(model::synthetic_weights(c, 7, &w).ok());
-  model::LlamaModel m;
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), 2, 16, &m).ok());
-  std::vector<int32_t> seq = prompt, out;
-  std::vector<float> logits;
-  for (int i = 0; i < n; ++i) {
-    EXPECT_TRUE(m.reference_forward(seq, &logits).ok());
-    const float* last = &logits[(seq.size() - 1) * c.vocab_size];
-    out.push_back(static_cast<int32_t>(std::max_element(last, last + c.vocab_size) - last));
-    seq.push_back(out.back());
-  }
-  return out;
+  return test::reference_greedy(7, prompt, n);
 }
 
 TEST(GrpcServer, StreamsEveryTokenInOrder) {
