@@ -19,6 +19,7 @@
 
 #include "client/arrivals.h"
 #include "client/serve_stats.h"
+#include "client/svg_report.h"
 #include "flashserve/v1/generation.grpc.pb.h"
 
 using namespace flashserve::client;
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
   app.add_option("--tls-ca", tls_ca, "PEM of the CA (or self-signed cert) to trust: TLS on");
   app.add_flag("--no-progress", no_progress);
+  std::string report_path;
+  app.add_option("--report", report_path, "FILE.svg or FILE.html: latency CDFs and throughput over time");
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
@@ -258,6 +261,8 @@ int main(int argc, char** argv) {
   const auto metrics = split(percentile_metrics, ',');
   const Summary s = summarize(records, elapsed, slos);
   std::printf("%s", report(s, metrics, pcts).c_str());
+  if (!report_path.empty() && !write_report(report_path, s, records))
+    std::fprintf(stderr, "flashserve_bench: cannot write %s\n", report_path.c_str());
   if (!result_json_path.empty()) {
     std::ofstream out(result_json_path);
     out << result_json(s, records, metrics, pcts, save_detailed);
