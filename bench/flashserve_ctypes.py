@@ -1,70 +1,7 @@
-"""Minimal ctypes mirror of include/flashserve_c.h for the GPU benchmarks (torch tensors in,
-the C ABI's decode out). The full Python package is issue 9; this keeps the benchmark honest:
-our kernel runs in the same process, on the same tensors, on the same stream as the peers."""
-import ctypes
+"""The benchmarks' handle on the C ABI: the package's ctypes layer (python/flashserve/_capi.py)."""
 import os
+import sys
 
-FS_FLOAT32, FS_FLOAT16, FS_BFLOAT16 = 0, 1, 2
-FS_DEVICE_CPU, FS_DEVICE_CUDA = 0, 1
-
-
-class Mask(ctypes.Structure):
-    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32),
-                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                ("alibi_slopes", ctypes.c_void_p), ("softcap", ctypes.c_float)]
-
-
-class Pages(ctypes.Structure):
-    _fields_ = [("k_pages", ctypes.c_void_p), ("v_pages", ctypes.c_void_p),
-                ("block_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64),
-                ("token_stride", ctypes.c_int64), ("num_blocks", ctypes.c_int32),
-                ("block_size", ctypes.c_int32), ("block_table", ctypes.c_void_p),
-                ("block_table_stride", ctypes.c_int64), ("seq_lens", ctypes.c_void_p)]
-
-
-class DecodeArgs(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int32), ("dtype", ctypes.c_int32), ("batch", ctypes.c_int32),
-                ("q_len", ctypes.c_int32), ("num_heads", ctypes.c_int32),
-                ("num_kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
-                ("q", ctypes.c_void_p), ("q_row_stride", ctypes.c_int64),
-                ("q_head_stride", ctypes.c_int64), ("pages", Pages), ("mask", Mask),
-                ("o", ctypes.c_void_p), ("o_row_stride", ctypes.c_int64),
-                ("o_head_stride", ctypes.c_int64), ("lse", ctypes.c_void_p),
-                ("num_splits", ctypes.c_int32), ("pages_per_split", ctypes.c_int32),
-                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_int64)]
-
-
-class PrefillArgs(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_int32), ("dtype", ctypes.c_int32), ("batch", ctypes.c_int32),
-                ("num_heads", ctypes.c_int32), ("num_kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32),
-                ("q", ctypes.c_void_p), ("q_row_stride", ctypes.c_int64), ("q_head_stride", ctypes.c_int64),
-                ("cu_seqlens_q", ctypes.c_void_p), ("total_q", ctypes.c_int64), ("max_seqlen_q", ctypes.c_int32),
-                ("paged", ctypes.c_int32), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("k_row_stride", ctypes.c_int64), ("k_head_stride", ctypes.c_int64),
-                ("v_row_stride", ctypes.c_int64), ("v_head_stride", ctypes.c_int64),
-                ("cu_seqlens_k", ctypes.c_void_p), ("total_k", ctypes.c_int64), ("pages", Pages),
-                ("mask", Mask), ("o", ctypes.c_void_p), ("o_row_stride", ctypes.c_int64),
-                ("o_head_stride", ctypes.c_int64), ("lse", ctypes.c_void_p)]
-
-
-class DecodePlan(ctypes.Structure):
-    _fields_ = [("num_splits", ctypes.c_int32), ("pages_per_split", ctypes.c_int32),
-                ("work_items", ctypes.c_int64), ("wave_fill", ctypes.c_double),
-                ("workspace_bytes", ctypes.c_int64)]
-
-
-def load(path=None):
-    path = path or os.environ.get("FLASHSERVE_LIB", "build/libflashserve_c.so")
-    lib = ctypes.CDLL(os.path.abspath(path))
-    lib.fs_last_error.restype = ctypes.c_char_p
-    lib.fs_decode_plan_create.argtypes = [ctypes.c_int32, ctypes.c_void_p] + [ctypes.c_int32] * 10 + [
-        ctypes.POINTER(DecodePlan)]
-    lib.fs_decode_run.argtypes = [ctypes.POINTER(DecodeArgs), ctypes.c_void_p]
-    lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
-    lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
-    return lib
-
-
-def check(lib, rc, what):
-    if rc != 0:
-        raise RuntimeError(f"{what}: {lib.fs_last_error().decode()}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from flashserve._capi import *  # noqa: E402,F401,F403
+from flashserve._capi import ctypes  # noqa: E402,F401

@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev                    # CPU GEMMs (model)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # server, client
   libcli11-dev nlohmann-json3-dev    # flags, json
-  python3                            # scripts, python binding tests
+  python3 python3-numpy              # scripts, the Python binding's tests
   openssl                            # the TLS test makes a certificate
 )
 
@@ -20,15 +20,19 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
-fi
-
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done"
+fi
+# The python3 on PATH may not be Debian's (pyenv, a venv): give it numpy from PyPI if it lacks it.
+if ! python3 -c "import numpy" >/dev/null 2>&1; then
+  echo "setup: numpy for $(command -v python3)"
+  python3 -m pip install --quiet --disable-pip-version-check numpy >/dev/null 2>&1 || echo "setup: numpy not installed"
+fi

@@ -1,0 +1,307 @@
+"""flashserve: the attention backend from Python, over the C ABI (ctypes).
+
+Takes numpy arrays (CPU) or torch tensors (CPU or CUDA; the current CUDA stream is used),
+checks shapes, dtypes and devices before every call, and raises ValueError / TypeError with a
+message that names the argument; errors from the library raise FlashserveError.
+
+    import flashserve
+    o = flashserve.varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
+    o = flashserve.decode(q, k_cache, v_cache, block_table, seq_lens)
+    o, lse = flashserve.merge_states(o_a, lse_a, o_b, lse_b)
+
+Layouts are the C ABI's: q, k, v packed [tokens, heads, head_dim]; pages
+[num_blocks, kv_heads, block_size, head_dim]; decode q [batch, q_len, heads, head_dim].
+"""
+import math
+
+import numpy as np
+
+from . import _capi
+
+__all__ = ["FlashserveError", "varlen_prefill", "paged_prefill", "decode", "merge_states"]
+
+
+class FlashserveError(RuntimeError):
+    """A status the library returned (the message is the library's)."""
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        _lib = _capi.load()
+    return _lib
+
+
+def _check(rc, what):
+    if rc != 0:
+        raise FlashserveError(f"{what}: {_library().fs_last_error().decode()}")
+
+
+# ---- tensors: numpy or torch ------------------------------------------------------------------
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+class _T:
+    """What the C ABI needs of one array: pointer, shape, element strides, dtype, device."""
+
+    def __init__(self, x, name):
+        self.x, self.name = x, name
+        if _is_torch(x):
+            import torch
+            self.shape = tuple(x.shape)
+            self.strides = tuple(x.stride())
+            self.ptr = x.data_ptr()
+            self.device = _capi.FS_DEVICE_CUDA if x.is_cuda else _capi.FS_DEVICE_CPU
+            self.device_index = x.device.index if x.is_cuda else -1
+            self.dtype = {torch.float32: _capi.FS_FLOAT32, torch.float16: _capi.FS_FLOAT16,
+                          torch.bfloat16: _capi.FS_BFLOAT16, torch.int32: "int32"}.get(x.dtype)
+            self.dtype_name = str(x.dtype)
+        elif isinstance(x, np.ndarray):
+            self.shape = x.shape
+            self.strides = tuple(s // x.itemsize for s in x.strides)
+            self.ptr = x.ctypes.data
+            self.device, self.device_index = _capi.FS_DEVICE_CPU, -1
+            self.dtype = {np.dtype(np.float32): _capi.FS_FLOAT32, np.dtype(np.float16): _capi.FS_FLOAT16,
+                          np.dtype(np.int32): "int32"}.get(x.dtype)
+            self.dtype_name = str(x.dtype)
+        else:
+            raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+
+    def need(self, ndim=None, dtype=None, last_contiguous=True):
+        if ndim is not None and len(self.shape) != ndim:
+            raise ValueError(f"{self.name}: expected {ndim} dimensions, got shape {list(self.shape)}")
+        if dtype == "float" and self.dtype not in (_capi.FS_FLOAT32, _capi.FS_FLOAT16, _capi.FS_BFLOAT16):
+            raise TypeError(f"{self.name}: expected float32, float16 or bfloat16, got {self.dtype_name}")
+        if dtype == "int32" and self.dtype != "int32":
+            raise TypeError(f"{self.name}: expected int32, got {self.dtype_name}")
+        if last_contiguous and self.shape and self.shape[-1] > 1 and self.strides[-1] != 1:
+            raise ValueError(f"{self.name}: the last dimension must be contiguous")
+        return self
+
+
+def _same_device(*ts):
+    devs = {(t.device, t.device_index) for t in ts if t is not None}
+    if len(devs) > 1:
+        names = ", ".join(f"{t.name} on {'cuda' if t.device else 'cpu'}" for t in ts if t is not None)
+        raise ValueError(f"all arrays must be on one device: {names}")
+    return next(iter(devs))[0]
+
+
+def _same_dtype(*ts):
+    if len({t.dtype for t in ts}) > 1:
+        raise TypeError("q, k, v and the output must share a dtype: " + ", ".join(f"{t.name} {t.dtype_name}" for t in ts))
+
+
+def _stream(device):
+    if device != _capi.FS_DEVICE_CUDA:
+        return None
+    import torch
+    return torch.cuda.current_stream().cuda_stream
+
+
+def _empty_like(x, shape, dtype=None):
+    if _is_torch(x):
+        import torch
+        return torch.empty(shape, dtype=dtype or x.dtype, device=x.device)
+    return np.empty(shape, dtype=dtype or x.dtype)
+
+
+def _float32_like(x, shape):
+    if _is_torch(x):
+        import torch
+        return torch.empty(shape, dtype=torch.float32, device=x.device)
+    return np.empty(shape, dtype=np.float32)
+
+
+def _host_int32(x):
+    if _is_torch(x):
+        return x.detach().to("cpu").numpy().astype(np.int32)
+    return np.ascontiguousarray(x, dtype=np.int32)
+
+
+def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, device, num_heads):
+    args.mask.softmax_scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    args.mask.causal = int(bool(causal))
+    args.mask.window_left, args.mask.window_right = (int(window[0]), int(window[1]))
+    args.mask.softcap = float(softcap)
+    if alibi_slopes is not None:
+        s = _T(alibi_slopes, "alibi_slopes")
+        if s.dtype != _capi.FS_FLOAT32 or s.shape != (num_heads,):
+            raise ValueError(f"alibi_slopes: expected float32 [{num_heads}], got {s.dtype_name} {list(s.shape)}")
+        if s.device != device:
+            raise ValueError("alibi_slopes must be on the same device as q")
+        args.mask.alibi_slopes = s.ptr
+    return args
+
+
+def _pages(args_pages, kc, vc, block_table, seq_lens):
+    if kc.shape != vc.shape:
+        raise ValueError(f"k_cache {list(kc.shape)} and v_cache {list(vc.shape)} differ")
+    p = args_pages
+    p.k_pages, p.v_pages = kc.ptr, vc.ptr
+    p.block_stride, p.head_stride, p.token_stride = kc.strides[0], kc.strides[1], kc.strides[2]
+    p.num_blocks, p.block_size = kc.shape[0], kc.shape[2]
+    p.block_table, p.block_table_stride = block_table.ptr, block_table.strides[0]
+    p.seq_lens = seq_lens.ptr
+
+
+# ---- the functions ----------------------------------------------------------------------------
+
+def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window, alibi_slopes,
+             softcap, out, return_lse, seq_lens):
+    paged = seq_lens is not None  # pages: k, v are the caches and cu_seqlens_k the block table
+    tq = _T(q, "q").need(3, "float")
+    tk = _T(k, "k_cache" if paged else "k").need(4 if paged else 3, "float")
+    tv = _T(v, "v_cache" if paged else "v").need(4 if paged else 3, "float")
+    cq = _T(cu_seqlens_q, "cu_seqlens_q").need(1, "int32")
+    ck = _T(cu_seqlens_k, "block_table" if paged else "cu_seqlens_k").need(2 if paged else 1, "int32")
+    batch = cq.shape[0] - 1
+    if batch < 0:
+        raise ValueError("cu_seqlens_q: needs at least one entry")
+    total_q, heads, d = tq.shape
+    kv_heads = tk.shape[1]
+    if tk.shape[-1] != d or (not paged and tv.shape != tk.shape):
+        raise ValueError(f"k/v shapes {list(tk.shape)}, {list(tv.shape)} do not match q {list(tq.shape)}")
+    o = _empty_like(q, tq.shape) if out is None else out
+    to = _T(o, "out").need(3, "float")
+    if to.shape != tq.shape:
+        raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
+    _same_dtype(tq, tk, tv, to)
+    lse = _float32_like(q, (total_q, heads))
+    tl = _T(lse, "lse")
+    device = _same_device(tq, tk, tv, to, cq, ck, tl)
+    a = _capi.PrefillArgs()
+    a.device, a.dtype, a.batch = device, tq.dtype, batch
+    a.num_heads, a.num_kv_heads, a.head_dim = heads, kv_heads, d
+    a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[0], tq.strides[1]
+    a.cu_seqlens_q, a.total_q = cq.ptr, total_q
+    if max_seqlen_q is None:
+        c = _host_int32(cu_seqlens_q)
+        max_seqlen_q = int((c[1:] - c[:-1]).max()) if batch > 0 else 0
+    a.max_seqlen_q = int(max_seqlen_q)
+    if paged:
+        ts = _T(seq_lens, "seq_lens").need(1, "int32")
+        if ts.shape[0] != batch or ck.shape[0] != batch:
+            raise ValueError(f"block_table {list(ck.shape)} and seq_lens {list(ts.shape)} need {batch} rows")
+        _same_device(tq, ts)
+        a.paged = 1
+        _pages(a.pages, tk, tv, ck, ts)
+    else:
+        if ck.shape[0] != batch + 1:
+            raise ValueError(f"cu_seqlens_k: expected {batch + 1} entries, got {ck.shape[0]}")
+        a.k, a.v = tk.ptr, tv.ptr
+        a.k_row_stride, a.k_head_stride = tk.strides[0], tk.strides[1]
+        a.v_row_stride, a.v_head_stride = tv.strides[0], tv.strides[1]
+        a.cu_seqlens_k, a.total_k = ck.ptr, tk.shape[0]
+    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, device, heads)
+    a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[0], to.strides[1]
+    a.lse = tl.ptr
+    _check(_library().fs_prefill_run(_capi.ctypes.byref(a), _stream(device)), "varlen_prefill")
+    return (o, lse) if return_lse else o
+
+
+def varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, *, causal=False, softmax_scale=None,
+                   window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False):
+    """Packed varlen attention (FlashAttention's flash_attn_varlen_func): q [total_q, H, D],
+    k, v [total_k, Hkv, D], cu_seqlens_* int32 [batch + 1]. Causal is bottom-right aligned.
+    Returns o [total_q, H, D] (and lse [total_q, H], natural log, with return_lse)."""
+    return _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window,
+                    alibi_slopes, softcap, out, return_lse, seq_lens=None)
+
+
+def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, seq_lens, max_seqlen_q=None, *, causal=True,
+                  softmax_scale=None, window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False):
+    """Varlen prefill over the paged cache: the queries of sequence b are the last q_len_b of its
+    seq_lens[b] keys (a prompt chunk attending to its cached prefix)."""
+    return _prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, max_seqlen_q, causal, softmax_scale, window,
+                    alibi_slopes, softcap, out, return_lse, seq_lens=seq_lens)
+
+
+def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_scale=None, window=(-1, -1),
+           alibi_slopes=None, softcap=0.0, out=None, return_lse=False, num_workers=None):
+    """Split-K decode over the paged cache (vLLM's paged_attention / FlashInfer's decode):
+    q [batch, q_len (1..8), H, D], caches [blocks, Hkv, block_size, D], block_table int32
+    [batch, max_blocks], seq_lens int32 [batch] (the new tokens included)."""
+    tq = _T(q, "q").need(4, "float")
+    tk = _T(k_cache, "k_cache").need(4, "float")
+    tv = _T(v_cache, "v_cache").need(4, "float")
+    tb = _T(block_table, "block_table").need(2, "int32")
+    ts = _T(seq_lens, "seq_lens").need(1, "int32")
+    batch, q_len, heads, d = tq.shape
+    if tb.shape[0] != batch or ts.shape[0] != batch:
+        raise ValueError(f"block_table {list(tb.shape)} and seq_lens {list(ts.shape)} need {batch} rows")
+    if tk.shape[-1] != d:
+        raise ValueError(f"k_cache head_dim {tk.shape[-1]} != q head_dim {d}")
+    o = _empty_like(q, tq.shape) if out is None else out
+    to = _T(o, "out").need(4, "float")
+    if to.shape != tq.shape:
+        raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
+    if to.strides[0] != q_len * to.strides[1] or tq.strides[0] != q_len * tq.strides[1]:
+        raise ValueError("q and out: batch and q_len must be contiguous with each other")
+    _same_dtype(tq, tk, tv, to)
+    lse = _float32_like(q, (batch, q_len, heads))
+    tl = _T(lse, "lse")
+    device = _same_device(tq, tk, tv, tb, ts, to, tl)
+    a = _capi.DecodeArgs()
+    a.device, a.dtype, a.batch, a.q_len = device, tq.dtype, batch, q_len
+    a.num_heads, a.num_kv_heads, a.head_dim = heads, tk.shape[1], d
+    a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[1], tq.strides[2]
+    _pages(a.pages, tk, tv, tb, ts)
+    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, device, heads)
+    a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[1], to.strides[2]
+    a.lse = tl.ptr
+    workspace = None
+    if device == _capi.FS_DEVICE_CUDA:  # plan on the host, workspace from torch
+        import torch
+        lens = _host_int32(seq_lens)
+        if num_workers is None:
+            sms = _capi.ctypes.c_int32()
+            _check(_library().fs_cuda_sm_count(max(tq.device_index, 0), _capi.ctypes.byref(sms)), "decode")
+            num_workers = 2 * sms.value
+        plan = _capi.DecodePlan()
+        _check(_library().fs_decode_plan_create(batch, lens.ctypes.data, q_len, heads, tk.shape[1], d, tk.shape[2],
+                                                int(num_workers), 0, 64, 0, 0, _capi.ctypes.byref(plan)), "decode")
+        workspace = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device=q.device)
+        a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
+        a.workspace, a.workspace_bytes = workspace.data_ptr(), plan.workspace_bytes
+    _check(_library().fs_decode_run(_capi.ctypes.byref(a), _stream(device)), "decode")
+    del workspace
+    return (o, lse) if return_lse else o
+
+
+def merge_states(o_a, lse_a, o_b, lse_b):
+    """Merges two partial results by logsumexp rescaling (FlashInfer's merge_state): o_* [rows,
+    heads, D] (or [rows, D]), lse_* natural log with o's leading shape. Returns (o, lse)."""
+    ta, tb = _T(o_a, "o_a").need(None, "float"), _T(o_b, "o_b").need(None, "float")
+    la, lb = _T(lse_a, "lse_a"), _T(lse_b, "lse_b")
+    if ta.shape != tb.shape or la.shape != lb.shape or la.shape != ta.shape[:-1]:
+        raise ValueError(f"shapes: o {list(ta.shape)}/{list(tb.shape)}, lse {list(la.shape)}/{list(lb.shape)}")
+    if la.dtype != _capi.FS_FLOAT32 or lb.dtype != _capi.FS_FLOAT32:
+        raise TypeError("lse_a, lse_b: expected float32")
+    _same_dtype(ta, tb)
+    device = _same_device(ta, tb, la, lb)
+    d = ta.shape[-1]
+    rows = int(np.prod(ta.shape[:-1]))
+    if _is_torch(o_a):
+        import torch
+        o_in = torch.stack([o_a.reshape(rows, d), o_b.reshape(rows, d)]).contiguous()
+        lse_in = torch.stack([lse_a.reshape(rows), lse_b.reshape(rows)]).contiguous()
+    else:
+        o_in = np.ascontiguousarray(np.stack([o_a.reshape(rows, d), o_b.reshape(rows, d)]))
+        lse_in = np.ascontiguousarray(np.stack([lse_a.reshape(rows), lse_b.reshape(rows)]))
+    o = _empty_like(o_a, ta.shape)
+    lse = _float32_like(o_a, la.shape)
+    a = _capi.MergeArgs()
+    a.device, a.num_states, a.num_rows, a.head_dim = device, 2, rows, d
+    a.in_dtype = a.out_dtype = ta.dtype
+    a.o_in, a.o_in_state_stride, a.o_in_row_stride = _T(o_in, "o").ptr, rows * d, d
+    a.lse_in, a.lse_in_state_stride, a.lse_in_row_stride = _T(lse_in, "lse").ptr, rows, 1
+    a.o_out, a.o_out_row_stride = _T(o, "o").ptr, d
+    a.lse_out, a.lse_out_row_stride = _T(lse, "lse").ptr, 1
+    _check(_library().fs_merge_states(_capi.ctypes.byref(a), _stream(device)), "merge_states")
+    return o, lse

@@ -1,0 +1,153 @@
+"""The Python binding on the CPU with numpy: varlen and paged prefill, decode and merge against a
+float64 numpy reference on random odd shapes (fixed seeds), and the argument checks. Prints
+"N passed, N failed"; exit 1 on a failure."""
+import sys
+import traceback
+
+import numpy as np
+
+import flashserve
+
+passed = failed = 0
+
+
+def case(fn):
+    global passed, failed
+    try:
+        fn()
+        passed += 1
+    except Exception:
+        failed += 1
+        print(f"FAILED: {fn.__name__}")
+        traceback.print_exc()
+    return fn
+
+
+def reference(q, k, v, q_lens, k_lens, causal, scale):
+    """float64 attention per sequence; q [total_q, H, D], k/v [total_k, Hkv, D]."""
+    H, Hk = q.shape[1], k.shape[1]
+    out = np.zeros(q.shape, dtype=np.float64)
+    lse = np.full(q.shape[:2], -np.inf)
+    qo = ko = 0
+    for ql, kl in zip(q_lens, k_lens):
+        for h in range(H):
+            kh = h // (H // Hk)
+            s = q[qo:qo + ql, h].astype(np.float64) @ k[ko:ko + kl, kh].astype(np.float64).T * scale
+            if causal:
+                pos = kl - ql + np.arange(ql)[:, None]
+                s = np.where(np.arange(kl)[None, :] <= pos, s, -np.inf)
+            m = s.max(axis=1, keepdims=True)
+            ok = np.isfinite(m[:, 0])
+            p = np.where(ok[:, None], np.exp(s - np.where(ok[:, None], m, 0)), 0)
+            den = p.sum(axis=1, keepdims=True)
+            out[qo:qo + ql, h] = np.where(ok[:, None], p @ v[ko:ko + kl, kh] / np.where(den > 0, den, 1), 0)
+            lse[qo:qo + ql, h] = np.where(ok, m[:, 0] + np.log(np.where(den[:, 0] > 0, den[:, 0], 1)), -np.inf)
+        qo += ql
+        ko += kl
+    return out, lse
+
+
+rng = np.random.default_rng(7)
+Q_LENS, K_LENS, H, HK, D = [7, 1, 77], [77, 257, 77], 8, 2, 80
+
+
+def packed():
+    q = rng.standard_normal((sum(Q_LENS), H, D)).astype(np.float32)
+    k = rng.standard_normal((sum(K_LENS), HK, D)).astype(np.float32)
+    v = rng.standard_normal((sum(K_LENS), HK, D)).astype(np.float32)
+    cu_q = np.array([0] + list(np.cumsum(Q_LENS)), dtype=np.int32)
+    cu_k = np.array([0] + list(np.cumsum(K_LENS)), dtype=np.int32)
+    return q, k, v, cu_q, cu_k
+
+
+def to_pages(k, v, k_lens, bs):
+    blocks = sum((kl + bs - 1) // bs for kl in k_lens) + 1
+    kc = np.full((blocks, HK, bs, D), np.nan, dtype=np.float32)
+    vc = kc.copy()
+    perm = rng.permutation(blocks - 1) + 1
+    table = np.zeros((len(k_lens), max((kl + bs - 1) // bs for kl in k_lens)), dtype=np.int32)
+    at = start = 0
+    for b, kl in enumerate(k_lens):
+        for j in range(kl):
+            if j % bs == 0:
+                table[b, j // bs] = perm[at]
+                at += 1
+            kc[table[b, j // bs], :, j % bs] = k[start + j]
+            vc[table[b, j // bs], :, j % bs] = v[start + j]
+        start += kl
+    return kc, vc, table, np.array(k_lens, dtype=np.int32)
+
+
+@case
+def varlen_prefill_matches_reference():
+    q, k, v, cu_q, cu_k = packed()
+    for causal in (False, True):
+        o, lse = flashserve.varlen_prefill(q, k, v, cu_q, cu_k, causal=causal, return_lse=True)
+        ro, rl = reference(q, k, v, Q_LENS, K_LENS, causal, 1 / np.sqrt(D))
+        assert np.abs(o - ro).max() < 1e-4, np.abs(o - ro).max()
+        assert np.allclose(lse, rl, atol=1e-4)
+
+
+@case
+def paged_prefill_equals_packed():
+    q, k, v, cu_q, cu_k = packed()
+    kc, vc, table, lens = to_pages(k, v, K_LENS, 16)
+    o = flashserve.paged_prefill(q, kc, vc, cu_q, table, lens, causal=True)
+    ro = flashserve.varlen_prefill(q, k, v, cu_q, cu_k, causal=True)
+    assert np.array_equal(o, ro)
+
+
+@case
+def decode_matches_reference():
+    lens = [1, 16, 300, 1025]
+    q = rng.standard_normal((len(lens), 2, H, D)).astype(np.float32)
+    lens = [max(x, 2) for x in lens]
+    k = rng.standard_normal((sum(lens), HK, D)).astype(np.float32)
+    v = rng.standard_normal((sum(lens), HK, D)).astype(np.float32)
+    kc, vc, table, seq_lens = to_pages(k, v, lens, 16)
+    o = flashserve.decode(q, kc, vc, table, seq_lens)
+    ro, _ = reference(q.reshape(-1, H, D), k, v, [2] * len(lens), lens, True, 1 / np.sqrt(D))
+    assert np.abs(o.reshape(-1, H, D) - ro).max() < 1e-4
+
+
+@case
+def merge_of_halves_is_the_whole():
+    q, k, v, cu_q, cu_k = packed()
+    half = np.array([0, 40], dtype=np.int32)
+    qs, ks, vs = q[:7], k[:77], v[:77]
+    cq = np.array([0, 7], dtype=np.int32)
+    oa, la = flashserve.varlen_prefill(qs, ks[:40], vs[:40], cq, half, return_lse=True)
+    ob, lb = flashserve.varlen_prefill(qs, ks[40:], vs[40:], cq, np.array([0, 37], dtype=np.int32), return_lse=True)
+    o, lse = flashserve.merge_states(oa, la, ob, lb)
+    ro, rl = flashserve.varlen_prefill(qs, ks, vs, cq, np.array([0, 77], dtype=np.int32), return_lse=True)
+    assert np.abs(o - ro).max() < 1e-5 and np.abs(lse - rl).max() < 1e-5
+
+
+def raises(exc, fn, needle):
+    try:
+        fn()
+    except exc as e:
+        assert needle in str(e), f"message {e!r} lacks {needle!r}"
+        return
+    raise AssertionError(f"no {exc.__name__}")
+
+
+@case
+def bad_arguments_are_clear_errors():
+    q, k, v, cu_q, cu_k = packed()
+    raises(TypeError, lambda: flashserve.varlen_prefill(q.astype(np.float64), k, v, cu_q, cu_k), "q: expected float32")
+    raises(TypeError, lambda: flashserve.varlen_prefill(q, k, v, cu_q.astype(np.int64), cu_k), "cu_seqlens_q: expected int32")
+    raises(ValueError, lambda: flashserve.varlen_prefill(q[0], k, v, cu_q, cu_k), "q: expected 3 dimensions")
+    raises(ValueError, lambda: flashserve.varlen_prefill(q, k, v, cu_q, cu_k[:2]), "cu_seqlens_k: expected 4 entries")
+    raises(TypeError, lambda: flashserve.varlen_prefill(q, k.astype(np.float16), v, cu_q, cu_k), "share a dtype")
+    raises(TypeError, lambda: flashserve.varlen_prefill([1, 2], k, v, cu_q, cu_k), "numpy array or a torch tensor")
+    bad = cu_q.copy()
+    bad[1] = 100  # past total_q: the library's own check
+    raises(flashserve.FlashserveError, lambda: flashserve.varlen_prefill(q, k, v, bad, cu_k), "cu_seqlens_q")
+    k5 = np.ascontiguousarray(np.repeat(k, 1, axis=1))
+    raises(flashserve.FlashserveError,
+           lambda: flashserve.varlen_prefill(q[:, :5], k5[:, :2], v[:, :2], cu_q, cu_k), "not a multiple")
+
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,76 @@
+"""The Python binding on the GPU with torch (label gpu): varlen prefill and decode against
+torch.nn.functional.scaled_dot_product_attention on random inputs with odd shapes, bf16 and
+fp16. Skips (and says so) without torch or a CUDA device. Prints "N passed, N failed"."""
+import math
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    print("skipped: no torch")
+    sys.exit(0)
+if not torch.cuda.is_available():
+    print("skipped: no CUDA device")
+    sys.exit(0)
+
+import flashserve
+
+torch.manual_seed(5)
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAILED: {name} {detail}")
+
+
+for dtype in (torch.bfloat16, torch.float16):
+    for d in (64, 128):
+        H, HK = 21, 3
+        lens = [(77, 257), (1, 7), (130, 130)]
+        q = torch.randn(sum(a for a, _ in lens), H, d, dtype=dtype, device="cuda")
+        k = torch.randn(sum(b for _, b in lens), HK, d, dtype=dtype, device="cuda")
+        v = torch.randn_like(k)
+        cu_q = torch.tensor([0] + list(torch.tensor([a for a, _ in lens]).cumsum(0)), dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0] + list(torch.tensor([b for _, b in lens]).cumsum(0)), dtype=torch.int32, device="cuda")
+        o = flashserve.varlen_prefill(q, k, v, cu_q, cu_k, causal=True)
+        worst = 0.0
+        qo = ko = 0
+        for ql, kl in lens:
+            qs = q[qo:qo + ql].transpose(0, 1)[None].float()
+            ks = k[ko:ko + kl].transpose(0, 1)[None].float()
+            vs = v[ko:ko + kl].transpose(0, 1)[None].float()
+            mask = torch.arange(kl, device="cuda")[None, :] <= (kl - ql + torch.arange(ql, device="cuda"))[:, None]
+            ref = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, enable_gqa=True)[0].transpose(0, 1)
+            worst = max(worst, (o[qo:qo + ql].float() - ref).abs().max().item())
+            qo += ql
+            ko += kl
+        check(f"varlen_prefill {dtype} d{d}", worst < 2e-2, f"max err {worst}")
+
+        # Decode: 4 sequences, pages of 16, scattered block ids.
+        B, L, bs = 4, 1000, 16
+        nb = B * math.ceil(L / bs) + 1
+        kc = torch.randn(nb, HK, bs, d, dtype=dtype, device="cuda")
+        vc = torch.randn_like(kc)
+        perm = torch.randperm(nb - 1, device="cuda").to(torch.int32) + 1
+        table = perm[: B * math.ceil(L / bs)].view(B, -1).contiguous()
+        seq_lens = torch.tensor([L, 513, 17, 1], dtype=torch.int32, device="cuda")
+        qd = torch.randn(B, 1, H, d, dtype=dtype, device="cuda")
+        od = flashserve.decode(qd, kc, vc, table, seq_lens)
+        worst = 0.0
+        for b in range(B):
+            n = int(seq_lens[b])
+            idx = table[b].long()
+            kk = kc[idx].permute(1, 0, 2, 3).reshape(HK, -1, d)[:, :n][None].float()
+            vv = vc[idx].permute(1, 0, 2, 3).reshape(HK, -1, d)[:, :n][None].float()
+            ref = F.scaled_dot_product_attention(qd[b].transpose(0, 1)[None].float(), kk, vv, enable_gqa=True)
+            worst = max(worst, (od[b, 0].float() - ref[0, :, 0]).abs().max().item())
+        check(f"decode {dtype} d{d}", worst < 2e-2, f"max err {worst}")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
