@@ -1,6 +1,7 @@
 // The C ABI over the C++ entry points: converts the C structs, catches everything, keeps the
 // last error per thread.
 #include "flashserve_c.h"
+#include "capi/guard.h"
 
 #include <exception>
 #include <string>
@@ -11,30 +12,16 @@
 #include "decode/decode.h"
 #include "decode/planner.h"
 
+namespace flashserve::capi {
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+}  // namespace flashserve::capi
+
 namespace {
 
-thread_local std::string t_last_error;
-
-int finish(const flashserve::Status& st) {
-  if (st.ok()) {
-    t_last_error.clear();
-    return FS_OK;
-  }
-  t_last_error = st.to_string();
-  return static_cast<int>(st.code());
-}
-
-template <typename F>
-int guarded(const char* what, F&& f) {
-  try {
-    return finish(f());
-  } catch (const std::exception& e) {
-    t_last_error = std::string(what) + ": " + e.what();
-  } catch (...) {
-    t_last_error = std::string(what) + ": unknown exception";
-  }
-  return FS_INTERNAL;
-}
+using flashserve::capi::guarded;
 
 flashserve::MaskParams to_mask(const fs_mask& m) {
   flashserve::MaskParams out;
@@ -66,7 +53,7 @@ flashserve::KVPageView to_pages(const fs_pages& p) {
 
 extern "C" {
 
-const char* fs_last_error(void) { return t_last_error.c_str(); }
+const char* fs_last_error(void) { return flashserve::capi::last_error().c_str(); }
 const char* fs_version(void) { return "0.1.0"; }
 
 int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q_len, int32_t num_heads,

@@ -157,6 +157,76 @@ FS_API int fs_merge_states(const fs_merge_args* args, void* stream);
 /* Multiprocessors of CUDA device `device` (FS_UNSUPPORTED in a CPU-only build). */
 FS_API int fs_cuda_sm_count(int32_t device, int32_t* out);
 
+/* ---- the paged KV cache (kvcache/kv_storage.h, kvcache/kv_cache_manager.h) ----------------
+ * fs_kv_storage: every layer's K and V pages on one device, laid out as
+ *   [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim]
+ * (fs_kv_storage_pages fills an fs_pages for one layer, ready for fs_decode_run/fs_prefill_run).
+ * fs_block_manager: the block pool with prefix caching, fork and copy-on-write; it hands out
+ * slots (block * block_size + offset) and block tables, and never touches the pages itself. */
+typedef struct fs_kv_storage fs_kv_storage;
+typedef struct fs_block_manager fs_block_manager;
+
+typedef struct fs_kv_shape {
+  int32_t num_layers;
+  int32_t num_blocks; /* including the null block 0 */
+  int32_t num_kv_heads;
+  int32_t block_size; /* a power of two, 1..256 */
+  int32_t head_dim;
+  int32_t dtype; /* fs_dtype */
+} fs_kv_shape;
+
+/* Allocates and zero-fills (cudaMalloc on FS_DEVICE_CUDA); FS_RESOURCE_EXHAUSTED when short. */
+FS_API int fs_kv_storage_create(int32_t device, const fs_kv_shape* shape, fs_kv_storage** out);
+FS_API void fs_kv_storage_destroy(fs_kv_storage* s); /* NULL is fine */
+/* Layer `layer`'s pages; block_table/seq_lens fields are left for the caller. */
+FS_API int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out);
+/* Writes n tokens' K and V into layers [first_layer, first_layer + num_layers).
+ * k_new, v_new: [num_layers, n, num_kv_heads, head_dim] contiguous in the storage's dtype;
+ * slots: [n] int64, negative = padding (skipped). All on the storage's device. On the CPU an
+ * out-of-range slot is FS_OUT_OF_RANGE and nothing is written; on CUDA such a slot is skipped on
+ * the device (never a write outside the pool): check host slots first with fs_kv_check_slots. */
+FS_API int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, const void* k_new,
+                        const void* v_new, const int64_t* slots, int64_t n, void* stream);
+FS_API int fs_kv_check_slots(const fs_kv_storage* s, const int64_t* slots_host, int64_t n);
+/* Copies block src_dst[2i] to src_dst[2i+1] in every layer, K and V (host array of n pairs).
+ * Ids are checked first: FS_OUT_OF_RANGE and nothing copied. */
+FS_API int fs_kv_copy_blocks(fs_kv_storage* s, const int32_t* src_dst_host, int32_t n, void* stream);
+
+typedef struct fs_block_manager_config {
+  int32_t num_blocks; /* including the null block 0 */
+  int32_t block_size;
+  int32_t enable_prefix_caching;
+  int32_t max_blocks_per_seq; /* 0 = num_blocks - 1 */
+} fs_block_manager_config;
+
+typedef struct fs_block_manager_stats {
+  int64_t prefix_queries, prefix_hits, evictions;
+  int32_t num_free_blocks, num_usable_blocks, num_sequences;
+} fs_block_manager_stats;
+
+FS_API int fs_block_manager_create(const fs_block_manager_config* config, fs_block_manager** out);
+FS_API void fs_block_manager_destroy(fs_block_manager* m); /* NULL is fine */
+/* Registers a sequence with its prompt (n >= 1) and attaches the longest cached prefix of full
+ * blocks; *num_cached_tokens (may be NULL) gets how many prompt tokens already have K/V. */
+FS_API int fs_block_manager_add_sequence(fs_block_manager* m, int64_t seq_id, const int32_t* prompt, int32_t n,
+                                         uint64_t extra_key, int32_t* num_cached_tokens);
+/* Blocks that allocating n more slots would take now (-1: unknown sequence). */
+FS_API int32_t fs_block_manager_blocks_needed(const fs_block_manager* m, int64_t seq_id, int32_t n);
+/* Slots for the sequence's next n tokens: new_tokens = n generated ids to append first (a decode
+ * step) or NULL (prompt tokens already known). slots_out gets n slots; copies_out (capacity
+ * copies_cap pairs, src then dst) gets copy-on-write work for fs_kv_copy_blocks, its count in
+ * *num_copies (at most 1 per call). FS_RESOURCE_EXHAUSTED (out of blocks) changes nothing. */
+FS_API int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t n, const int32_t* new_tokens,
+                                           int64_t* slots_out, int32_t* copies_out, int32_t copies_cap,
+                                           int32_t* num_copies);
+FS_API int fs_block_manager_fork(fs_block_manager* m, int64_t parent_id, int64_t child_id);
+FS_API int fs_block_manager_free_sequence(fs_block_manager* m, int64_t seq_id);
+/* The sequence's block ids into out (capacity cap), their count into *len; FS_OUT_OF_RANGE
+ * when cap is too small (*len still says how many). */
+FS_API int fs_block_manager_block_table(const fs_block_manager* m, int64_t seq_id, int32_t* out, int32_t cap,
+                                        int32_t* len);
+FS_API int fs_block_manager_stats_get(const fs_block_manager* m, fs_block_manager_stats* out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,212 @@
+// The C ABI's paged KV cache: opaque handles over KVStorage (pages on a device, append,
+// copy-blocks) and KVCacheManager (the block pool and the sequences' block tables).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/guard.h"
+#include "flashserve_c.h"
+#include "kvcache/kv_cache_manager.h"
+#include "kvcache/kv_storage.h"
+
+struct fs_kv_storage {
+  flashserve::KVStorage storage;
+};
+
+struct fs_block_manager {
+  explicit fs_block_manager(const flashserve::KVCacheConfig& c) : manager(c) {}
+  flashserve::KVCacheManager manager;
+  std::vector<int64_t> slots;  // scratch for allocate_slots
+  std::vector<flashserve::BlockCopy> copies;
+};
+
+namespace {
+
+using flashserve::capi::guarded;
+using flashserve::invalid_argument;
+using flashserve::Status;
+
+Status need(const void* p, const char* what) {
+  return p != nullptr ? Status() : invalid_argument(std::string(what) + " is null");
+}
+
+}  // namespace
+
+extern "C" {
+
+int fs_kv_storage_create(int32_t device, const fs_kv_shape* shape, fs_kv_storage** out) {
+  return guarded("fs_kv_storage_create", [&]() -> Status {
+    if (Status st = need(shape, "fs_kv_storage_create: shape"); !st.ok()) return st;
+    if (Status st = need(out, "fs_kv_storage_create: out"); !st.ok()) return st;
+    *out = nullptr;
+    if (device != FS_DEVICE_CPU && device != FS_DEVICE_CUDA)
+      return invalid_argument("fs_kv_storage_create: unknown device " + std::to_string(device));
+    if (shape->dtype < FS_FLOAT32 || shape->dtype > FS_BFLOAT16)
+      return invalid_argument("fs_kv_storage_create: unknown dtype " + std::to_string(shape->dtype));
+    flashserve::KVStorageShape s;
+    s.num_layers = shape->num_layers;
+    s.num_blocks = shape->num_blocks;
+    s.num_kv_heads = shape->num_kv_heads;
+    s.block_size = shape->block_size;
+    s.head_dim = shape->head_dim;
+    s.dtype = static_cast<flashserve::DType>(shape->dtype);
+    auto h = std::make_unique<fs_kv_storage>();
+    if (Status st = flashserve::KVStorage::create(static_cast<flashserve::Device>(device), s, &h->storage); !st.ok())
+      return st;
+    *out = h.release();
+    return Status();
+  });
+}
+
+void fs_kv_storage_destroy(fs_kv_storage* s) { delete s; }
+
+int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out) {
+  return guarded("fs_kv_storage_pages", [&]() -> Status {
+    if (Status st = need(s, "fs_kv_storage_pages: storage"); !st.ok()) return st;
+    if (Status st = need(out, "fs_kv_storage_pages: out"); !st.ok()) return st;
+    const auto& shape = s->storage.shape();
+    if (layer < 0 || layer >= shape.num_layers)
+      return flashserve::out_of_range("fs_kv_storage_pages: layer " + std::to_string(layer) + " not in [0, " +
+                                      std::to_string(shape.num_layers) + ")");
+    const flashserve::KVPageView v = s->storage.view(layer, nullptr, 0, nullptr);
+    *out = fs_pages{};
+    out->k_pages = v.k_pages;
+    out->v_pages = v.v_pages;
+    out->block_stride = v.block_stride;
+    out->head_stride = v.head_stride;
+    out->token_stride = v.token_stride;
+    out->num_blocks = v.num_blocks;
+    out->block_size = v.block_size;
+    return Status();
+  });
+}
+
+int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
+                 const int64_t* slots, int64_t n, void* stream) {
+  return guarded("fs_kv_append", [&]() -> Status {
+    if (Status st = need(s, "fs_kv_append: storage"); !st.ok()) return st;
+    return s->storage.append(first_layer, num_layers, k_new, v_new, slots, n, stream);
+  });
+}
+
+int fs_kv_check_slots(const fs_kv_storage* s, const int64_t* slots_host, int64_t n) {
+  return guarded("fs_kv_check_slots", [&]() -> Status {
+    if (Status st = need(s, "fs_kv_check_slots: storage"); !st.ok()) return st;
+    if (n > 0 && slots_host == nullptr) return invalid_argument("fs_kv_check_slots: slots is null");
+    return s->storage.check_slots(slots_host, n);
+  });
+}
+
+int fs_kv_copy_blocks(fs_kv_storage* s, const int32_t* src_dst_host, int32_t n, void* stream) {
+  return guarded("fs_kv_copy_blocks", [&]() -> Status {
+    if (Status st = need(s, "fs_kv_copy_blocks: storage"); !st.ok()) return st;
+    if (n < 0) return invalid_argument("fs_kv_copy_blocks: n = " + std::to_string(n));
+    if (n > 0 && src_dst_host == nullptr) return invalid_argument("fs_kv_copy_blocks: pairs is null");
+    std::vector<flashserve::BlockCopy> pairs(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) pairs[i] = {src_dst_host[2 * i], src_dst_host[2 * i + 1]};
+    return s->storage.copy_blocks(pairs.data(), n, stream);
+  });
+}
+
+int fs_block_manager_create(const fs_block_manager_config* config, fs_block_manager** out) {
+  return guarded("fs_block_manager_create", [&]() -> Status {
+    if (Status st = need(config, "fs_block_manager_create: config"); !st.ok()) return st;
+    if (Status st = need(out, "fs_block_manager_create: out"); !st.ok()) return st;
+    *out = nullptr;
+    flashserve::KVCacheConfig c;
+    c.num_blocks = config->num_blocks;
+    c.block_size = config->block_size;
+    c.enable_prefix_caching = config->enable_prefix_caching != 0;
+    c.max_blocks_per_seq = config->max_blocks_per_seq;
+    if (Status st = c.validate(); !st.ok()) return st;
+    *out = new fs_block_manager(c);
+    return Status();
+  });
+}
+
+void fs_block_manager_destroy(fs_block_manager* m) { delete m; }
+
+int fs_block_manager_add_sequence(fs_block_manager* m, int64_t seq_id, const int32_t* prompt, int32_t n,
+                                  uint64_t extra_key, int32_t* num_cached_tokens) {
+  return guarded("fs_block_manager_add_sequence", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_add_sequence: manager"); !st.ok()) return st;
+    if (n > 0 && prompt == nullptr) return invalid_argument("fs_block_manager_add_sequence: prompt is null");
+    int32_t cached = 0;
+    Status st = m->manager.add_sequence(seq_id, prompt, n, extra_key, &cached);
+    if (st.ok() && num_cached_tokens != nullptr) *num_cached_tokens = cached;
+    return st;
+  });
+}
+
+int32_t fs_block_manager_blocks_needed(const fs_block_manager* m, int64_t seq_id, int32_t n) {
+  if (m == nullptr || n < 0) return -1;
+  return m->manager.blocks_needed(seq_id, n);
+}
+
+int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t n, const int32_t* new_tokens,
+                                    int64_t* slots_out, int32_t* copies_out, int32_t copies_cap,
+                                    int32_t* num_copies) {
+  return guarded("fs_block_manager_allocate_slots", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_allocate_slots: manager"); !st.ok()) return st;
+    if (n > 0 && slots_out == nullptr) return invalid_argument("fs_block_manager_allocate_slots: slots_out is null");
+    if (Status st = need(num_copies, "fs_block_manager_allocate_slots: num_copies"); !st.ok()) return st;
+    if (copies_cap < 1 || copies_out == nullptr)
+      return invalid_argument("fs_block_manager_allocate_slots: copies_out needs room for at least one pair");
+    m->slots.clear();
+    m->copies.clear();
+    if (Status st = m->manager.allocate_slots(seq_id, n, new_tokens, &m->slots, &m->copies); !st.ok()) return st;
+    if (static_cast<int32_t>(m->copies.size()) > copies_cap)  // cannot happen: one copy per call at most
+      return flashserve::internal_error("fs_block_manager_allocate_slots: more copies than copies_cap");
+    for (size_t i = 0; i < m->slots.size(); ++i) slots_out[i] = m->slots[i];
+    for (size_t i = 0; i < m->copies.size(); ++i) {
+      copies_out[2 * i] = m->copies[i].src;
+      copies_out[2 * i + 1] = m->copies[i].dst;
+    }
+    *num_copies = static_cast<int32_t>(m->copies.size());
+    return Status();
+  });
+}
+
+int fs_block_manager_fork(fs_block_manager* m, int64_t parent_id, int64_t child_id) {
+  return guarded("fs_block_manager_fork", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_fork: manager"); !st.ok()) return st;
+    return m->manager.fork(parent_id, child_id);
+  });
+}
+
+int fs_block_manager_free_sequence(fs_block_manager* m, int64_t seq_id) {
+  return guarded("fs_block_manager_free_sequence", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_free_sequence: manager"); !st.ok()) return st;
+    return m->manager.free_sequence(seq_id);
+  });
+}
+
+int fs_block_manager_block_table(const fs_block_manager* m, int64_t seq_id, int32_t* out, int32_t cap,
+                                 int32_t* len) {
+  return guarded("fs_block_manager_block_table", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_block_table: manager"); !st.ok()) return st;
+    if (Status st = need(len, "fs_block_manager_block_table: len"); !st.ok()) return st;
+    const std::vector<int32_t>* table = m->manager.block_table(seq_id);
+    if (table == nullptr)
+      return invalid_argument("fs_block_manager_block_table: unknown sequence " + std::to_string(seq_id));
+    *len = static_cast<int32_t>(table->size());
+    if (*len > cap || (*len > 0 && out == nullptr))
+      return flashserve::out_of_range("fs_block_manager_block_table: " + std::to_string(*len) +
+                                      " blocks, room for " + std::to_string(cap));
+    for (int32_t i = 0; i < *len; ++i) out[i] = (*table)[i];
+    return Status();
+  });
+}
+
+int fs_block_manager_stats_get(const fs_block_manager* m, fs_block_manager_stats* out) {
+  return guarded("fs_block_manager_stats_get", [&]() -> Status {
+    if (Status st = need(m, "fs_block_manager_stats_get: manager"); !st.ok()) return st;
+    if (Status st = need(out, "fs_block_manager_stats_get: out"); !st.ok()) return st;
+    const flashserve::KVCacheStats s = m->manager.stats();
+    *out = fs_block_manager_stats{s.prefix_queries, s.prefix_hits, s.evictions, s.num_free_blocks,
+                                  s.num_usable_blocks, m->manager.num_sequences()};
+    return Status();
+  });
+}
+
+}  // extern "C"
