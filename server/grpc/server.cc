@@ -194,6 +194,14 @@ class GrpcServer::Service final : public v1::Generation::Service {
   Metrics* metrics_;
 };
 
+// grpc.health.v1: the overall status ("") and flashserve.v1.Generation's, which load balancers
+// and Kubernetes readiness probes ask for by name.
+static void set_health(grpc::Server* server, bool serving) {
+  grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService();
+  h->SetServingStatus(v1::Generation::service_full_name(), serving);
+  h->SetServingStatus(serving);
+}
+
 Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::unique_ptr<GrpcServer>* out) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->engine_ = engine;
@@ -223,7 +231,7 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   s->server_ = b.BuildAndStart();
   if (!s->server_ || s->port_ == 0)
     return unsupported("server: cannot listen on " + opt.host + ":" + std::to_string(opt.port));
-  s->server_->GetHealthCheckService()->SetServingStatus(engine != nullptr);  // NOT_SERVING while loading
+  set_health(s->server_.get(), engine != nullptr);  // NOT_SERVING while loading
   *out = std::move(s);
   return Status::Ok();
 }
@@ -232,7 +240,7 @@ void GrpcServer::set_engine(engine::Engine* engine) {
   engine_ = engine;
   metrics_->set_engine(engine);
   service_->engine_ = engine;
-  server_->GetHealthCheckService()->SetServingStatus(engine != nullptr);
+  set_health(server_.get(), engine != nullptr);
 }
 
 GrpcServer::~GrpcServer() {
@@ -244,7 +252,7 @@ int GrpcServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void GrpcServer::drain_and_stop(double grace_s) {
   service_->draining = true;
-  server_->GetHealthCheckService()->SetServingStatus(false);
+  set_health(server_.get(), false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (engine_ != nullptr && std::chrono::steady_clock::now() < deadline) {
     const engine::EngineStats s = engine_->stats();
