@@ -52,12 +52,12 @@ check "autoscaling adds the HPA (no fixed replicas) and the ServiceMonitor" \
 check "bare: only the server and its Services" '[ "$(kinds bare)" = "Deployment Service Service " ]'
 # The schema refuses bad values.
 for bad in "server.grpcPort=0" "resources.limits.nvidia\\.com/gpu=0" "image.pullPolicy=Sometimes" \
-           "envoy.healthCheckInterval=2000" "model.path=relative" "server.unknownKey=1"; do
+           "envoy.healthCheckInterval=2000" "envoy.healthCheckInterval=500ms" "model.path=relative" "server.unknownKey=1"; do
   check "schema refuses $bad" "! helm template fs $chart --set '$bad'"
 done
 # What the per-request balancing depends on, in the Envoy config as rendered.
 check "rendered Envoy config" "$tools/bin/python3 - \"$out/defaults.yaml\" <<'PY'
-import sys, yaml
+import re, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 cm = next(d for d in docs if d['kind'] == 'ConfigMap')
 envoy = yaml.safe_load(cm['data']['envoy.yaml'])
@@ -67,7 +67,7 @@ opts = cl['typed_extension_protocol_options']['envoy.extensions.upstreams.http.v
 assert 'http2_protocol_options' in opts['explicit_http_config'], 'upstream must be HTTP/2 (gRPC)'
 hc = cl['health_checks'][0]
 assert hc['grpc_health_check']['service_name'] == 'flashserve.v1.Generation', hc
-assert hc['interval'].endswith('s'), hc
+assert re.fullmatch(r'[0-9]+([.][0-9]+)?s', hc['interval']), hc
 addr = cl['load_assignment']['endpoints'][0]['lb_endpoints'][0]['endpoint']['address']['socket_address']
 assert addr['address'] == 'fs-flashserve-headless', addr
 assert int(addr['port_value']) == 50051, addr

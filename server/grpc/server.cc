@@ -228,6 +228,8 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Proxies (Envoy) and clients may ping idle connections every 30 s without being cut off.
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 30000);
   s->server_ = b.BuildAndStart();
   if (!s->server_ || s->port_ == 0)
     return unsupported("server: cannot listen on " + opt.host + ":" + std::to_string(opt.port));

@@ -1,8 +1,9 @@
+{{- /* 54 characters leave room for the -headless and -envoy suffixes within 63 */ -}}
 {{- define "flashserve.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 54 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 54 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
