@@ -18,7 +18,8 @@ import numpy as np
 
 from . import _capi
 
-__all__ = ["FlashserveError", "varlen_prefill", "paged_prefill", "decode", "merge_states"]
+__all__ = ["FlashserveError", "varlen_prefill", "paged_prefill", "decode", "merge_states", "BlockManager", "KVCache",
+           "OutOfBlocks"]
 
 
 class FlashserveError(RuntimeError):
@@ -305,3 +306,6 @@ def merge_states(o_a, lse_a, o_b, lse_b):
     a.lse_out, a.lse_out_row_stride = _T(lse, "lse").ptr, 1
     _check(_library().fs_merge_states(_capi.ctypes.byref(a), _stream(device)), "merge_states")
     return o, lse
+
+
+from .kvcache import BlockManager, KVCache, OutOfBlocks  # noqa: E402

@@ -71,6 +71,22 @@ def _default_path():
     return "libflashserve_c.so"
 
 
+class KVShape(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("num_layers", "num_blocks", "num_kv_heads", "block_size", "head_dim",
+                                                "dtype")]
+
+
+class BlockManagerConfig(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in ("num_blocks", "block_size", "enable_prefix_caching",
+                                                "max_blocks_per_seq")]
+
+
+class BlockManagerStats(ctypes.Structure):
+    _fields_ = [("prefix_queries", ctypes.c_int64), ("prefix_hits", ctypes.c_int64), ("evictions", ctypes.c_int64),
+                ("num_free_blocks", ctypes.c_int32), ("num_usable_blocks", ctypes.c_int32),
+                ("num_sequences", ctypes.c_int32)]
+
+
 def load(path=None):
     path = path or _default_path()
     lib = ctypes.CDLL(os.path.abspath(path) if os.path.exists(path) else path)
@@ -81,6 +97,24 @@ def load(path=None):
     lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
     lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
     lib.fs_merge_states.argtypes = [ctypes.POINTER(MergeArgs), ctypes.c_void_p]
+    vp, i32, i64, p = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.POINTER
+    lib.fs_kv_storage_create.argtypes = [i32, p(KVShape), p(vp)]
+    lib.fs_kv_storage_destroy.argtypes = [vp]
+    lib.fs_kv_storage_destroy.restype = None
+    lib.fs_kv_storage_pages.argtypes = [vp, i32, p(Pages)]
+    lib.fs_kv_append.argtypes = [vp, i32, i32, vp, vp, vp, i64, vp]
+    lib.fs_kv_check_slots.argtypes = [vp, vp, i64]
+    lib.fs_kv_copy_blocks.argtypes = [vp, vp, i32, vp]
+    lib.fs_block_manager_create.argtypes = [p(BlockManagerConfig), p(vp)]
+    lib.fs_block_manager_destroy.argtypes = [vp]
+    lib.fs_block_manager_destroy.restype = None
+    lib.fs_block_manager_add_sequence.argtypes = [vp, i64, vp, i32, ctypes.c_uint64, p(i32)]
+    lib.fs_block_manager_blocks_needed.argtypes = [vp, i64, i32]
+    lib.fs_block_manager_allocate_slots.argtypes = [vp, i64, i32, vp, vp, vp, i32, p(i32)]
+    lib.fs_block_manager_fork.argtypes = [vp, i64, i64]
+    lib.fs_block_manager_free_sequence.argtypes = [vp, i64]
+    lib.fs_block_manager_block_table.argtypes = [vp, i64, vp, i32, p(i32)]
+    lib.fs_block_manager_stats_get.argtypes = [vp, p(BlockManagerStats)]
     return lib
 
 

@@ -149,5 +149,81 @@ def bad_arguments_are_clear_errors():
            lambda: flashserve.varlen_prefill(q[:, :5], k5[:, :2], v[:, :2], cu_q, cu_k), "not a multiple")
 
 
+def cache_round_trip(dtype, tol):
+    """BlockManager hands out slots, KVCache takes the K/V, decode reads them back through the
+    layer's pools and the block table: equal to float64 attention over the appended data."""
+    L, NB, BS, prompt_len = 2, 40, 8, 37
+    bm = flashserve.BlockManager(NB, BS)
+    kv = flashserve.KVCache(L, NB, HK, D, block_size=BS, dtype=dtype)
+    prompt = rng.integers(0, 30000, prompt_len).astype(np.int32)
+    assert bm.add_sequence(5, prompt) == 0
+    slots, copies = bm.allocate_slots(5, prompt_len)
+    assert copies == [] and len(slots) == prompt_len
+    k = rng.standard_normal((L, prompt_len, HK, D)).astype(dtype)
+    v = rng.standard_normal((L, prompt_len, HK, D)).astype(dtype)
+    kv.append(k, v, slots)
+    table = bm.block_table(5)
+    assert len(table) == (prompt_len + BS - 1) // BS
+
+    def check(seq_table, n, keys, vals, layer):
+        kc, vc = kv.layer(layer)
+        q = rng.standard_normal((1, 1, H, D)).astype(dtype)
+        o = flashserve.decode(q, kc, vc, seq_table[None, :].astype(np.int32), np.array([n], dtype=np.int32))
+        ro, _ = reference(q.reshape(-1, H, D).astype(np.float32), keys.astype(np.float32), vals.astype(np.float32),
+                          [1], [n], True, 1 / np.sqrt(D))
+        err = np.abs(o.reshape(-1, H, D).astype(np.float64) - ro).max()
+        assert err < tol, f"{dtype} layer {layer}: max error {err}"
+
+    for layer in range(L):
+        check(table, prompt_len, k[layer], v[layer], layer)
+    # The same prompt again: its full blocks come from the prefix cache.
+    assert bm.add_sequence(6, prompt) == (prompt_len // BS) * BS
+    bm.free(6)
+    # Fork and a decode step of the child: copy-on-write of the shared partial block.
+    bm.fork(5, 9)
+    slot9, copies = bm.allocate_slots(9, 1, new_tokens=[4242])
+    assert len(copies) == 1 and copies[0][0] == table[-1]
+    kv.copy_blocks(copies)
+    k1 = rng.standard_normal((L, 1, HK, D)).astype(dtype)
+    v1 = rng.standard_normal((L, 1, HK, D)).astype(dtype)
+    kv.append(k1, v1, slot9)
+    table9 = bm.block_table(9)
+    for layer in range(L):
+        check(table9, prompt_len + 1, np.concatenate([k[layer], k1[layer]]), np.concatenate([v[layer], v1[layer]]),
+              layer)
+        check(table, prompt_len, k[layer], v[layer], layer)  # the parent is untouched
+    # Out of blocks is its own exception and changes nothing.
+    free = bm.stats()["num_free_blocks"]
+    bm.add_sequence(11, rng.integers(0, 30000, 300).astype(np.int32))
+    raises(flashserve.OutOfBlocks, lambda: bm.allocate_slots(11, 300), "RESOURCE_EXHAUSTED")
+    assert bm.stats()["num_free_blocks"] == free
+    # Bad input: clear errors, nothing written.
+    raises(TypeError, lambda: kv.append(k.astype(np.float64), v.astype(np.float64), slots), "expected " + dtype)
+    raises(ValueError, lambda: kv.append(k[:, :, :1], v[:, :, :1], slots), "expected [..., n")
+    raises(ValueError, lambda: kv.append(k, v, slots.astype(np.int32)), "slots: expected int64")
+    bad = slots.copy()
+    bad[3] = NB * BS
+    raises(flashserve.FlashserveError, lambda: kv.append(k, v, bad), "OUT_OF_RANGE")
+    check(table, prompt_len, k[0], v[0], 0)
+    raises(flashserve.FlashserveError, lambda: kv.copy_blocks([(1, NB)]), "OUT_OF_RANGE")
+    raises(flashserve.FlashserveError, lambda: bm.free(12345), "12345")
+    raises(flashserve.FlashserveError, lambda: kv.layer(L), "layer")
+    raises(TypeError, lambda: flashserve.KVCache(1, 4, 1, 8, dtype="int8"), "dtype")
+    for seq in (5, 9, 11):
+        bm.free(seq)
+    st = bm.stats()
+    assert st["num_free_blocks"] == st["num_usable_blocks"] and st["num_sequences"] == 0
+
+
+@case
+def block_manager_and_kv_cache_float32():
+    cache_round_trip("float32", 1e-4)
+
+
+@case
+def block_manager_and_kv_cache_float16():
+    cache_round_trip("float16", 2e-2)
+
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

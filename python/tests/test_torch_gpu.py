@@ -72,5 +72,34 @@ for dtype in (torch.bfloat16, torch.float16):
             worst = max(worst, (od[b, 0].float() - ref[0, :, 0]).abs().max().item())
         check(f"decode {dtype} d{d}", worst < 2e-2, f"max err {worst}")
 
+# The paged cache on the GPU: BlockManager slots, KVCache.append of CUDA tensors, decode through
+# KVCache.layer's views, against SDPA over the appended data.
+for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+    Lyr, NB, BS, HK, H, d, n = 2, 64, 16, 4, 28, 128, 333
+    bm = flashserve.BlockManager(NB, BS)
+    kv = flashserve.KVCache(Lyr, NB, HK, d, block_size=BS, dtype=name, device="cuda")
+    bm.add_sequence(1, list(range(n)))
+    slots, _ = bm.allocate_slots(1, n)
+    k = torch.randn(Lyr, n, HK, d, dtype=dtype, device="cuda")
+    v = torch.randn_like(k)
+    kv.append(k, v, torch.from_numpy(slots).cuda())
+    table = torch.from_numpy(bm.block_table(1)).cuda()[None]
+    q = torch.randn(1, 1, H, d, dtype=dtype, device="cuda")
+    worst = 0.0
+    for layer in range(Lyr):
+        kc, vc = kv.layer(layer)
+        o = flashserve.decode(q, kc, vc, table, torch.tensor([n], dtype=torch.int32, device="cuda"))
+        ref = F.scaled_dot_product_attention(q[0].transpose(0, 1)[None].float(), k[layer].transpose(0, 1)[None].float(),
+                                             v[layer].transpose(0, 1)[None].float(), enable_gqa=True)
+        worst = max(worst, (o[0, 0].float() - ref[0, :, 0]).abs().max().item())
+    check(f"KVCache append + decode {name}", worst < 2e-2, f"max err {worst}")
+    bad = torch.from_numpy(slots).cuda()
+    bad[0] = NB * BS
+    try:
+        kv.append(k, v, bad)
+        check(f"KVCache refuses an out-of-range slot {name}", False)
+    except flashserve.FlashserveError:
+        check(f"KVCache refuses an out-of-range slot {name}", True)
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

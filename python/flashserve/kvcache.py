@@ -1,0 +1,216 @@
+"""The paged KV cache from Python, over the C ABI's fs_block_manager and fs_kv_storage.
+
+    bm = flashserve.BlockManager(num_blocks=1024, block_size=16)
+    cached = bm.add_sequence(7, prompt_ids)          # prompt tokens whose K/V are already cached
+    slots, copies = bm.allocate_slots(7, len(prompt_ids) - cached)
+    kv = flashserve.KVCache(num_layers=32, num_blocks=1024, num_kv_heads=8, head_dim=128,
+                            dtype="float16", device="cpu")
+    kv.copy_blocks(copies)                           # copy-on-write work first
+    kv.append(k_new, v_new, slots)                   # [num_layers, n, Hkv, D] (or [n, Hkv, D])
+    k_cache, v_cache = kv.layer(0)                   # the [blocks, Hkv, block_size, D] pools
+    o = flashserve.decode(q, k_cache, v_cache, block_table, seq_lens)
+
+On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch); on CUDA they are
+torch tensors over the storage's memory (through __cuda_array_interface__). Errors from the
+library raise FlashserveError; running out of blocks raises OutOfBlocks (nothing changed).
+"""
+import ctypes
+
+import numpy as np
+
+from . import _capi
+
+_DTYPES = {"float32": _capi.FS_FLOAT32, "float16": _capi.FS_FLOAT16, "bfloat16": _capi.FS_BFLOAT16}
+_ITEMSIZE = {_capi.FS_FLOAT32: 4, _capi.FS_FLOAT16: 2, _capi.FS_BFLOAT16: 2}
+FS_RESOURCE_EXHAUSTED = 4
+
+
+class OutOfBlocks(RuntimeError):
+    """The pool has too few free blocks now: a normal result (preempt or wait), nothing changed."""
+
+
+def _lib():
+    from . import _library
+    return _library()
+
+
+def _check(rc, what):
+    if rc != 0:
+        from . import FlashserveError
+        msg = f"{what}: {_lib().fs_last_error().decode()}"
+        raise OutOfBlocks(msg) if rc == FS_RESOURCE_EXHAUSTED else FlashserveError(msg)
+
+
+def _host(x, dtype):
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().to("cpu").numpy()
+    a = np.ascontiguousarray(x, dtype=dtype)
+    if a.ndim != 1:
+        raise ValueError(f"expected a 1-D array, got shape {list(a.shape)}")
+    return a
+
+
+class BlockManager:
+    """The block pool with prefix caching (fs_block_manager): sequences, slots, fork with
+    copy-on-write, block tables. Block 0 is the null block."""
+
+    def __init__(self, num_blocks, block_size=16, enable_prefix_caching=True, max_blocks_per_seq=0):
+        cfg = _capi.BlockManagerConfig(int(num_blocks), int(block_size), int(bool(enable_prefix_caching)),
+                                       int(max_blocks_per_seq))
+        self._h = ctypes.c_void_p()
+        _check(_lib().fs_block_manager_create(ctypes.byref(cfg), ctypes.byref(self._h)), "BlockManager")
+        self.num_blocks, self.block_size = int(num_blocks), int(block_size)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib().fs_block_manager_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def add_sequence(self, seq_id, prompt, extra_key=0):
+        """Registers a sequence; returns how many prompt tokens already have cached K/V."""
+        p = _host(prompt, np.int32)
+        cached = ctypes.c_int32(0)
+        _check(_lib().fs_block_manager_add_sequence(self._h, int(seq_id), p.ctypes.data, len(p), int(extra_key),
+                                                    ctypes.byref(cached)), "add_sequence")
+        return cached.value
+
+    def blocks_needed(self, seq_id, n):
+        return _lib().fs_block_manager_blocks_needed(self._h, int(seq_id), int(n))
+
+    def allocate_slots(self, seq_id, n, new_tokens=None):
+        """Slots (int64 [n]) for the sequence's next n tokens, and copy-on-write pairs [(src, dst)]
+        for KVCache.copy_blocks. new_tokens: the n generated ids of a decode step, or None."""
+        n = int(n)
+        toks = None if new_tokens is None else _host(new_tokens, np.int32)
+        if toks is not None and len(toks) != n:
+            raise ValueError(f"new_tokens: expected {n} ids, got {len(toks)}")
+        slots = np.empty(n, dtype=np.int64)
+        copies = np.empty(2, dtype=np.int32)
+        ncopies = ctypes.c_int32(0)
+        _check(_lib().fs_block_manager_allocate_slots(self._h, int(seq_id), n,
+                                                      None if toks is None else toks.ctypes.data, slots.ctypes.data,
+                                                      copies.ctypes.data, 1, ctypes.byref(ncopies)), "allocate_slots")
+        return slots, [(int(copies[0]), int(copies[1]))] if ncopies.value else []
+
+    def fork(self, parent_id, child_id):
+        _check(_lib().fs_block_manager_fork(self._h, int(parent_id), int(child_id)), "fork")
+
+    def free(self, seq_id):
+        _check(_lib().fs_block_manager_free_sequence(self._h, int(seq_id)), "free")
+
+    def block_table(self, seq_id):
+        out = np.empty(max(1, self.num_blocks), dtype=np.int32)
+        n = ctypes.c_int32(0)
+        _check(_lib().fs_block_manager_block_table(self._h, int(seq_id), out.ctypes.data, len(out), ctypes.byref(n)),
+               "block_table")
+        return out[:n.value].copy()
+
+    def stats(self):
+        s = _capi.BlockManagerStats()
+        _check(_lib().fs_block_manager_stats_get(self._h, ctypes.byref(s)), "stats")
+        return {name: getattr(s, name) for name, _ in s._fields_}
+
+
+class _CudaArray:
+    """A __cuda_array_interface__ view of device memory owned by a KVCache (kept alive)."""
+
+    def __init__(self, ptr, shape, typestr, owner):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": typestr, "version": 2}
+        self._owner = owner
+
+
+class KVCache:
+    """Every layer's K and V pages on one device (fs_kv_storage), laid out
+    [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim], zero-filled."""
+
+    def __init__(self, num_layers, num_blocks, num_kv_heads, head_dim, block_size=16, dtype="bfloat16",
+                 device="cpu"):
+        if dtype not in _DTYPES:
+            raise TypeError(f"dtype: expected one of {sorted(_DTYPES)}, got {dtype!r}")
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"device: expected 'cpu' or 'cuda', got {device!r}")
+        self.shape = _capi.KVShape(int(num_layers), int(num_blocks), int(num_kv_heads), int(block_size),
+                                   int(head_dim), _DTYPES[dtype])
+        self.dtype, self.device = dtype, device
+        self._dev = _capi.FS_DEVICE_CUDA if device == "cuda" else _capi.FS_DEVICE_CPU
+        self._h = ctypes.c_void_p()
+        _check(_lib().fs_kv_storage_create(self._dev, ctypes.byref(self.shape), ctypes.byref(self._h)), "KVCache")
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib().fs_kv_storage_destroy(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def _pool_shape(self):
+        s = self.shape
+        return (s.num_blocks, s.num_kv_heads, s.block_size, s.head_dim)
+
+    def _wrap(self, ptr):
+        shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
+        if self.device == "cpu" and self.dtype != "bfloat16":
+            ctype = ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16
+            a = np.ctypeslib.as_array((ctype * n).from_address(ptr)).reshape(shape)
+            return a if self.dtype == "float32" else a.view(np.float16)
+        import torch
+        if self.device == "cpu":  # bfloat16 on the CPU
+            buf = (ctypes.c_uint16 * n).from_address(ptr)
+            return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
+        typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2"}[self.dtype]
+        t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self), device="cuda")
+        return t.view(torch.bfloat16) if self.dtype == "bfloat16" else t
+
+    def layer(self, layer):
+        """(k_cache, v_cache) of one layer: [num_blocks, num_kv_heads, block_size, head_dim] views."""
+        pages = _capi.Pages()
+        _check(_lib().fs_kv_storage_pages(self._h, int(layer), ctypes.byref(pages)), "layer")
+        return self._wrap(pages.k_pages), self._wrap(pages.v_pages)
+
+    def append(self, k_new, v_new, slots, first_layer=0, check=True):
+        """Writes n tokens' K and V: k_new, v_new [num_layers, n, Hkv, D] (or [n, Hkv, D] for one
+        layer) contiguous, in the cache's dtype, on its device; slots int64 [n] on its device
+        (negative = padding). check=True checks the slots on the host first (a copy from the GPU)."""
+        from . import _T, _stream
+        tk, tv, ts = _T(k_new, "k_new"), _T(v_new, "v_new"), _T(slots, "slots")
+        if len(tk.shape) == 3:
+            num_layers, shape = 1, tk.shape
+        elif len(tk.shape) == 4:
+            num_layers, shape = tk.shape[0], tk.shape[1:]
+        else:
+            raise ValueError(f"k_new: expected [num_layers, n, Hkv, D] or [n, Hkv, D], got {list(tk.shape)}")
+        s = self.shape
+        if tuple(shape[1:]) != (s.num_kv_heads, s.head_dim) or tv.shape != tk.shape:
+            raise ValueError(f"k_new {list(tk.shape)}, v_new {list(tv.shape)}: expected [..., n, {s.num_kv_heads}, "
+                             f"{s.head_dim}] both")
+        for t in (tk, tv):
+            if t.dtype != s.dtype:
+                raise TypeError(f"{t.name}: expected {self.dtype}, got {t.dtype_name}")
+            if t.device != self._dev:
+                raise ValueError(f"{t.name}: expected on {self.device}")
+            expect, acc = [], 1
+            for dim in reversed(t.shape):
+                expect.insert(0, acc)
+                acc *= dim
+            if any(d > 1 and st != e for d, st, e in zip(t.shape, t.strides, expect)):
+                raise ValueError(f"{t.name}: must be contiguous")
+        n = shape[0]
+        if len(ts.shape) != 1 or ts.shape[0] != n or "int64" not in ts.dtype_name or ts.device != self._dev:
+            raise ValueError(f"slots: expected int64 [{n}] on {self.device}, got {ts.dtype_name} {list(ts.shape)}")
+        if ts.strides and ts.strides[0] != 1 and n > 1:
+            raise ValueError("slots: must be contiguous")
+        if check and self.device == "cuda":
+            host = _host(slots, np.int64)
+            _check(_lib().fs_kv_check_slots(self._h, host.ctypes.data, n), "append")
+        _check(_lib().fs_kv_append(self._h, int(first_layer), num_layers, tk.ptr, tv.ptr, ts.ptr, n,
+                                   _stream(self._dev)), "append")
+
+    def copy_blocks(self, pairs):
+        """Copies block src to dst in every layer, K and V, for each (src, dst): copy-on-write."""
+        from . import _stream
+        if not pairs:
+            return
+        flat = np.ascontiguousarray(np.asarray(pairs, dtype=np.int32).reshape(-1, 2))
+        _check(_lib().fs_kv_copy_blocks(self._h, flat.ctypes.data, len(flat), _stream(self._dev)), "copy_blocks")
