@@ -151,14 +151,16 @@ class KVCache:
 
     def _wrap(self, ptr):
         shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
-        if self.device == "cpu" and self.dtype != "bfloat16":
-            ctype = ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16
-            a = np.ctypeslib.as_array((ctype * n).from_address(ptr)).reshape(shape)
-            return a if self.dtype == "float32" else a.view(np.float16)
-        import torch
-        if self.device == "cpu":  # bfloat16 on the CPU
-            buf = (ctypes.c_uint16 * n).from_address(ptr)
+        if self.device == "cpu":
+            # The views keep this cache (and so the memory) alive through their buffer.
+            buf = ((ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16) * n).from_address(ptr)
+            buf._owner = self
+            if self.dtype != "bfloat16":
+                a = np.ctypeslib.as_array(buf).reshape(shape)
+                return a if self.dtype == "float32" else a.view(np.float16)
+            import torch
             return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
+        import torch
         typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2"}[self.dtype]
         t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self), device="cuda")
         return t.view(torch.bfloat16) if self.dtype == "bfloat16" else t

@@ -209,6 +209,12 @@ def cache_round_trip(dtype, tol):
     raises(flashserve.FlashserveError, lambda: bm.free(12345), "12345")
     raises(flashserve.FlashserveError, lambda: kv.layer(L), "layer")
     raises(TypeError, lambda: flashserve.KVCache(1, 4, 1, 8, dtype="int8"), "dtype")
+    # A pool outlives its KVCache object: the view keeps the memory.
+    kc0, _ = flashserve.KVCache(1, 3, HK, D, block_size=BS, dtype=dtype).layer(0)
+    import gc
+    gc.collect()
+    kc0[...] = 1
+    assert float(kc0.sum()) == kc0.size
     for seq in (5, 9, 11):
         bm.free(seq)
     st = bm.stats()
