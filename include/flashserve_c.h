@@ -182,7 +182,7 @@ FS_API void fs_kv_storage_destroy(fs_kv_storage* s); /* NULL is fine */
 FS_API int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out);
 /* Writes n tokens' K and V into layers [first_layer, first_layer + num_layers).
  * k_new, v_new: [num_layers, n, num_kv_heads, head_dim] contiguous in the storage's dtype;
- * slots: [n] int64, negative = padding (skipped). All on the storage's device. On the CPU an
+ * slots: [n] int64, -1 = padding (skipped). All on the storage's device. On the CPU an
  * out-of-range slot is FS_OUT_OF_RANGE and nothing is written; on CUDA such a slot is skipped on
  * the device (never a write outside the pool): check host slots first with fs_kv_check_slots. */
 FS_API int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, const void* k_new,
@@ -214,7 +214,7 @@ FS_API int fs_block_manager_add_sequence(fs_block_manager* m, int64_t seq_id, co
 FS_API int32_t fs_block_manager_blocks_needed(const fs_block_manager* m, int64_t seq_id, int32_t n);
 /* Slots for the sequence's next n tokens: new_tokens = n generated ids to append first (a decode
  * step) or NULL (prompt tokens already known). slots_out gets n slots; copies_out (capacity
- * copies_cap pairs, src then dst) gets copy-on-write work for fs_kv_copy_blocks, its count in
+ * copies_cap >= 1 pairs, src then dst; required) gets copy-on-write work for fs_kv_copy_blocks, its count in
  * *num_copies (at most 1 per call). FS_RESOURCE_EXHAUSTED (out of blocks) changes nothing. */
 FS_API int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t n, const int32_t* new_tokens,
                                            int64_t* slots_out, int32_t* copies_out, int32_t copies_cap,

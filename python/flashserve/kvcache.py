@@ -63,7 +63,10 @@ class BlockManager:
 
     def close(self):
         if getattr(self, "_h", None):
-            _lib().fs_block_manager_destroy(self._h)
+            try:
+                _lib().fs_block_manager_destroy(self._h)
+            except Exception:  # interpreter shutdown: the process frees it
+                pass
             self._h = None
 
     __del__ = close
@@ -121,9 +124,25 @@ class _CudaArray:
         self._owner = owner
 
 
+class _Storage:
+    """Owns one fs_kv_storage handle; freed when the last KVCache or pool view lets go of it."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        if self.handle:
+            try:
+                _lib().fs_kv_storage_destroy(self.handle)
+            except Exception:  # interpreter shutdown: the process frees it
+                pass
+            self.handle = None
+
+
 class KVCache:
     """Every layer's K and V pages on one device (fs_kv_storage), laid out
-    [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim], zero-filled."""
+    [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim], zero-filled. CUDA
+    storage lives on the device current when it is made; calls check that inputs are there."""
 
     def __init__(self, num_layers, num_blocks, num_kv_heads, head_dim, block_size=16, dtype="bfloat16",
                  device="cpu"):
@@ -135,15 +154,38 @@ class KVCache:
                                    int(head_dim), _DTYPES[dtype])
         self.dtype, self.device = dtype, device
         self._dev = _capi.FS_DEVICE_CUDA if device == "cuda" else _capi.FS_DEVICE_CPU
-        self._h = ctypes.c_void_p()
-        _check(_lib().fs_kv_storage_create(self._dev, ctypes.byref(self.shape), ctypes.byref(self._h)), "KVCache")
+        self._index = -1
+        self._storage = None
+        if device == "cuda":
+            import torch
+            self._index = torch.cuda.current_device()
+        h = ctypes.c_void_p()
+        with self._on_device():
+            _check(_lib().fs_kv_storage_create(self._dev, ctypes.byref(self.shape), ctypes.byref(h)), "KVCache")
+        self._storage = _Storage(h)
 
     def close(self):
-        if getattr(self, "_h", None):
-            _lib().fs_kv_storage_destroy(self._h)
-            self._h = None
+        """Lets go of the storage; it is freed once no pool view from layer() holds it either."""
+        self._storage = None
 
-    __del__ = close
+    @property
+    def _h(self):
+        if self._storage is None:
+            raise ValueError("KVCache is closed")
+        return self._storage.handle
+
+    def _on_device(self):
+        if self._index < 0:
+            import contextlib
+            return contextlib.nullcontext()
+        import torch
+        return torch.cuda.device(self._index)
+
+    def _stream(self):
+        if self._index < 0:
+            return None
+        import torch
+        return torch.cuda.current_stream(self._index).cuda_stream
 
     def _pool_shape(self):
         s = self.shape
@@ -154,7 +196,7 @@ class KVCache:
         if self.device == "cpu":
             # The views keep this cache (and so the memory) alive through their buffer.
             buf = ((ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16) * n).from_address(ptr)
-            buf._owner = self
+            buf._owner = self._storage
             if self.dtype != "bfloat16":
                 a = np.ctypeslib.as_array(buf).reshape(shape)
                 return a if self.dtype == "float32" else a.view(np.float16)
@@ -162,7 +204,7 @@ class KVCache:
             return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
         import torch
         typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2"}[self.dtype]
-        t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self), device="cuda")
+        t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self._storage), device=f"cuda:{self._index}")
         return t.view(torch.bfloat16) if self.dtype == "bfloat16" else t
 
     def layer(self, layer):
@@ -174,8 +216,8 @@ class KVCache:
     def append(self, k_new, v_new, slots, first_layer=0, check=True):
         """Writes n tokens' K and V: k_new, v_new [num_layers, n, Hkv, D] (or [n, Hkv, D] for one
         layer) contiguous, in the cache's dtype, on its device; slots int64 [n] on its device
-        (negative = padding). check=True checks the slots on the host first (a copy from the GPU)."""
-        from . import _T, _stream
+        (-1 = padding). check=True checks the slots on the host first (a copy from the GPU)."""
+        from . import _T
         tk, tv, ts = _T(k_new, "k_new"), _T(v_new, "v_new"), _T(slots, "slots")
         if len(tk.shape) == 3:
             num_layers, shape = 1, tk.shape
@@ -190,8 +232,9 @@ class KVCache:
         for t in (tk, tv):
             if t.dtype != s.dtype:
                 raise TypeError(f"{t.name}: expected {self.dtype}, got {t.dtype_name}")
-            if t.device != self._dev:
-                raise ValueError(f"{t.name}: expected on {self.device}")
+            if t.device != self._dev or (self._index >= 0 and t.device_index != self._index):
+                raise ValueError(f"{t.name}: expected on {self.device}"
+                                 + (f":{self._index}" if self._index >= 0 else ""))
             expect, acc = [], 1
             for dim in reversed(t.shape):
                 expect.insert(0, acc)
@@ -199,20 +242,22 @@ class KVCache:
             if any(d > 1 and st != e for d, st, e in zip(t.shape, t.strides, expect)):
                 raise ValueError(f"{t.name}: must be contiguous")
         n = shape[0]
-        if len(ts.shape) != 1 or ts.shape[0] != n or "int64" not in ts.dtype_name or ts.device != self._dev:
+        if (len(ts.shape) != 1 or ts.shape[0] != n or ts.dtype_name not in ("int64", "torch.int64")
+                or ts.device != self._dev or (self._index >= 0 and ts.device_index != self._index)):
             raise ValueError(f"slots: expected int64 [{n}] on {self.device}, got {ts.dtype_name} {list(ts.shape)}")
         if ts.strides and ts.strides[0] != 1 and n > 1:
             raise ValueError("slots: must be contiguous")
         if check and self.device == "cuda":
             host = _host(slots, np.int64)
             _check(_lib().fs_kv_check_slots(self._h, host.ctypes.data, n), "append")
-        _check(_lib().fs_kv_append(self._h, int(first_layer), num_layers, tk.ptr, tv.ptr, ts.ptr, n,
-                                   _stream(self._dev)), "append")
+        with self._on_device():
+            _check(_lib().fs_kv_append(self._h, int(first_layer), num_layers, tk.ptr, tv.ptr, ts.ptr, n,
+                                       self._stream()), "append")
 
     def copy_blocks(self, pairs):
         """Copies block src to dst in every layer, K and V, for each (src, dst): copy-on-write."""
-        from . import _stream
-        if not pairs:
-            return
         flat = np.ascontiguousarray(np.asarray(pairs, dtype=np.int32).reshape(-1, 2))
-        _check(_lib().fs_kv_copy_blocks(self._h, flat.ctypes.data, len(flat), _stream(self._dev)), "copy_blocks")
+        if flat.size == 0:
+            return
+        with self._on_device():
+            _check(_lib().fs_kv_copy_blocks(self._h, flat.ctypes.data, len(flat), self._stream()), "copy_blocks")

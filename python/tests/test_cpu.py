@@ -201,6 +201,8 @@ def cache_round_trip(dtype, tol):
     raises(TypeError, lambda: kv.append(k.astype(np.float64), v.astype(np.float64), slots), "expected " + dtype)
     raises(ValueError, lambda: kv.append(k[:, :, :1], v[:, :, :1], slots), "expected [..., n")
     raises(ValueError, lambda: kv.append(k, v, slots.astype(np.int32)), "slots: expected int64")
+    raises(ValueError, lambda: kv.append(k, v, slots.astype(np.uint64)), "slots: expected int64")
+    kv.copy_blocks(np.zeros((0, 2), dtype=np.int32))  # nothing to copy
     bad = slots.copy()
     bad[3] = NB * BS
     raises(flashserve.FlashserveError, lambda: kv.append(k, v, bad), "OUT_OF_RANGE")
@@ -209,8 +211,12 @@ def cache_round_trip(dtype, tol):
     raises(flashserve.FlashserveError, lambda: bm.free(12345), "12345")
     raises(flashserve.FlashserveError, lambda: kv.layer(L), "layer")
     raises(TypeError, lambda: flashserve.KVCache(1, 4, 1, 8, dtype="int8"), "dtype")
-    # A pool outlives its KVCache object: the view keeps the memory.
-    kc0, _ = flashserve.KVCache(1, 3, HK, D, block_size=BS, dtype=dtype).layer(0)
+    # A pool outlives its KVCache object, even a closed one: the view keeps the memory.
+    small = flashserve.KVCache(1, 3, HK, D, block_size=BS, dtype=dtype)
+    kc0, _ = small.layer(0)
+    small.close()
+    raises(ValueError, lambda: small.layer(0), "closed")
+    del small
     import gc
     gc.collect()
     kc0[...] = 1
