@@ -26,18 +26,14 @@ using flashserve::capi::guarded;
 using flashserve::invalid_argument;
 using flashserve::Status;
 
-Status need(const void* p, const char* what) {
-  return p != nullptr ? Status() : invalid_argument(std::string(what) + " is null");
-}
-
 }  // namespace
 
 extern "C" {
 
 int fs_kv_storage_create(int32_t device, const fs_kv_shape* shape, fs_kv_storage** out) {
   return guarded("fs_kv_storage_create", [&]() -> Status {
-    if (Status st = need(shape, "fs_kv_storage_create: shape"); !st.ok()) return st;
-    if (Status st = need(out, "fs_kv_storage_create: out"); !st.ok()) return st;
+    if (shape == nullptr) return invalid_argument("fs_kv_storage_create: shape is null");
+    if (out == nullptr) return invalid_argument("fs_kv_storage_create: out is null");
     *out = nullptr;
     if (device != FS_DEVICE_CPU && device != FS_DEVICE_CUDA)
       return invalid_argument("fs_kv_storage_create: unknown device " + std::to_string(device));
@@ -62,8 +58,8 @@ void fs_kv_storage_destroy(fs_kv_storage* s) { delete s; }
 
 int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out) {
   return guarded("fs_kv_storage_pages", [&]() -> Status {
-    if (Status st = need(s, "fs_kv_storage_pages: storage"); !st.ok()) return st;
-    if (Status st = need(out, "fs_kv_storage_pages: out"); !st.ok()) return st;
+    if (s == nullptr) return invalid_argument("fs_kv_storage_pages: storage is null");
+    if (out == nullptr) return invalid_argument("fs_kv_storage_pages: out is null");
     const auto& shape = s->storage.shape();
     if (layer < 0 || layer >= shape.num_layers)
       return flashserve::out_of_range("fs_kv_storage_pages: layer " + std::to_string(layer) + " not in [0, " +
@@ -84,14 +80,14 @@ int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out) {
 int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
                  const int64_t* slots, int64_t n, void* stream) {
   return guarded("fs_kv_append", [&]() -> Status {
-    if (Status st = need(s, "fs_kv_append: storage"); !st.ok()) return st;
+    if (s == nullptr) return invalid_argument("fs_kv_append: storage is null");
     return s->storage.append(first_layer, num_layers, k_new, v_new, slots, n, stream);
   });
 }
 
 int fs_kv_check_slots(const fs_kv_storage* s, const int64_t* slots_host, int64_t n) {
   return guarded("fs_kv_check_slots", [&]() -> Status {
-    if (Status st = need(s, "fs_kv_check_slots: storage"); !st.ok()) return st;
+    if (s == nullptr) return invalid_argument("fs_kv_check_slots: storage is null");
     if (n > 0 && slots_host == nullptr) return invalid_argument("fs_kv_check_slots: slots is null");
     return s->storage.check_slots(slots_host, n);
   });
@@ -99,7 +95,7 @@ int fs_kv_check_slots(const fs_kv_storage* s, const int64_t* slots_host, int64_t
 
 int fs_kv_copy_blocks(fs_kv_storage* s, const int32_t* src_dst_host, int32_t n, void* stream) {
   return guarded("fs_kv_copy_blocks", [&]() -> Status {
-    if (Status st = need(s, "fs_kv_copy_blocks: storage"); !st.ok()) return st;
+    if (s == nullptr) return invalid_argument("fs_kv_copy_blocks: storage is null");
     if (n < 0) return invalid_argument("fs_kv_copy_blocks: n = " + std::to_string(n));
     if (n > 0 && src_dst_host == nullptr) return invalid_argument("fs_kv_copy_blocks: pairs is null");
     std::vector<flashserve::BlockCopy> pairs(static_cast<size_t>(n));
@@ -110,8 +106,8 @@ int fs_kv_copy_blocks(fs_kv_storage* s, const int32_t* src_dst_host, int32_t n, 
 
 int fs_block_manager_create(const fs_block_manager_config* config, fs_block_manager** out) {
   return guarded("fs_block_manager_create", [&]() -> Status {
-    if (Status st = need(config, "fs_block_manager_create: config"); !st.ok()) return st;
-    if (Status st = need(out, "fs_block_manager_create: out"); !st.ok()) return st;
+    if (config == nullptr) return invalid_argument("fs_block_manager_create: config is null");
+    if (out == nullptr) return invalid_argument("fs_block_manager_create: out is null");
     *out = nullptr;
     flashserve::KVCacheConfig c;
     c.num_blocks = config->num_blocks;
@@ -129,7 +125,7 @@ void fs_block_manager_destroy(fs_block_manager* m) { delete m; }
 int fs_block_manager_add_sequence(fs_block_manager* m, int64_t seq_id, const int32_t* prompt, int32_t n,
                                   uint64_t extra_key, int32_t* num_cached_tokens) {
   return guarded("fs_block_manager_add_sequence", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_add_sequence: manager"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_add_sequence: manager is null");
     if (n > 0 && prompt == nullptr) return invalid_argument("fs_block_manager_add_sequence: prompt is null");
     int32_t cached = 0;
     Status st = m->manager.add_sequence(seq_id, prompt, n, extra_key, &cached);
@@ -147,9 +143,9 @@ int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t
                                     int64_t* slots_out, int32_t* copies_out, int32_t copies_cap,
                                     int32_t* num_copies) {
   return guarded("fs_block_manager_allocate_slots", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_allocate_slots: manager"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_allocate_slots: manager is null");
     if (n > 0 && slots_out == nullptr) return invalid_argument("fs_block_manager_allocate_slots: slots_out is null");
-    if (Status st = need(num_copies, "fs_block_manager_allocate_slots: num_copies"); !st.ok()) return st;
+    if (num_copies == nullptr) return invalid_argument("fs_block_manager_allocate_slots: num_copies is null");
     if (copies_cap < 1 || copies_out == nullptr)
       return invalid_argument("fs_block_manager_allocate_slots: copies_out needs room for at least one pair");
     m->slots.clear();
@@ -169,14 +165,14 @@ int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t
 
 int fs_block_manager_fork(fs_block_manager* m, int64_t parent_id, int64_t child_id) {
   return guarded("fs_block_manager_fork", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_fork: manager"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_fork: manager is null");
     return m->manager.fork(parent_id, child_id);
   });
 }
 
 int fs_block_manager_free_sequence(fs_block_manager* m, int64_t seq_id) {
   return guarded("fs_block_manager_free_sequence", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_free_sequence: manager"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_free_sequence: manager is null");
     return m->manager.free_sequence(seq_id);
   });
 }
@@ -184,8 +180,8 @@ int fs_block_manager_free_sequence(fs_block_manager* m, int64_t seq_id) {
 int fs_block_manager_block_table(const fs_block_manager* m, int64_t seq_id, int32_t* out, int32_t cap,
                                  int32_t* len) {
   return guarded("fs_block_manager_block_table", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_block_table: manager"); !st.ok()) return st;
-    if (Status st = need(len, "fs_block_manager_block_table: len"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_block_table: manager is null");
+    if (len == nullptr) return invalid_argument("fs_block_manager_block_table: len is null");
     const std::vector<int32_t>* table = m->manager.block_table(seq_id);
     if (table == nullptr)
       return invalid_argument("fs_block_manager_block_table: unknown sequence " + std::to_string(seq_id));
@@ -200,8 +196,8 @@ int fs_block_manager_block_table(const fs_block_manager* m, int64_t seq_id, int3
 
 int fs_block_manager_stats_get(const fs_block_manager* m, fs_block_manager_stats* out) {
   return guarded("fs_block_manager_stats_get", [&]() -> Status {
-    if (Status st = need(m, "fs_block_manager_stats_get: manager"); !st.ok()) return st;
-    if (Status st = need(out, "fs_block_manager_stats_get: out"); !st.ok()) return st;
+    if (m == nullptr) return invalid_argument("fs_block_manager_stats_get: manager is null");
+    if (out == nullptr) return invalid_argument("fs_block_manager_stats_get: out is null");
     const flashserve::KVCacheStats s = m->manager.stats();
     *out = fs_block_manager_stats{s.prefix_queries, s.prefix_hits, s.evictions, s.num_free_blocks,
                                   s.num_usable_blocks, m->manager.num_sequences()};

@@ -119,10 +119,11 @@ def _float32_like(x, shape):
     return np.empty(shape, dtype=np.float32)
 
 
-def _host_int32(x):
+def _host(x, dtype):
+    """A contiguous host numpy copy (or view) of a numpy array, a torch tensor or a list."""
     if _is_torch(x):
-        return x.detach().to("cpu").numpy().astype(np.int32)
-    return np.ascontiguousarray(x, dtype=np.int32)
+        x = x.detach().to("cpu").numpy()
+    return np.ascontiguousarray(x, dtype=dtype)
 
 
 def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, device, num_heads):
@@ -182,7 +183,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[0], tq.strides[1]
     a.cu_seqlens_q, a.total_q = cq.ptr, total_q
     if max_seqlen_q is None:
-        c = _host_int32(cu_seqlens_q)
+        c = _host(cu_seqlens_q, np.int32)
         max_seqlen_q = int((c[1:] - c[:-1]).max()) if batch > 0 else 0
     a.max_seqlen_q = int(max_seqlen_q)
     if paged:
@@ -259,7 +260,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
     workspace = None
     if device == _capi.FS_DEVICE_CUDA:  # plan on the host, workspace from torch
         import torch
-        lens = _host_int32(seq_lens)
+        lens = _host(seq_lens, np.int32)
         if num_workers is None:
             sms = _capi.ctypes.c_int32()
             _check(_library().fs_cuda_sm_count(max(tq.device_index, 0), _capi.ctypes.byref(sms)), "decode")

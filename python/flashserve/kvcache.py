@@ -35,16 +35,15 @@ def _lib():
 
 
 def _check(rc, what):
-    if rc != 0:
-        from . import FlashserveError
-        msg = f"{what}: {_lib().fs_last_error().decode()}"
-        raise OutOfBlocks(msg) if rc == FS_RESOURCE_EXHAUSTED else FlashserveError(msg)
+    if rc == FS_RESOURCE_EXHAUSTED:
+        raise OutOfBlocks(f"{what}: {_lib().fs_last_error().decode()}")
+    from . import _check as check
+    check(rc, what)
 
 
-def _host(x, dtype):
-    if type(x).__module__.startswith("torch"):
-        x = x.detach().to("cpu").numpy()
-    a = np.ascontiguousarray(x, dtype=dtype)
+def _host_1d(x, dtype):
+    from . import _host
+    a = _host(x, dtype)
     if a.ndim != 1:
         raise ValueError(f"expected a 1-D array, got shape {list(a.shape)}")
     return a
@@ -73,7 +72,7 @@ class BlockManager:
 
     def add_sequence(self, seq_id, prompt, extra_key=0):
         """Registers a sequence; returns how many prompt tokens already have cached K/V."""
-        p = _host(prompt, np.int32)
+        p = _host_1d(prompt, np.int32)
         cached = ctypes.c_int32(0)
         _check(_lib().fs_block_manager_add_sequence(self._h, int(seq_id), p.ctypes.data, len(p), int(extra_key),
                                                     ctypes.byref(cached)), "add_sequence")
@@ -86,7 +85,7 @@ class BlockManager:
         """Slots (int64 [n]) for the sequence's next n tokens, and copy-on-write pairs [(src, dst)]
         for KVCache.copy_blocks. new_tokens: the n generated ids of a decode step, or None."""
         n = int(n)
-        toks = None if new_tokens is None else _host(new_tokens, np.int32)
+        toks = None if new_tokens is None else _host_1d(new_tokens, np.int32)
         if toks is not None and len(toks) != n:
             raise ValueError(f"new_tokens: expected {n} ids, got {len(toks)}")
         slots = np.empty(n, dtype=np.int64)
@@ -248,7 +247,7 @@ class KVCache:
         if ts.strides and ts.strides[0] != 1 and n > 1:
             raise ValueError("slots: must be contiguous")
         if check and self.device == "cuda":
-            host = _host(slots, np.int64)
+            host = _host_1d(slots, np.int64)
             _check(_lib().fs_kv_check_slots(self._h, host.ctypes.data, n), "append")
         with self._on_device():
             _check(_lib().fs_kv_append(self._h, int(first_layer), num_layers, tk.ptr, tv.ptr, ts.ptr, n,
