@@ -3,12 +3,14 @@ PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends, same shapes, same pr
 TFLOP/s = 4·Σ q_len·k_len·heads·head_dim / time, halved for causal. Timing: CUDA events around
 each call after warm-up, median of repeats. Shapes as FlashAttention's benchmark: 16k tokens as
 16×1k, 4×4k, 1×16k at hidden size 2048 (heads = 2048 / head_dim, MHA); a varlen batch of mixed
-lengths; our paged K/V next to our packed K/V.
+lengths; our paged K/V next to our packed K/V. "ours" is the default kernel (wgmma on sm_90);
+"mma" the mma.sync kernel (Ampere's path) forced by FLASHSERVE_PREFILL_KERNEL=mma.
 
 Usage: python3 bench/bench_prefill.py --lib build-gpu/libflashserve_c.so [--quick] [--json F]"""
 import argparse
 import json
 import math
+import os
 import sys
 
 import torch
@@ -127,6 +129,9 @@ def main():
                     r = {"dtype": str(tdt).split(".")[-1], "head_dim": dim, "shape": label, "causal": causal}
                     run, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt)
                     r["ours"] = flops / time_fn(run) / 1e12
+                    os.environ["FLASHSERVE_PREFILL_KERNEL"] = "mma"
+                    r["mma"] = flops / time_fn(run) / 1e12
+                    del os.environ["FLASHSERVE_PREFILL_KERNEL"]
                     if label.startswith("4x") and dim == 128:  # paged next to packed
                         kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen)
                         run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
@@ -153,14 +158,15 @@ def main():
                 del q, k, v, o
                 torch.cuda.empty_cache()
     print()
-    print(f"{'dtype':<6}{'d':>4} {'shape':<13}{'causal':>7}{'ours TF/s':>10}{'paged16':>9}{'flash':>8}{'cudnn':>8}"
-          f"{'x flash':>8}{'maxerr':>9}")
+    print(f"{'dtype':<6}{'d':>4} {'shape':<13}{'causal':>7}{'ours TF/s':>10}{'paged16':>9}{'mma':>6}{'flash':>8}"
+          f"{'cudnn':>8}{'x flash':>8}{'x cudnn':>8}{'maxerr':>9}")
     f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'n/a':>{w}}"  # noqa: E731
     for r in rows:
         ratio = r["ours"] / r["flash"] if r.get("flash") else None
+        ratio_c = r["ours"] / r["cudnn"] if r.get("cudnn") else None
         print(f"{r['dtype']:<6}{r['head_dim']:>4} {r['shape']:<13}{str(r['causal']):>7}{f(r['ours'], 10)}"
-              f"{f(r.get('ours_paged16'), 9)}{f(r.get('flash'), 8)}{f(r.get('cudnn'), 8)}{f(ratio, 8, 2)}"
-              f"{f(r.get('maxerr'), 9, 4)}")
+              f"{f(r.get('ours_paged16'), 9)}{f(r.get('mma'), 6)}{f(r.get('flash'), 8)}{f(r.get('cudnn'), 8)}"
+              f"{f(ratio, 8, 2)}{f(ratio_c, 8, 2)}{f(r.get('maxerr'), 9, 4)}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

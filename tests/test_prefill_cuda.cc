@@ -1,8 +1,12 @@
 // CUDA varlen prefill (label gpu): against the float64 reference and the CPU path over the
 // CPU tests' grid (odd lengths in mixed packed batches, GQA 21/3, window, ALiBi, softcap,
-// packed and paged), outputs poisoned first; NaN never passes.
+// packed and paged), outputs poisoned first; NaN never passes. Every case runs on both
+// kernels: the Hopper wgmma one (the default on sm_90) and the mma.sync one (Ampere's),
+// selected through FLASHSERVE_PREFILL_KERNEL, and the two are compared with each other.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,16 +29,45 @@ Outputs run_gpu(const Problem& p, ProblemData& d, Status* st) {
   return download_outputs(p, g);
 }
 
-void check_problem(const Problem& p) {
+// Selects the kernel for the calls that follow ("mma" or "wgmma").
+void use_kernel(const char* which) { setenv("FLASHSERVE_PREFILL_KERNEL", which, 1); }
+
+// Whether the wgmma kernel runs on this device (sm_90); elsewhere only mma.sync is checked.
+bool probe_wgmma() {
+  use_kernel("wgmma");
+  Problem p;
+  p.num_heads = p.num_kv_heads = 1;
+  p.head_dim = 64;
+  p.dtype = DType::kBFloat16;
+  p.seqs = {{3, 3}};
   ProblemData d = make_data(p);
   Status st;
+  run_gpu(p, d, &st);
+  if (!st.ok()) std::printf("[  NOTE    ] the wgmma kernel does not run here (%s): mma.sync only\n", st.to_string().c_str());
+  return st.ok();
+}
+bool wgmma_runs() {
+  static const bool runs = probe_wgmma();
+  return runs;
+}
+
+void check_problem(const Problem& p) {
+  ProblemData d = make_data(p);
+  const bool wgmma = wgmma_runs();
+  Status st;
+  use_kernel("mma");
+  Outputs mma = run_gpu(p, d, &st);
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+  use_kernel(wgmma ? "wgmma" : "mma");
   Outputs gpu = run_gpu(p, d, &st);
   ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
   const Reference ref = reference(p, d);
   Tolerance tol = tolerance_for(p, ref);
   tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;  // P rounded to the storage type before P·V
   tol.lse_abs += 1e-5;
-  EXPECT_EQ(compare(p, gpu, ref, tol), "");
+  EXPECT_EQ(compare(p, gpu, ref, tol), "") << "wgmma kernel";
+  EXPECT_EQ(compare(p, mma, ref, tol), "") << "mma.sync kernel";
+  EXPECT_EQ(compare_outputs(p, gpu, mma, 2.0, 2 * ref.p_rounding_err), "") << "wgmma vs mma.sync";
   Outputs cpu = make_outputs(p);
   PrefillParams cp = prefill_params(p, d, cpu);
   ASSERT_TRUE(prefill(cp).ok());

@@ -1,5 +1,8 @@
 #include "attention/cuda/prefill_cuda.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "attention/cuda/prefill_kernel.cuh"
@@ -11,10 +14,45 @@ extern template cudaError_t launch_prefill<64, __half>(const PrefillParams&, cud
 extern template cudaError_t launch_prefill<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+template <int kHeadDim, typename T>
+cudaError_t launch_prefill_sm90(const PrefillParams& p, cudaStream_t stream);
+extern template cudaError_t launch_prefill_sm90<64, __half>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+bool prefill_sm90_runs_here();
 
 namespace {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// Which kernel: the wgmma one where the device runs this build's sm_90a code, else mma.sync.
+// FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync kernel (cross-checks, A/B benchmarks);
+// =wgmma insists on the Hopper one (an error where it cannot run). Read at every call.
+Status pick_wgmma(bool* wgmma) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    device = -1;
+  }
+  int known = device >= 0 ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (known == 0) {
+    known = prefill_sm90_runs_here() ? 2 : 1;
+    if (device >= 0) cached[device].store(known, std::memory_order_relaxed);
+  }
+  const char* force = std::getenv("FLASHSERVE_PREFILL_KERNEL");
+  if (force != nullptr && std::strcmp(force, "mma") == 0) {
+    *wgmma = false;
+  } else if (force != nullptr && std::strcmp(force, "wgmma") == 0) {
+    if (known != 2) return unsupported("prefill: FLASHSERVE_PREFILL_KERNEL=wgmma, but this device does not run the sm_90a kernel");
+    *wgmma = true;
+  } else {
+    *wgmma = known == 2;
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -47,7 +85,19 @@ Status validate_prefill_cuda(const PrefillParams& p) {
 
 Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
+  bool wgmma = false;
+  FS_RETURN_IF_ERROR(pick_wgmma(&wgmma));
   cudaError_t err;
+  if (wgmma) {
+    if (p.head_dim == 64) {
+      err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)
+                                       : launch_prefill_sm90<64, __nv_bfloat16>(p, stream);
+    } else {
+      err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<128, __half>(p, stream)
+                                       : launch_prefill_sm90<128, __nv_bfloat16>(p, stream);
+    }
+    return cuda_status(err, "prefill kernel (sm90)");
+  }
   if (p.head_dim == 64) {
     err = p.dtype == DType::kFloat16 ? launch_prefill<64, __half>(p, stream) : launch_prefill<64, __nv_bfloat16>(p, stream);
   } else {

@@ -19,8 +19,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
-#include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/prefill_common.cuh"
 #include "attention/params.h"
 
 namespace flashserve::cuda {
@@ -57,7 +58,6 @@ struct PrefillTraits {
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __grid_constant__ PrefillParams p) {
   using Tr = PrefillTraits<kHeadDim, T>;
-  constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem_q = reinterpret_cast<T*>(smem_raw);
   T* smem_k = smem_q + Tr::kBlockM * kHeadDim;
@@ -67,87 +67,47 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   const int h = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gid = lane / 4, tig = lane % 4;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int kv_head = h / group;
-
-  const int64_t q0 = p.cu_seqlens_q[b];
-  const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  const int row0 = m_tile * Tr::kBlockM;
-  if (row0 >= q_len) return;
-  const int block_rows = min(Tr::kBlockM, q_len - row0);
-  int64_t k_len;
-  int64_t k0 = 0;  // packed: first key row
-  if (p.paged) {
-    k_len = min(static_cast<int64_t>(p.pages.seq_lens[b]), p.pages.block_table_stride * p.pages.block_size);
-  } else {
-    k0 = p.cu_seqlens_k[b];
-    k_len = p.cu_seqlens_k[b + 1] - k0;
-  }
-  const int64_t pos0 = k_len - q_len;  // key position of query row 0
-
-  // The CTA's key range: rows' visible ranges grow with the row, so the first row bounds the
-  // low end and the last the high end; inner bounds say which tiles need no mask.
-  int64_t lo_first, hi_first, lo_last, hi_last;
-  visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
-  visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
-  const int64_t cta_lo = lo_first, cta_hi = max(hi_last, lo_first);
-  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + Tr::kBlockN - 1) / Tr::kBlockN) : 0;
-  const bool transform = p.mask.softcap > 0.f || p.mask.alibi_slopes != nullptr;
-
-  const int64_t elem = sizeof(T);
-  const char* k_base;
-  const char* v_base;
-  if (p.paged) {
-    k_base = static_cast<const char*>(p.pages.k_pages) + kv_head * p.pages.head_stride * elem;
-    v_base = static_cast<const char*>(p.pages.v_pages) + kv_head * p.pages.head_stride * elem;
-  } else {
-    k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
-    v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
-  }
-  const int32_t* table = p.paged ? p.pages.block_table + static_cast<int64_t>(b) * p.pages.block_table_stride : nullptr;
-  const int block_shift = p.paged ? __ffs(p.pages.block_size) - 1 : 0;
-  const int block_mask = p.paged ? p.pages.block_size - 1 : 0;
+  constexpr int elem = sizeof(T);
+  PrefillCta cta;
+  if (!cta.init(p, m_tile, h, b, Tr::kBlockM, Tr::kBlockN, elem)) return;
+  const int num_tiles = cta.num_tiles;
   const int my_chunk = tid % Tr::kChunks;
 
   // Block ids one tile ahead of their copies (paged); packed keys need none.
   auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
+    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
 #pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-      const int64_t key = key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass;
-      ids[i] = (p.paged && tile < num_tiles && key < cta_hi) ? table[key >> block_shift] : 0;
-    }
+    for (int i = 0; i < Tr::kRowsPerThread; ++i)
+      ids[i] = cta.block_id(p, key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass, tile < num_tiles);
   };
   auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
+    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
     T* sk = smem_k + stage * Tr::kTileElems;
     T* sv = smem_v + stage * Tr::kTileElems;
+    auto copy = [&](auto paged) {
 #pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-      const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
-      const int64_t key = key0 + j;
-      bool valid = key < cta_hi;
-      int64_t koff = 0, voff = 0;
-      if (p.paged) {
-        valid = valid && ids[i] >= 0 && ids[i] < p.pages.num_blocks;  // a bad id reads nothing
-        koff = voff = valid ? (static_cast<int64_t>(ids[i]) * p.pages.block_stride +
-                               (key & block_mask) * p.pages.token_stride) * elem
-                            : 0;
-      } else if (valid) {
-        koff = key * p.k_row_stride * elem;
-        voff = key * p.v_row_stride * elem;
+      for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+        const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
+        int64_t koff, voff;
+        const bool valid = cta.source<decltype(paged)::value>(p, key0 + j, ids[i], elem, koff, voff);
+        cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), cta.k_base + koff + my_chunk * 16, valid);
+        cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), cta.v_base + voff + my_chunk * 16, valid);
       }
-      cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), k_base + koff + my_chunk * 16, valid);
-      cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), v_base + voff + my_chunk * 16, valid);
+    };
+    if (p.paged) {
+      copy(std::true_type{});
+    } else {
+      copy(std::false_type{});
     }
   };
 
   // Q tile: rows past q_len are zero.
   {
-    const char* q_base = static_cast<const char*>(p.q) + ((q0 + row0) * p.q_row_stride + h * p.q_head_stride) * elem;
+    const char* q_base =
+        static_cast<const char*>(p.q) + ((cta.q0 + cta.row0) * p.q_row_stride + h * p.q_head_stride) * elem;
     for (int i = tid; i < Tr::kBlockM * Tr::kChunks; i += kPrefillThreads) {
       const int r = i / Tr::kChunks, c = i % Tr::kChunks;
-      const bool valid = r < block_rows;
+      const bool valid = r < cta.block_rows;
       cp_async_16(smem_q + swz<kHeadDim, T>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16, valid);
     }
     cp_async_commit();
@@ -166,13 +126,12 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   constexpr int kRows = 2 * Tr::kMTiles;  // index j = mt·2 + i  ->  row wrow0 + mt·16 + gid + 8i
   // 32-bit key positions in the hot loop (a sequence holds fewer than 2^31 keys).
   int row_pos[kRows], row_lo[kRows], row_hi[kRows];
-  const float slope = p.mask.alibi_slopes != nullptr ? p.mask.alibi_slopes[h] * kLog2e : 0.f;
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const int r = wrow0 + (j / 2) * 16 + gid + 8 * (j % 2);
-    row_pos[j] = static_cast<int>(pos0 + row0 + r);
+    row_pos[j] = static_cast<int>(cta.pos0 + cta.row0 + r);
     int64_t lo = 0, hi = 0;
-    if (r < block_rows) visible(p.mask, pos0 + row0 + r, 0, k_len, lo, hi);
+    if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
     row_lo[j] = static_cast<int>(lo);
     row_hi[j] = static_cast<int>(hi);
   }
@@ -188,9 +147,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   for (int mt = 0; mt < Tr::kMTiles; ++mt)
 #pragma unroll
     for (int n = 0; n < Tr::kNTiles; ++n) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.f;
-  const float scale2 = p.mask.softmax_scale * kLog2e;
-  const bool softcap = p.mask.softcap > 0.f;
-  const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
+  const LogitArgs la(p.mask, h);
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kPrefillStages - 2>();
@@ -203,7 +160,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     const int stage = tile % kPrefillStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
-    const int key0 = static_cast<int>(cta_lo) + tile * Tr::kBlockN;
+    const int key0 = static_cast<int>(cta.cta_lo) + tile * Tr::kBlockN;
 
     // S = Q·Kᵀ. Q fragments come from shared memory per k-step pair; each K fragment serves
     // both m-tiles (half the shared-memory traffic per MMA of one tile a warp).
@@ -235,47 +192,14 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
       }
     }
 
-    // Logits in base 2; the mask only where a row's range ends inside this tile.
-    const bool masked = key0 < lo_last || key0 + Tr::kBlockN > hi_first || key0 + Tr::kBlockN > k_len;
+    // Logits in base 2, online softmax; the mask only where a row's range ends inside this tile.
+    const bool masked = cta.masked(key0, Tr::kBlockN);
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int mt = j / 2, i = j % 2;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float x = s[mt][nt][2 * i + e];
-          const int key = key0 + nt * 8 + tig * 2 + e;
-          if (transform) {
-            x *= p.mask.softmax_scale;
-            if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
-            x = x * kLog2e - slope * static_cast<float>(key > row_pos[j] ? key - row_pos[j] : row_pos[j] - key);
-          } else {
-            x *= scale2;
-          }
-          if (masked && (key < row_lo[j] || key >= row_hi[j])) x = -INFINITY;
-          s[mt][nt][2 * i + e] = x;
-          mx = fmaxf(mx, x);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[j], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      const float f = fast_exp2(m_run[j] - m_use);
-      m_run[j] = m_new;
-      float rs = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < Tr::kKeyTiles; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pe = fast_exp2(s[mt][nt][2 * i + e] - m_use);
-          s[mt][nt][2 * i + e] = pe;
-          rs += pe;
-        }
-      }
-      l_run[j] = l_run[j] * f + rs;
+      const float f = softmax_row<Tr::kKeyTiles>([&](int nt, int e) -> float& { return s[mt][nt][2 * i + e]; }, la,
+                                                 key0, tig, row_pos[j], row_lo[j], row_hi[j], masked, m_run[j],
+                                                 l_run[j]);
 #pragma unroll
       for (int n = 0; n < Tr::kNTiles; ++n) {
         acc[mt][n][2 * i] *= f;
@@ -313,20 +237,18 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const int mt = j / 2, i = j % 2;
-    l_run[j] += __shfl_xor_sync(0xffffffffu, l_run[j], 1);
-    l_run[j] += __shfl_xor_sync(0xffffffffu, l_run[j], 2);
+    float lse;
+    const float inv = finish_row(m_run[j], l_run[j], &lse);
     const int r = wrow0 + mt * 16 + gid + 8 * i;
-    if (r >= block_rows) continue;
-    const float inv = l_run[j] > 0.f ? 1.f / l_run[j] : 0.f;
-    const int64_t row = q0 + row0 + r;
+    if (r >= cta.block_rows) continue;
+    const int64_t row = cta.q0 + cta.row0 + r;
     T* o = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
     for (int n = 0; n < Tr::kNTiles; ++n) {
       const uint32_t v = pack2<T>(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
       *reinterpret_cast<uint32_t*>(o + n * 8 + tig * 2) = v;
     }
-    if (p.lse != nullptr && tig == 0)
-      p.lse[row * p.num_heads + h] = l_run[j] > 0.f ? (m_run[j] + __log2f(l_run[j])) * 0.6931471805599453f : -INFINITY;
+    if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
   }
 }
 

@@ -1,0 +1,173 @@
+// What both CUDA prefill kernels (mma.sync: prefill_kernel.cuh; wgmma: prefill_sm90_kernel.cuh)
+// share: a CTA's view of its (sequence, head, q tile) — key range, tile count, where K/V come
+// from (packed rows or pages) — and the online-softmax update of one fragment row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention/cuda/device_utils.cuh"
+#include "attention/params.h"
+
+namespace flashserve::cuda {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+struct PrefillCta {
+  int64_t q0 = 0;        // first packed query row of the sequence
+  int64_t k_len = 0;     // keys of the sequence
+  int64_t pos0 = 0;      // key position of query row 0
+  int64_t lo_first = 0, hi_first = 0, lo_last = 0;  // visible ranges of the tile's first/last row
+  int64_t cta_lo = 0, cta_hi = 0;                   // keys any row of the tile sees
+  int row0 = 0, block_rows = 0, num_tiles = 0;
+  int block_shift = 0, block_mask = 0;
+  const char* k_base = nullptr;
+  const char* v_base = nullptr;
+  const int32_t* table = nullptr;
+
+  // False when the tile starts past the sequence's queries (the CTA has nothing to do).
+  __device__ __forceinline__ bool init(const PrefillParams& p, int m_tile, int h, int b, int block_m, int block_n,
+                                       int elem) {
+    const int kv_head = h / (p.num_heads / p.num_kv_heads);
+    q0 = p.cu_seqlens_q[b];
+    const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    row0 = m_tile * block_m;
+    if (row0 >= q_len) return false;
+    block_rows = min(block_m, q_len - row0);
+    int64_t k0 = 0;  // packed: first key row
+    if (p.paged) {
+      k_len = min(static_cast<int64_t>(p.pages.seq_lens[b]), p.pages.block_table_stride * p.pages.block_size);
+      k_base = static_cast<const char*>(p.pages.k_pages) + kv_head * p.pages.head_stride * elem;
+      v_base = static_cast<const char*>(p.pages.v_pages) + kv_head * p.pages.head_stride * elem;
+      table = p.pages.block_table + static_cast<int64_t>(b) * p.pages.block_table_stride;
+      block_shift = __ffs(p.pages.block_size) - 1;  // a power of two (checked on the host)
+      block_mask = p.pages.block_size - 1;
+    } else {
+      k0 = p.cu_seqlens_k[b];
+      k_len = p.cu_seqlens_k[b + 1] - k0;
+      k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
+      v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
+    }
+    pos0 = k_len - q_len;
+    // Rows' visible ranges grow with the row: the first row bounds the low end and the last the
+    // high end; the inner bounds say which tiles need no mask.
+    int64_t hi_last;
+    visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
+    visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
+    cta_lo = lo_first;
+    cta_hi = max(hi_last, lo_first);
+    num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + block_n - 1) / block_n) : 0;
+    return true;
+  }
+
+  // Page id of `key` (paged; read a tile ahead of its copy), 0 when packed or out of range.
+  __device__ __forceinline__ int32_t block_id(const PrefillParams& p, int64_t key, bool in_range) const {
+    return (p.paged && in_range && key < cta_hi) ? table[key >> block_shift] : 0;
+  }
+  // Byte offsets of `key`'s K and V rows from k_base / v_base; false (nothing to read) past the
+  // range or for a bad page id. kPaged is p.paged, hoisted out of the copy loops.
+  template <bool kPaged>
+  __device__ __forceinline__ bool source(const PrefillParams& p, int64_t key, int32_t id, int elem, int64_t& koff,
+                                         int64_t& voff) const {
+    bool valid = key < cta_hi;
+    if constexpr (kPaged) {
+      valid = valid && id >= 0 && id < p.pages.num_blocks;
+      koff = voff = valid ? (static_cast<int64_t>(id) * p.pages.block_stride + (key & block_mask) * p.pages.token_stride) * elem : 0;
+    } else {
+      koff = valid ? key * p.k_row_stride * elem : 0;
+      voff = valid ? key * p.v_row_stride * elem : 0;
+    }
+    return valid;
+  }
+  // Whether some row's range ends inside the tile of block_n keys at key0 (only then mask).
+  __device__ __forceinline__ bool masked(int64_t key0, int block_n) const {
+    return key0 < lo_last || key0 + block_n > hi_first || key0 + block_n > k_len;
+  }
+};
+
+// Per-row constants of the logit transform.
+struct LogitArgs {
+  float scale2;    // softmax_scale · log2 e (the plain path)
+  float scale;     // softmax_scale (softcap / ALiBi path)
+  float softcap, inv_cap;
+  float slope2;    // ALiBi slope · log2 e
+  // Softcap, ALiBi, or a scale <= 0: logits computed element by element. Otherwise (the
+  // common case) raw scores are kept, the row max taken on them, and the scale folded into
+  // the exponent: p = 2^(s·scale2 - m), one FFMA and one EX2 an element.
+  bool transform;
+
+  __device__ __forceinline__ LogitArgs(const MaskParams& m, int h) {
+    scale = m.softmax_scale;
+    scale2 = m.softmax_scale * kLog2e;
+    softcap = m.softcap;
+    inv_cap = m.softcap > 0.f ? 1.f / m.softcap : 0.f;
+    slope2 = m.alibi_slopes != nullptr ? m.alibi_slopes[h] * kLog2e : 0.f;
+    transform = m.softcap > 0.f || m.alibi_slopes != nullptr || !(m.softmax_scale > 0.f);
+  }
+};
+
+// One fragment row of a tile of kNTiles·8 keys: raw scores (at(nt, e): key key0 + nt·8 +
+// tig·2 + e) become probabilities against the running max (base 2), masked to
+// [row_lo, row_hi) when `masked`; m_run (base-2 logit units) and l_run (this lane's part of
+// the sum) are updated. Returns the factor the row's O accumulator must be scaled by. The
+// branches are uniform and outside the element loops.
+template <int kNTiles, typename At>
+__device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
+                                             int row_hi, bool masked, float& m_run, float& l_run) {
+  float to_log2 = a.scale2;  // stored value -> base-2 logit
+  if (a.transform) {
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + nt * 8 + tig * 2 + e;
+        float x = at(nt, e) * a.scale;
+        if (a.softcap > 0.f) x = a.softcap * tanhf(x * a.inv_cap);
+        at(nt, e) = x * kLog2e - a.slope2 * static_cast<float>(key > row_pos ? key - row_pos : row_pos - key);
+      }
+    }
+    to_log2 = 1.f;
+  }
+  if (masked) {
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + nt * 8 + tig * 2 + e;
+        if (key < row_lo || key >= row_hi) at(nt, e) = -INFINITY;
+      }
+    }
+  }
+  float mx = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) mx = fmaxf(mx, fmaxf(at(nt, 0), at(nt, 1)));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m_run, mx * to_log2);        // to_log2 > 0: the max commutes
+  const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
+  const float f = fast_exp2(m_run - m_use);              // 0 when m_run was -inf
+  m_run = m_new;
+  float rs = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float pe = fast_exp2(fmaf(at(nt, e), to_log2, -m_use));  // -inf -> 0
+      at(nt, e) = pe;
+      rs += pe;
+    }
+  }
+  l_run = l_run * f + rs;
+  return f;
+}
+
+// Final l (the quad's sum), o's normaliser and the natural-log lse of one fragment row.
+__device__ __forceinline__ float finish_row(float m_run, float& l_run, float* lse_out) {
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  *lse_out = l_run > 0.f ? (m_run + __log2f(l_run)) * 0.6931471805599453f : -INFINITY;
+  return l_run > 0.f ? 1.f / l_run : 0.f;
+}
+
+}  // namespace flashserve::cuda

@@ -1,0 +1,238 @@
+// The Hopper varlen prefill kernel (sm_90a): FlashAttention forward with warpgroup MMAs
+// (wgmma), templated on head_dim and the storage type; one instance per file
+// (prefill_sm90_hd*_*.cu). Same semantics as prefill_kernel.cuh (the mma.sync kernel, which
+// Ampere and the cross-check tests use).
+//
+// One CTA = one (sequence, query head, tile of 128 query rows) with two warpgroups of 64 rows.
+// The Q tile is copied once to shared memory; K/V tiles of 128 keys stream through shared
+// memory with cp.async from packed rows or pages (page ids a tile ahead), kStages deep, stored
+// in the 128-byte swizzled layout wgmma reads (wgmma.cuh). Per tile and warpgroup:
+//   S (64×128, fp32, 64 registers a thread) = Q·Kᵀ: head_dim/16 wgmma m64n128k16, both
+//     operands from shared memory;
+//   logits in base 2 (scale·log2 e folded in), the mask only on tiles crossing a row's range,
+//   online softmax on the accumulator fragments (prefill_common.cuh);
+//   O (64×head_dim) += P·V: P converted in registers into wgmma's A fragments (the same
+//     layout as S's accumulator pairs), V from shared memory as an MN-major operand, 64
+//     output columns per wgmma m64n64k16.
+// Tiles no row can see are never loaded; tiles run in reverse (causal: longest first).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention/cuda/prefill_common.cuh"
+#include "attention/cuda/wgmma.cuh"
+#include "attention/params.h"
+
+namespace flashserve::cuda {
+
+inline constexpr int kSm90Threads = 256;  // two warpgroups
+inline constexpr int kSm90BlockM = 128;   // 64 query rows a warpgroup
+inline constexpr int kSm90BlockN = 128;   // keys a K/V tile
+
+template <int kHeadDim, typename T>
+struct PrefillSm90Traits {
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "prefill sm90: head_dim 64 or 128");
+  static_assert(sizeof(T) == 2, "16-bit storage");
+  static constexpr int kChunks = kHeadDim / 8;     // 16-byte chunks a row
+  static constexpr int kBlocks = kHeadDim / 64;    // 128-byte column blocks a row
+  static constexpr int kKSteps = kHeadDim / 16;    // k-steps of S = Q·Kᵀ
+#ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/NOTES.md)
+#define FLASHSERVE_SM90_STAGES_128 2
+#endif
+  static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : 3;
+  static constexpr int kTileElems = kSm90BlockN * kHeadDim;
+  static constexpr int kQElems = kSm90BlockM * kHeadDim;
+  static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + 1024;  // + 1024-byte alignment
+  static constexpr int kKeysPerPass = kSm90Threads / kChunks;
+  static constexpr int kRowsPerThread = kSm90BlockN / kKeysPerPass;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+template <int kHeadDim, typename T>
+__global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __grid_constant__ PrefillParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tr = PrefillSm90Traits<kHeadDim, T>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
+  T* smem_k = smem_q + Tr::kQElems;
+  T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
+
+  const int m_tile = gridDim.x - 1 - blockIdx.x;  // longest tiles first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int gid = lane / 4, tig = lane % 4;
+  constexpr int elem = 2;
+  PrefillCta cta;
+  if (!cta.init(p, m_tile, h, b, kSm90BlockM, kSm90BlockN, elem)) return;
+  const int num_tiles = cta.num_tiles;
+  const int my_chunk = tid % Tr::kChunks;
+
+  auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
+    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kSm90BlockN;
+#pragma unroll
+    for (int i = 0; i < Tr::kRowsPerThread; ++i)
+      ids[i] = cta.block_id(p, key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass, tile < num_tiles);
+  };
+  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
+    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kSm90BlockN;
+    T* sk = smem_k + stage * Tr::kTileElems;
+    T* sv = smem_v + stage * Tr::kTileElems;
+    auto copy = [&](auto paged) {
+#pragma unroll
+      for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+        const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
+        int64_t koff, voff;
+        const bool valid = cta.source<decltype(paged)::value>(p, key0 + j, ids[i], elem, koff, voff);
+        const int dst = sw128_offset<kSm90BlockN>(j, my_chunk);
+        cp_async_16(sk + dst, cta.k_base + koff + my_chunk * 16, valid);
+        cp_async_16(sv + dst, cta.v_base + voff + my_chunk * 16, valid);
+      }
+    };
+    if (p.paged) {
+      copy(std::true_type{});
+    } else {
+      copy(std::false_type{});
+    }
+  };
+
+  // Q tile: rows past q_len are zero.
+  {
+    const char* q_base =
+        static_cast<const char*>(p.q) + ((cta.q0 + cta.row0) * p.q_row_stride + h * p.q_head_stride) * elem;
+    for (int i = tid; i < kSm90BlockM * Tr::kChunks; i += kSm90Threads) {
+      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+      const bool valid = r < cta.block_rows;
+      cp_async_16(smem_q + sw128_offset<kSm90BlockM>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16,
+                  valid);
+    }
+    cp_async_commit();
+  }
+  int32_t ids[Tr::kRowsPerThread];
+#pragma unroll
+  for (int s = 0; s < Tr::kStages - 1; ++s) {
+    fetch_ids(s, ids);
+    if (s < num_tiles) load_tile(s, s, ids);
+    cp_async_commit();
+  }
+  fetch_ids(Tr::kStages - 1, ids);
+
+  // This thread's rows: gid and gid + 8 of its warp's 16 rows of its warpgroup's 64.
+  const int wg = tid / 128;
+  const int wrow0 = wg * 64 + ((tid / 32) % 4) * 16;
+  int row_pos[2], row_lo[2], row_hi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = wrow0 + gid + 8 * i;
+    row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
+    int64_t lo = 0, hi = 0;
+    if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
+    row_lo[i] = static_cast<int>(lo);
+    row_hi[i] = static_cast<int>(hi);
+  }
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float o[Tr::kBlocks][32];
+#pragma unroll
+  for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+    for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
+  const LogitArgs la(p.mask, h);
+  const T* q_wg = smem_q + wg * 64 * 64;  // this warpgroup's 64 rows in each column block
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait<Tr::kStages - 2>();
+    fence_proxy_async();  // the landed copies (and Q) are visible to wgmma after the barrier
+    __syncthreads();      // ... and the oldest stage is free (every warpgroup's wgmmas retired)
+    if (tile + Tr::kStages - 1 < num_tiles) load_tile(tile + Tr::kStages - 1, (tile + Tr::kStages - 1) % Tr::kStages, ids);
+    cp_async_commit();
+    fetch_ids(tile + Tr::kStages, ids);
+
+    const int stage = tile % Tr::kStages;
+    const T* sk = smem_k + stage * Tr::kTileElems;
+    const T* sv = smem_v + stage * Tr::kTileElems;
+    const int key0 = static_cast<int>(cta.cta_lo) + tile * kSm90BlockN;
+
+    // S = Q·Kᵀ over head_dim: k-step ks is 16 columns of column block ks / 4.
+    float s[64];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+      const int blk = ks / 4, col = (ks % 4) * 16;
+      wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * kSm90BlockM * 64 + col),
+                       kmajor_desc(sk + blk * kSm90BlockN * 64 + col), ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    // Logits, mask, online softmax; accumulator pair (nt, i): s[4·nt + 2·i + e].
+    const bool masked = cta.masked(key0, kSm90BlockN);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float f = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
+                                      row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+#pragma unroll
+      for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          o[c][4 * n + 2 * i] *= f;
+          o[c][4 * n + 2 * i + 1] *= f;
+        }
+    }
+
+    // O += P·V: 16 keys a k-step; P's A fragment from S's accumulator pairs 2kk and 2kk+1.
+    uint32_t pa[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+      for (int c = 0; c < Tr::kBlocks; ++c)
+        wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
+    wgmma_commit();
+    wgmma_wait<0>();
+  }
+  cp_async_wait<0>();
+
+  // Normalise and store: o in the storage type, lse in natural log.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float lse;
+    const float inv = finish_row(m_run[i], l_run[i], &lse);
+    const int r = wrow0 + gid + 8 * i;
+    if (r >= cta.block_rows) continue;
+    const int64_t row = cta.q0 + cta.row0 + r;
+    T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
+#pragma unroll
+    for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
+            pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+    if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
+  }
+#else
+  __trap();  // built without sm_90a code: the host never launches this kernel then
+#endif
+}
+
+template <int kHeadDim, typename T>
+cudaError_t launch_prefill_sm90(const PrefillParams& p, cudaStream_t stream) {
+  using Tr = PrefillSm90Traits<kHeadDim, T>;
+  auto kernel = prefill_sm90_kernel<kHeadDim, T>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.max_seqlen_q + kSm90BlockM - 1) / kSm90BlockM, p.num_heads, p.batch);
+  kernel<<<grid, kSm90Threads, Tr::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashserve::cuda

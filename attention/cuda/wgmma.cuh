@@ -1,0 +1,96 @@
+// Hopper (sm_90a) warpgroup MMA helpers: shared-memory matrix descriptors for the 128-byte
+// swizzled layout, the two wgmma shapes the sm90 prefill kernel issues, and the fences.
+//
+// Layout ("SW128"): a tile of R rows × C 16-bit columns is stored as C/64 column blocks, each
+// [R rows][64 elements = 128 bytes], with the 16-byte chunk c of row r at chunk c ^ (r mod 8)
+// (sw128_offset). Every tile starts on a 1024-byte boundary, so the hardware's swizzle (address
+// bits 4-6 XOR bits 7-9) matches it, and a k-step of 16 columns inside a column block is the
+// descriptor's start address plus 32 bytes.
+//  - K-major operand (Q as A, K as B of S = Q·Kᵀ): 8-row groups 1024 bytes apart (SBO); the
+//    leading offset is unused with swizzling (1).
+//  - MN-major operand (V as B of O = P·V, rows = keys = the K dimension): issued 64 columns of
+//    N at a time (one column block), so the only stride is between 8-key groups: 1024 bytes
+//    (set in both offset fields).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace flashserve::cuda {
+
+// Element offset of chunk `chunk` (16 bytes) of row `row` in a SW128 tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ int sw128_offset(int row, int chunk) {
+  return (chunk >> 3) * (kRows * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+
+__device__ __forceinline__ uint64_t sw128_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
+         (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ uint64_t kmajor_desc(const void* smem) { return sw128_desc(smem, 16, 1024); }
+__device__ __forceinline__ uint64_t mnmajor_desc(const void* smem) { return sw128_desc(smem, 1024, 1024); }
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
+// async proxy (wgmma operands); a barrier must follow before other threads' wgmmas read them.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// d[64] (+)= A(64×16, K-major in shared memory) · B(16×128, K-major): m64n128k16. accumulate = 0
+// overwrites d.
+template <typename T>
+__device__ void wgmma_ss_n128(float (&d)[64], uint64_t a, uint64_t b, int accumulate);
+// d[32] += A(64×16, registers: the mma.sync A fragment of this warp's 16 rows) · B(16×64,
+// MN-major in shared memory): m64n64k16.
+template <typename T>
+__device__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b);
+
+#define FS_D8(o)                                                                                         \
+  "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+      "+f"(d[o + 7])
+#define FS_D32 FS_D8(0), FS_D8(8), FS_D8(16), FS_D8(24)
+#define FS_D64 FS_D32, FS_D8(32), FS_D8(40), FS_D8(48), FS_D8(56)
+#define FS_R32                                                                                            \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FS_R64                                                                                            \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "  \
+  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "  \
+  "%62, %63}"
+#define FS_WGMMA_DEFINE(T, TY)                                                                           \
+  template <>                                                                                           \
+  __device__ __forceinline__ void wgmma_ss_n128<T>(float (&d)[64], uint64_t a, uint64_t b, int accumulate) { \
+    asm volatile(                                                                                       \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                    \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FS_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
+        : FS_D64                                                                                        \
+        : "l"(a), "l"(b), "r"(accumulate));                                                             \
+  }                                                                                                     \
+  template <>                                                                                           \
+  __device__ __forceinline__ void wgmma_rs_n64<T>(float (&d)[32], const uint32_t (&a)[4], uint64_t b) { \
+    asm volatile(                                                                                       \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                    \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FS_R32                              \
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                 \
+        : FS_D32                                                                                        \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                                  \
+  }
+FS_WGMMA_DEFINE(__nv_bfloat16, "bf16")
+FS_WGMMA_DEFINE(__half, "f16")
+#undef FS_WGMMA_DEFINE
+#undef FS_R64
+#undef FS_R32
+#undef FS_D64
+#undef FS_D32
+#undef FS_D8
+
+}  // namespace flashserve::cuda
