@@ -40,9 +40,12 @@ struct PrefillSm90Traits {
   static constexpr int kBlocks = kHeadDim / 64;    // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;    // k-steps of S = Q·Kᵀ
 #ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/NOTES.md)
-#define FLASHSERVE_SM90_STAGES_128 2
+#define FLASHSERVE_SM90_STAGES_128 3
 #endif
-  static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : 3;
+  // At least 3: the copy of tile t+kStages-2 is issued while tile t's stage is still being
+  // read (by P(t)·V(t)), so one stage is always busy computing and one filling.
+  static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : 4;
+  static_assert(kStages >= 3, "pipeline depth");
   static constexpr int kTileElems = kSm90BlockN * kHeadDim;
   static constexpr int kQElems = kSm90BlockM * kHeadDim;
   static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + 1024;  // + 1024-byte alignment
@@ -113,12 +116,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
   }
   int32_t ids[Tr::kRowsPerThread];
 #pragma unroll
-  for (int s = 0; s < Tr::kStages - 1; ++s) {
+  for (int s = 0; s < Tr::kStages - 2; ++s) {  // the rest come with next_tile_ready
     fetch_ids(s, ids);
     if (s < num_tiles) load_tile(s, s, ids);
     cp_async_commit();
   }
-  fetch_ids(Tr::kStages - 1, ids);
+  fetch_ids(Tr::kStages - 2, ids);
 
   // This thread's rows: gid and gid + 8 of its warp's 16 rows of its warpgroup's 64.
   const int wg = tid / 128;
@@ -142,22 +145,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
   const LogitArgs la(p.mask, h);
   const T* q_wg = smem_q + wg * 64 * 64;  // this warpgroup's 64 rows in each column block
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    cp_async_wait<Tr::kStages - 2>();
-    fence_proxy_async();  // the landed copies (and Q) are visible to wgmma after the barrier
-    __syncthreads();      // ... and the oldest stage is free (every warpgroup's wgmmas retired)
-    if (tile + Tr::kStages - 1 < num_tiles) load_tile(tile + Tr::kStages - 1, (tile + Tr::kStages - 1) % Tr::kStages, ids);
-    cp_async_commit();
-    fetch_ids(tile + Tr::kStages, ids);
-
-    const int stage = tile % Tr::kStages;
-    const T* sk = smem_k + stage * Tr::kTileElems;
-    const T* sv = smem_v + stage * Tr::kTileElems;
-    const int key0 = static_cast<int>(cta.cta_lo) + tile * kSm90BlockN;
-
-    // S = Q·Kᵀ over head_dim: k-step ks is 16 columns of column block ks / 4.
-    float s[64];
-    wgmma_fence();
+  // S(t) = Q·K(t)ᵀ over head_dim: k-step ks is 16 columns of column block ks / 4.
+  float s[64];
+  auto issue_s = [&](int tile) {
+    const T* sk = smem_k + (tile % Tr::kStages) * Tr::kTileElems;
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       const int blk = ks / 4, col = (ks % 4) * 16;
@@ -165,25 +156,50 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
                        kmajor_desc(sk + blk * kSm90BlockN * 64 + col), ks > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+  };
+  // The tile `tile` (and, the first time, Q) has landed for every thread, and every warpgroup
+  // has retired its wgmmas on tile - 2 (the stage the copy of tile + kStages - 2 reuses).
+  auto next_tile_ready = [&](int tile) {
+    cp_async_wait<Tr::kStages - 3>();
+    fence_proxy_async();  // the landed copies are visible to wgmma after the barrier
+    __syncthreads();
+    if (tile + Tr::kStages - 2 < num_tiles)
+      load_tile(tile + Tr::kStages - 2, (tile + Tr::kStages - 2) % Tr::kStages, ids);
+    cp_async_commit();
+    fetch_ids(tile + Tr::kStages - 1, ids);
+  };
 
-    // Logits, mask, online softmax; accumulator pair (nt, i): s[4·nt + 2·i + e].
+  // Software pipeline per warpgroup: while the tensor cores run P(t)·V(t), the warps compute
+  // the softmax of S(t+1), which was issued before it.
+  if (num_tiles > 0) {
+    next_tile_ready(0);
+    wgmma_fence();
+    issue_s(0);
+    wgmma_wait<0>();
+  }
+  uint32_t pa[8][4];
+  // One tile; `more` (a compile-time constant: the last tile is peeled off) says whether S of
+  // the next tile is issued, so that ptxas sees which wgmma group each wait retires.
+  auto step = [&](int tile, auto more_c) {
+    constexpr bool more = decltype(more_c)::value;
+    const int key0 = static_cast<int>(cta.cta_lo) + tile * kSm90BlockN;
     const bool masked = cta.masked(key0, kSm90BlockN);
+    float f[2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float f = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                                      row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    for (int i = 0; i < 2; ++i)
+      f[i] = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
+                             row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    wgmma_wait<0>();  // P(t-1)·V(t-1) has retired: O may be rescaled
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-          o[c][4 * n + 2 * i] *= f;
-          o[c][4 * n + 2 * i + 1] *= f;
+          o[c][4 * n + 2 * i] *= f[i];
+          o[c][4 * n + 2 * i + 1] *= f[i];
         }
-    }
-
-    // O += P·V: 16 keys a k-step; P's A fragment from S's accumulator pairs 2kk and 2kk+1.
-    uint32_t pa[8][4];
+    // P's A fragment for keys 16kk..16kk+15: S's accumulator pairs 2kk and 2kk+1.
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -191,15 +207,22 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
       pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
     }
+    if constexpr (more) next_tile_ready(tile + 1);
     wgmma_fence();
+    if constexpr (more) issue_s(tile + 1);
+    // O += P·V: V as an MN-major operand, 64 output columns a wgmma.
+    const T* sv = smem_v + (tile % Tr::kStages) * Tr::kTileElems;
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
         wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
     wgmma_commit();
-    wgmma_wait<0>();
-  }
+    if constexpr (more) wgmma_wait<1>();  // S(t+1) is in; P(t)·V(t) may still run
+  };
+  for (int tile = 0; tile + 1 < num_tiles; ++tile) step(tile, std::true_type{});
+  if (num_tiles > 0) step(num_tiles - 1, std::false_type{});
+  wgmma_wait<0>();
   cp_async_wait<0>();
 
   // Normalise and store: o in the storage type, lse in natural log.
