@@ -25,6 +25,7 @@ struct PrefillCta {
   const char* k_base = nullptr;
   const char* v_base = nullptr;
   const int32_t* table = nullptr;
+  int64_t k_row_bytes = 0, v_row_bytes = 0;         // packed: bytes between key rows
 
   // False when the tile starts past the sequence's queries (the CTA has nothing to do).
   __device__ __forceinline__ bool init(const PrefillParams& p, int m_tile, int h, int b, int block_m, int block_n,
@@ -47,6 +48,8 @@ struct PrefillCta {
       k0 = p.cu_seqlens_k[b];
       k_len = p.cu_seqlens_k[b + 1] - k0;
       k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
+      k_row_bytes = p.k_row_stride * elem;
+      v_row_bytes = p.v_row_stride * elem;
       v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
     }
     pos0 = k_len - q_len;
@@ -61,28 +64,68 @@ struct PrefillCta {
     return true;
   }
 
-  // Page id of `key` (paged; read a tile ahead of its copy), 0 when packed or out of range.
-  __device__ __forceinline__ int32_t block_id(const PrefillParams& p, int64_t key, bool in_range) const {
-    return (p.paged && in_range && key < cta_hi) ? table[key >> block_shift] : 0;
-  }
-  // Byte offsets of `key`'s K and V rows from k_base / v_base; false (nothing to read) past the
-  // range or for a bad page id. kPaged is p.paged, hoisted out of the copy loops.
-  template <bool kPaged>
-  __device__ __forceinline__ bool source(const PrefillParams& p, int64_t key, int32_t id, int elem, int64_t& koff,
-                                         int64_t& voff) const {
-    bool valid = key < cta_hi;
-    if constexpr (kPaged) {
-      valid = valid && id >= 0 && id < p.pages.num_blocks;
-      koff = voff = valid ? (static_cast<int64_t>(id) * p.pages.block_stride + (key & block_mask) * p.pages.token_stride) * elem : 0;
-    } else {
-      koff = valid ? key * p.k_row_stride * elem : 0;
-      voff = valid ? key * p.v_row_stride * elem : 0;
-    }
-    return valid;
-  }
   // Whether some row's range ends inside the tile of block_n keys at key0 (only then mask).
   __device__ __forceinline__ bool masked(int64_t key0, int block_n) const {
     return key0 < lo_last || key0 + block_n > hi_first || key0 + block_n > k_len;
+  }
+};
+
+// A CTA's K/V tile copies: kThreads threads, kKeys keys a tile, 16-byte chunks; thread tid
+// copies chunk tid % kChunks of keys tid / kChunks + i·kPass (i < kRows) with cp.async,
+// zero-filling keys past the range (and, paged, keys on a bad page id, which reads nothing).
+// Paged: page ids are read a tile ahead of the copies that use them (fetch_ids), so a copy
+// never waits behind a block-table read. Packed: one 64-bit row offset a tile, then pointer
+// steps. dst(j, chunk) is the element offset of a key's chunk in the stage (the kernel's
+// swizzle).
+template <int kThreads, int kKeys, int kChunks>
+struct KVTileCopier {
+  static constexpr int kPass = kThreads / kChunks;  // keys a pass of all threads
+  static constexpr int kRows = kKeys / kPass;       // passes a tile
+  static_assert(kRows >= 1 && kKeys % kPass == 0, "tile");
+  int32_t ids[kRows];
+
+  __device__ __forceinline__ void fetch_ids(const PrefillParams& p, const PrefillCta& cta, int tile, int tid) {
+    if (!p.paged) return;
+    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kKeys + tid / kChunks;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int64_t key = key0 + i * kPass;
+      ids[i] = (tile < cta.num_tiles && key < cta.cta_hi) ? cta.table[key >> cta.block_shift] : -1;
+    }
+  }
+
+  template <typename T, typename Dst>
+  __device__ __forceinline__ void copy(const PrefillParams& p, const PrefillCta& cta, int tile, T* sk, T* sv, int tid,
+                                       Dst dst) const {
+    constexpr int elem = sizeof(T);
+    const int chunk = tid % kChunks, j0 = tid / kChunks;
+    const int64_t first = cta.cta_lo + static_cast<int64_t>(tile) * kKeys + j0;  // this thread's first key
+    const int64_t left = cta.cta_hi - first;  // keys i·kPass < left are in range
+    if (p.paged) {
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const int64_t key = first + i * kPass;
+        const int32_t id = ids[i];
+        const bool valid = i * kPass < left && id >= 0 && id < p.pages.num_blocks;
+        const int64_t off =
+            valid ? (static_cast<int64_t>(id) * p.pages.block_stride + (key & cta.block_mask) * p.pages.token_stride) * elem : 0;
+        const int d = dst(j0 + i * kPass, chunk);
+        cp_async_16(sk + d, cta.k_base + off + chunk * 16, valid);
+        cp_async_16(sv + d, cta.v_base + off + chunk * 16, valid);
+      }
+    } else {
+      const char* ks = cta.k_base + first * cta.k_row_bytes + chunk * 16;
+      const char* vs = cta.v_base + first * cta.v_row_bytes + chunk * 16;
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const bool valid = i * kPass < left;  // src-size 0 when not: nothing is read
+        const int d = dst(j0 + i * kPass, chunk);
+        cp_async_16(sk + d, ks, valid);
+        cp_async_16(sv + d, vs, valid);
+        ks += kPass * cta.k_row_bytes;
+        vs += kPass * cta.v_row_bytes;
+      }
+    }
   }
 };
 

@@ -49,9 +49,6 @@ struct PrefillTraits {
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr int kSmemQ = kBlockM * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemQ + 2 * kPrefillStages * kTileElems * sizeof(T);
-  static constexpr int kKeysPerPass = kPrefillThreads / kChunks;
-  static constexpr int kRowsPerThread = kBlockN / kKeysPerPass;
-  static_assert(kRowsPerThread >= 1, "tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -71,34 +68,11 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   PrefillCta cta;
   if (!cta.init(p, m_tile, h, b, Tr::kBlockM, Tr::kBlockN, elem)) return;
   const int num_tiles = cta.num_tiles;
-  const int my_chunk = tid % Tr::kChunks;
 
-  // Block ids one tile ahead of their copies (paged); packed keys need none.
-  auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
-#pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i)
-      ids[i] = cta.block_id(p, key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass, tile < num_tiles);
-  };
-  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * Tr::kBlockN;
-    T* sk = smem_k + stage * Tr::kTileElems;
-    T* sv = smem_v + stage * Tr::kTileElems;
-    auto copy = [&](auto paged) {
-#pragma unroll
-      for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-        const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
-        int64_t koff, voff;
-        const bool valid = cta.source<decltype(paged)::value>(p, key0 + j, ids[i], elem, koff, voff);
-        cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), cta.k_base + koff + my_chunk * 16, valid);
-        cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), cta.v_base + voff + my_chunk * 16, valid);
-      }
-    };
-    if (p.paged) {
-      copy(std::true_type{});
-    } else {
-      copy(std::false_type{});
-    }
+  KVTileCopier<kPrefillThreads, Tr::kBlockN, Tr::kChunks> kv;
+  auto load_tile = [&](int tile, int stage) {
+    kv.copy(p, cta, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 
   // Q tile: rows past q_len are zero.
@@ -112,14 +86,13 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     }
     cp_async_commit();
   }
-  int32_t ids[Tr::kRowsPerThread];
 #pragma unroll
   for (int s = 0; s < kPrefillStages - 1; ++s) {
-    fetch_ids(s, ids);
-    if (s < num_tiles) load_tile(s, s, ids);
+    kv.fetch_ids(p, cta, s, tid);
+    if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
-  fetch_ids(kPrefillStages - 1, ids);
+  kv.fetch_ids(p, cta, kPrefillStages - 1, tid);
 
   // This lane's rows: gid and gid + 8 of each of the warp's m16 tiles.
   const int wrow0 = warp * 16 * Tr::kMTiles;
@@ -153,9 +126,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     cp_async_wait<kPrefillStages - 2>();
     __syncthreads();  // this tile (and, the first time, Q) has landed; the oldest stage is free
     if (tile + kPrefillStages - 1 < num_tiles)
-      load_tile(tile + kPrefillStages - 1, (tile + kPrefillStages - 1) % kPrefillStages, ids);
+      load_tile(tile + kPrefillStages - 1, (tile + kPrefillStages - 1) % kPrefillStages);
     cp_async_commit();
-    fetch_ids(tile + kPrefillStages, ids);
+    kv.fetch_ids(p, cta, tile + kPrefillStages, tid);
 
     const int stage = tile % kPrefillStages;
     const T* sk = smem_k + stage * Tr::kTileElems;

@@ -28,9 +28,13 @@
 
 namespace flashserve::cuda {
 
-inline constexpr int kSm90Threads = 256;  // two warpgroups
-inline constexpr int kSm90BlockM = 128;   // 64 query rows a warpgroup
-inline constexpr int kSm90BlockN = 128;   // keys a K/V tile
+inline constexpr int kSm90BlockN = 128;  // keys a K/V tile
+#ifndef FLASHSERVE_SM90_WARPGROUPS_64  // A/B builds only (bench/NOTES.md)
+#define FLASHSERVE_SM90_WARPGROUPS_64 2
+#endif
+#ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/NOTES.md)
+#define FLASHSERVE_SM90_STAGES_128 3
+#endif
 
 template <int kHeadDim, typename T>
 struct PrefillSm90Traits {
@@ -39,23 +43,24 @@ struct PrefillSm90Traits {
   static constexpr int kChunks = kHeadDim / 8;     // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;    // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;    // k-steps of S = Q·Kᵀ
-#ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/NOTES.md)
-#define FLASHSERVE_SM90_STAGES_128 3
-#endif
+  // Warpgroups (64 query rows each) a CTA; with one, two CTAs share an SM.
+  static constexpr int kWarpgroups = kHeadDim == 64 ? FLASHSERVE_SM90_WARPGROUPS_64 : 2;
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kBlockM = 64 * kWarpgroups;
+  static constexpr int kMinBlocks = kWarpgroups == 1 ? 2 : 1;
   // At least 3: the copy of tile t+kStages-2 is issued while tile t's stage is still being
   // read (by P(t)·V(t)), so one stage is always busy computing and one filling.
-  static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : 4;
+  static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : (kWarpgroups == 1 ? 3 : 4);
   static_assert(kStages >= 3, "pipeline depth");
   static constexpr int kTileElems = kSm90BlockN * kHeadDim;
-  static constexpr int kQElems = kSm90BlockM * kHeadDim;
+  static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + 1024;  // + 1024-byte alignment
-  static constexpr int kKeysPerPass = kSm90Threads / kChunks;
-  static constexpr int kRowsPerThread = kSm90BlockN / kKeysPerPass;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+  static_assert(kSmemBytes * kMinBlocks <= 228 * 1024 && kSmemBytes <= 227 * 1024, "shared memory");
 };
 
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __grid_constant__ PrefillParams p) {
+__global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, PrefillSm90Traits<kHeadDim, T>::kMinBlocks)
+    prefill_sm90_kernel(const __grid_constant__ PrefillParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = PrefillSm90Traits<kHeadDim, T>;
   extern __shared__ unsigned char smem_raw[];
@@ -70,58 +75,34 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
   const int gid = lane / 4, tig = lane % 4;
   constexpr int elem = 2;
   PrefillCta cta;
-  if (!cta.init(p, m_tile, h, b, kSm90BlockM, kSm90BlockN, elem)) return;
+  if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kSm90BlockN, elem)) return;
   const int num_tiles = cta.num_tiles;
-  const int my_chunk = tid % Tr::kChunks;
 
-  auto fetch_ids = [&](int tile, int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kSm90BlockN;
-#pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i)
-      ids[i] = cta.block_id(p, key0 + tid / Tr::kChunks + i * Tr::kKeysPerPass, tile < num_tiles);
-  };
-  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[Tr::kRowsPerThread]) {
-    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kSm90BlockN;
-    T* sk = smem_k + stage * Tr::kTileElems;
-    T* sv = smem_v + stage * Tr::kTileElems;
-    auto copy = [&](auto paged) {
-#pragma unroll
-      for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-        const int j = tid / Tr::kChunks + i * Tr::kKeysPerPass;
-        int64_t koff, voff;
-        const bool valid = cta.source<decltype(paged)::value>(p, key0 + j, ids[i], elem, koff, voff);
-        const int dst = sw128_offset<kSm90BlockN>(j, my_chunk);
-        cp_async_16(sk + dst, cta.k_base + koff + my_chunk * 16, valid);
-        cp_async_16(sv + dst, cta.v_base + voff + my_chunk * 16, valid);
-      }
-    };
-    if (p.paged) {
-      copy(std::true_type{});
-    } else {
-      copy(std::false_type{});
-    }
+  KVTileCopier<Tr::kThreads, kSm90BlockN, Tr::kChunks> kv;
+  auto load_tile = [&](int tile, int stage) {
+    kv.copy(p, cta, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return sw128_offset<kSm90BlockN>(j, c); });
   };
 
   // Q tile: rows past q_len are zero.
   {
     const char* q_base =
         static_cast<const char*>(p.q) + ((cta.q0 + cta.row0) * p.q_row_stride + h * p.q_head_stride) * elem;
-    for (int i = tid; i < kSm90BlockM * Tr::kChunks; i += kSm90Threads) {
+    for (int i = tid; i < Tr::kBlockM * Tr::kChunks; i += Tr::kThreads) {
       const int r = i / Tr::kChunks, c = i % Tr::kChunks;
       const bool valid = r < cta.block_rows;
-      cp_async_16(smem_q + sw128_offset<kSm90BlockM>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16,
+      cp_async_16(smem_q + sw128_offset<Tr::kBlockM>(r, c), q_base + (valid ? r * p.q_row_stride * elem : 0) + c * 16,
                   valid);
     }
     cp_async_commit();
   }
-  int32_t ids[Tr::kRowsPerThread];
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 2; ++s) {  // the rest come with next_tile_ready
-    fetch_ids(s, ids);
-    if (s < num_tiles) load_tile(s, s, ids);
+    kv.fetch_ids(p, cta, s, tid);
+    if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
-  fetch_ids(Tr::kStages - 2, ids);
+  kv.fetch_ids(p, cta, Tr::kStages - 2, tid);
 
   // This thread's rows: gid and gid + 8 of its warp's 16 rows of its warpgroup's 64.
   const int wg = tid / 128;
@@ -152,7 +133,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       const int blk = ks / 4, col = (ks % 4) * 16;
-      wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * kSm90BlockM * 64 + col),
+      wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col),
                        kmajor_desc(sk + blk * kSm90BlockN * 64 + col), ks > 0);
     }
     wgmma_commit();
@@ -164,9 +145,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) prefill_sm90_kernel(const __g
     fence_proxy_async();  // the landed copies are visible to wgmma after the barrier
     __syncthreads();
     if (tile + Tr::kStages - 2 < num_tiles)
-      load_tile(tile + Tr::kStages - 2, (tile + Tr::kStages - 2) % Tr::kStages, ids);
+      load_tile(tile + Tr::kStages - 2, (tile + Tr::kStages - 2) % Tr::kStages);
     cp_async_commit();
-    fetch_ids(tile + Tr::kStages - 1, ids);
+    kv.fetch_ids(p, cta, tile + Tr::kStages - 1, tid);
   };
 
   // Software pipeline per warpgroup: while the tensor cores run P(t)·V(t), the warps compute
@@ -253,8 +234,8 @@ cudaError_t launch_prefill_sm90(const PrefillParams& p, cudaStream_t stream) {
   auto kernel = prefill_sm90_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_q + kSm90BlockM - 1) / kSm90BlockM, p.num_heads, p.batch);
-  kernel<<<grid, kSm90Threads, Tr::kSmemBytes, stream>>>(p);
+  const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.num_heads, p.batch);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
