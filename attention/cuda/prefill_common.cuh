@@ -182,26 +182,30 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
       }
     }
   }
-  float mx = -INFINITY;
+  // Max and sum over four independent partials: short dependency chains (two warps a scheduler
+  // cannot hide a serial chain of 32 adds).
+  static_assert(kNTiles % 4 == 0, "four partials");
+  float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) mx = fmaxf(mx, fmaxf(at(nt, 0), at(nt, 1)));
+  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % 4] = fmaxf(m4[nt % 4], fmaxf(at(nt, 0), at(nt, 1)));
+  float mx = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
   const float m_new = fmaxf(m_run, mx * to_log2);        // to_log2 > 0: the max commutes
   const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
   const float f = fast_exp2(m_run - m_use);              // 0 when m_run was -inf
   m_run = m_new;
-  float rs = 0.f;
+  float r4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const float pe = fast_exp2(fmaf(at(nt, e), to_log2, -m_use));  // -inf -> 0
       at(nt, e) = pe;
-      rs += pe;
+      r4[nt % 4] += pe;
     }
   }
-  l_run = l_run * f + rs;
+  l_run = l_run * f + ((r4[0] + r4[1]) + (r4[2] + r4[3]));
   return f;
 }
 
