@@ -121,11 +121,11 @@ class Case:
                 self.vs.append(v.contiguous())
 
 
-def ours(lib, case, num_workers, graph_mode=False):
+def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
     fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), 1, HEADS, KV_HEADS, HEAD_DIM, case.page,
-                                             num_workers, 0, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
+                                             num_workers, min_pages, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
@@ -208,21 +208,23 @@ def kernel_breakdown(fns):
 
 
 def sweep(lib, sms, gen):
-    """Ours at several split choices (via the worker count given to the planner)."""
-    print("sweep: shape, workers -> splits, us, GB/s; kernel breakdown (us per call)")
+    """Ours at several split choices: the worker count and the minimum pages a split given to
+    the planner (0: its default, 256 keys)."""
+    print("sweep: shape, workers, min pages -> splits, us, GB/s; kernel breakdown (us per call)")
     for lens in ([4096], [32768], [131072], [8192] * 8, None):
         if lens is None:
             g = torch.Generator().manual_seed(7)
             lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
         probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
         case = Case(lens, 16, torch.bfloat16, max(1, min(16, math.ceil(4 * L2_BYTES / probe))), gen)
-        for workers in (sms // 2, sms, 2 * sms, 4 * sms, 8 * sms):
-            fns, keep, plan = ours(lib, case, workers)
-            t = graph_time(fns)
-            bd = kernel_breakdown(fns[:1]) if workers == 2 * sms else {}
-            print(f"  batch {len(lens)} max {max(lens)}: workers {workers:4d} -> splits {plan.num_splits:3d} "
-                  f"items {plan.work_items:5d}: {t * 1e6:8.1f} us {case.kv_bytes / t / 1e9:7.0f} GB/s "
-                  f"{json.dumps(bd) if bd else ''}", flush=True)
+        for workers in (sms, 2 * sms, 4 * sms):
+            for min_pages in (0, 8, 4, 2):
+                fns, keep, plan = ours(lib, case, workers, min_pages=min_pages)
+                t = graph_time(fns)
+                bd = kernel_breakdown(fns[:1]) if workers == 2 * sms and min_pages == 0 else {}
+                print(f"  batch {len(lens)} max {max(lens)}: workers {workers:4d} min_pages {min_pages:2d} -> splits "
+                      f"{plan.num_splits:3d} items {plan.work_items:5d}: {t * 1e6:8.1f} us "
+                      f"{case.kv_bytes / t / 1e9:7.0f} GB/s {json.dumps(bd) if bd else ''}", flush=True)
         del case
         torch.cuda.empty_cache()
 
