@@ -149,6 +149,71 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
   check_problem(p);
 }
 
+// Pages of every power-of-two size the kernels take, 1 to 256 (scattered ids, NaN in free
+// slots), both head dims, against the reference and across the two kernels.
+TEST(PrefillCuda, PageSizesOneTo256) {
+  FS_SKIP_WITHOUT_CUDA();
+  int seed = 1300;
+  for (int bs : {1, 2, 8, 32, 128, 256}) {
+    Problem p;
+    p.num_heads = 21;
+    p.num_kv_heads = 3;
+    p.head_dim = bs % 4 == 0 ? 128 : 64;
+    p.dtype = (bs / 2) % 2 ? DType::kFloat16 : DType::kBFloat16;
+    p.causal = bs != 32;
+    p.block_size = bs;
+    p.seed = seed++;
+    p.seqs = {{77, 257}, {1, 7}, {130, 300}, {64, 64}, {200, 1025}};
+    check_problem(p);
+  }
+}
+
+// Head dim 256: a build option (FLASHSERVE_PREFILL_HD256); without it a clear kUnsupported.
+TEST(PrefillCuda, HeadDim256) {
+  FS_SKIP_WITHOUT_CUDA();
+#if FLASHSERVE_PREFILL_HD256
+  struct Opt {
+    int heads, kv_heads;
+    bool causal;
+    int block_size, wl;
+    bool alibi;
+    float softcap;
+    DType dtype;
+  };
+  const Opt opts[] = {{8, 2, false, 0, -1, false, 0, DType::kBFloat16}, {21, 3, true, 0, -1, false, 0, DType::kFloat16},
+                      {8, 8, true, 16, -1, false, 0, DType::kBFloat16}, {21, 3, true, 64, 40, true, 20, DType::kBFloat16},
+                      {4, 1, false, 16, 17, false, 5, DType::kFloat16}};
+  int seed = 1400;
+  for (const Opt& o : opts) {
+    Problem p;
+    p.num_heads = o.heads;
+    p.num_kv_heads = o.kv_heads;
+    p.head_dim = 256;
+    p.dtype = o.dtype;
+    p.causal = o.causal;
+    p.block_size = o.block_size;
+    p.window_left = o.wl;
+    p.alibi = o.alibi;
+    p.softcap = o.softcap;
+    p.seed = seed++;
+    p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {257, 1025}};
+    check_problem(p);
+  }
+#else
+  Problem p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 256;
+  p.dtype = DType::kBFloat16;
+  p.seqs = {{7, 7}};
+  ProblemData d = make_data(p);
+  Status st;
+  run_gpu(p, d, &st);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("FLASHSERVE_PREFILL_HD256"), std::string::npos) << st.to_string();
+#endif
+}
+
 TEST(PrefillCuda, UnsupportedShapesAreErrors) {
   FS_SKIP_WITHOUT_CUDA();
   Problem p;

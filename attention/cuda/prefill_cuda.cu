@@ -14,6 +14,10 @@ extern template cudaError_t launch_prefill<64, __half>(const PrefillParams&, cud
 extern template cudaError_t launch_prefill<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+#if FLASHSERVE_PREFILL_HD256
+extern template cudaError_t launch_prefill<256, __half>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill<256, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+#endif
 template <int kHeadDim, typename T>
 cudaError_t launch_prefill_sm90(const PrefillParams& p, cudaStream_t stream);
 extern template cudaError_t launch_prefill_sm90<64, __half>(const PrefillParams&, cudaStream_t);
@@ -21,6 +25,12 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 bool prefill_sm90_runs_here();
+
+#if FLASHSERVE_PREFILL_HD256
+constexpr bool kHeadDim256 = true;
+#else
+constexpr bool kHeadDim256 = false;
+#endif
 
 namespace {
 
@@ -58,8 +68,10 @@ Status pick_wgmma(bool* wgmma) {
 
 Status validate_prefill_cuda(const PrefillParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("prefill: the CUDA kernels take fp16 or bf16, not fp32");
-  if (p.head_dim != 64 && p.head_dim != 128)
-    return unsupported("prefill: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128)");
+  if (p.head_dim == 256 && !kHeadDim256)
+    return unsupported("prefill: head_dim 256 on CUDA needs a build with -DFLASHSERVE_PREFILL_HD256=ON");
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+    return unsupported("prefill: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128, 256)");
   if (p.batch > 65535 || p.num_heads > 65535) return unsupported("prefill: batch and num_heads must be <= 65535 on CUDA");
   if (p.batch > 0 && p.max_seqlen_q <= 0)
     return invalid_argument("prefill: CUDA needs max_seqlen_q > 0 (the longest query length)");
@@ -88,6 +100,13 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   bool wgmma = false;
   FS_RETURN_IF_ERROR(pick_wgmma(&wgmma));
   cudaError_t err;
+#if FLASHSERVE_PREFILL_HD256
+  if (p.head_dim == 256) {  // the mma.sync kernel only (a wgmma tile of 256 columns does not fit)
+    err = p.dtype == DType::kFloat16 ? launch_prefill<256, __half>(p, stream)
+                                     : launch_prefill<256, __nv_bfloat16>(p, stream);
+    return cuda_status(err, "prefill kernel (head_dim 256)");
+  }
+#endif
   if (wgmma) {
     if (p.head_dim == 64) {
       err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)

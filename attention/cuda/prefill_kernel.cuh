@@ -32,19 +32,20 @@ inline constexpr int kPrefillStages = 3;
 
 template <int kHeadDim, typename T>
 struct PrefillTraits {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "prefill: head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill: head_dim 64, 128 or 256");
   static constexpr int kElemsPerChunk = 16 / sizeof(T);
   static constexpr int kChunks = kHeadDim / kElemsPerChunk;
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kNTiles = kHeadDim / 8;
   // m16 tiles per warp: at head_dim 128 two (32 rows: every K/V fragment serves both, half the
   // shared-memory traffic per MMA; measured 1.3× over one), at head_dim 64 one (two spilled
-  // and ran 20% slower: bench/NOTES.md, prefill v2).
+  // and ran 20% slower: bench/NOTES.md, prefill v2); at 256 (a build option) one, O alone
+  // takes 128 registers.
   static constexpr int kMTiles = kHeadDim == 128 ? 2 : 1;
   static constexpr int kBlockM = kPrefillWarps * 16 * kMTiles;
   // Keys per K/V tile: 32 at head_dim 128 keeps S (2 m-tiles × 4 n-tiles) and O (2 × 16) in
-  // registers; 64 at head_dim 64.
-  static constexpr int kBlockN = kHeadDim == 128 ? 32 : 64;
+  // registers; 64 at head_dim 64; 32 at 256.
+  static constexpr int kBlockN = kHeadDim == 64 ? 64 : 32;
   static constexpr int kKeyTiles = kBlockN / 8;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr int kSmemQ = kBlockM * kHeadDim * sizeof(T);

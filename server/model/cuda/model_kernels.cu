@@ -6,8 +6,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
-
 __global__ void embed_gather_kernel(const __nv_bfloat16* embed, const int32_t* tokens, int64_t hidden, float* x) {
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* row = embed + static_cast<int64_t>(tokens[t]) * hidden;
