@@ -24,7 +24,7 @@ extern template cudaError_t launch_prefill_sm90<64, __half>(const PrefillParams&
 extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
-bool prefill_sm90_runs_here();
+cudaError_t prefill_sm90_runs_here(bool* runs);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -49,7 +49,10 @@ Status pick_wgmma(bool* wgmma) {
   }
   int known = device >= 0 ? cached[device].load(std::memory_order_relaxed) : 0;
   if (known == 0) {
-    known = prefill_sm90_runs_here() ? 2 : 1;
+    bool runs = false;
+    const cudaError_t err = prefill_sm90_runs_here(&runs);
+    if (err != cudaSuccess) return cuda_status(err, "prefill: kernel attributes");  // not cached: asked again
+    known = runs ? 2 : 1;
     if (device >= 0) cached[device].store(known, std::memory_order_relaxed);
   }
   const char* force = std::getenv("FLASHSERVE_PREFILL_KERNEL");
@@ -97,16 +100,24 @@ Status validate_prefill_cuda(const PrefillParams& p) {
 
 Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  bool wgmma = false;
-  FS_RETURN_IF_ERROR(pick_wgmma(&wgmma));
   cudaError_t err;
 #if FLASHSERVE_PREFILL_HD256
   if (p.head_dim == 256) {  // the mma.sync kernel only (a wgmma tile of 256 columns does not fit)
+    int device = 0, optin = 0;
+    err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
+    constexpr int kNeed = PrefillTraits<256, __half>::kSmemBytes;
+    if (optin < kNeed)
+      return unsupported("prefill: head_dim 256 needs " + std::to_string(kNeed) + " bytes of shared memory per block; " +
+                         "this device allows " + std::to_string(optin));
     err = p.dtype == DType::kFloat16 ? launch_prefill<256, __half>(p, stream)
                                      : launch_prefill<256, __nv_bfloat16>(p, stream);
     return cuda_status(err, "prefill kernel (head_dim 256)");
   }
 #endif
+  bool wgmma = false;
+  FS_RETURN_IF_ERROR(pick_wgmma(&wgmma));
   if (wgmma) {
     if (p.head_dim == 64) {
       err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)

@@ -63,7 +63,8 @@ struct PrefillSm90Traits {
   static constexpr int kTileElems = kSm90BlockN * kHeadDim;
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + 1024;  // + 1024-byte alignment
-  static_assert(kSmemBytes * kMinBlocks <= 228 * 1024 && kSmemBytes <= 227 * 1024, "shared memory");
+  // The SM's 228 KB hold kMinBlocks CTAs, each with 1 KB the system reserves.
+  static_assert((kSmemBytes + 1024) * kMinBlocks <= 228 * 1024 && kSmemBytes <= 227 * 1024, "shared memory");
 };
 
 template <int kHeadDim, typename T>
@@ -273,7 +274,7 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
     if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
   }
 #else
-  __trap();  // built without sm_90a code: the host never launches this kernel then
+  __trap();  // not sm_90a code: the host launches this kernel only where it runs sm_90a code
 #endif
 }
 
