@@ -14,7 +14,10 @@
 //   O (64×head_dim) += P·V: P converted in registers into wgmma's A fragments (the same
 //     layout as S's accumulator pairs), V from shared memory as an MN-major operand, 64
 //     output columns per wgmma m64n64k16.
-// Tiles no row can see are never loaded; tiles run in reverse (causal: longest first).
+// Head_dim 128: one CTA an SM and a software pipeline per warpgroup (S of tile t+1 is issued
+// before P(t)·V(t), so the softmax overlaps the P·V wgmmas). Head_dim 64: two CTAs an SM at 128
+// registers, one tile at a time (the other CTA fills the gaps). Tiles no row can see are never
+// loaded; q tiles run in reverse (causal: longest first). bench/NOTES.md has each version.
 #pragma once
 
 #include <cuda_runtime.h>
