@@ -32,9 +32,6 @@
 namespace flashserve::cuda {
 
 inline constexpr int kSm90BlockN = 128;  // keys a K/V tile
-#ifndef FLASHSERVE_SM90_WARPGROUPS_64  // A/B builds only (bench/NOTES.md)
-#define FLASHSERVE_SM90_WARPGROUPS_64 2
-#endif
 #ifndef FLASHSERVE_SM90_TWO_CTAS_64  // A/B builds only (bench/NOTES.md)
 #define FLASHSERVE_SM90_TWO_CTAS_64 1
 #endif
@@ -49,16 +46,14 @@ struct PrefillSm90Traits {
   static constexpr int kChunks = kHeadDim / 8;     // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;    // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;    // k-steps of S = Q·Kᵀ
-  // Warpgroups (64 query rows each) a CTA; with one, two CTAs share an SM.
-  static constexpr int kWarpgroups = kHeadDim == 64 ? FLASHSERVE_SM90_WARPGROUPS_64 : 2;
-  static constexpr int kThreads = 128 * kWarpgroups;
-  static constexpr int kBlockM = 64 * kWarpgroups;
+  static constexpr int kThreads = 256;  // two warpgroups
+  static constexpr int kBlockM = 128;   // 64 query rows a warpgroup
   // Head_dim 64: two CTAs of two warpgroups an SM (at most 128 registers a thread, so without
   // the software pipeline, whose S and P fragments would not fit): one CTA's softmax, copies
   // and start-up overlap the other's wgmmas; measured 1.27× the pipelined single CTA.
-  static constexpr bool kTwoCtas = kHeadDim == 64 && kWarpgroups == 2 && FLASHSERVE_SM90_TWO_CTAS_64;
+  static constexpr bool kTwoCtas = kHeadDim == 64 && FLASHSERVE_SM90_TWO_CTAS_64;
   static constexpr bool kPipelined = !kTwoCtas;
-  static constexpr int kMinBlocks = (kWarpgroups == 1 || kTwoCtas) ? 2 : 1;
+  static constexpr int kMinBlocks = kTwoCtas ? 2 : 1;
   // At least 3: the copy of tile t+kStages-2 is issued while tile t's stage is still being
   // read (by P(t)·V(t)), so one stage is always busy computing and one filling.
   static constexpr int kStages = kHeadDim == 128 ? FLASHSERVE_SM90_STAGES_128 : (kMinBlocks == 2 ? 3 : 4);
@@ -162,6 +157,42 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
     kv.fetch_ids(p, cta, tile + Tr::kStages - 1, tid);
   };
 
+  // Softmax of row i's half of S in place (s becomes P); returns the factor for O's row i.
+  auto softmax = [&](int i, int key0, bool masked) {
+    return softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos[i],
+                           row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+  };
+  auto rescale_o = [&](int i, float f) {
+#pragma unroll
+    for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        o[c][4 * n + 2 * i] *= f;
+        o[c][4 * n + 2 * i + 1] *= f;
+      }
+  };
+  // P's A fragment for keys 16kk..16kk+15: S's accumulator pairs 2kk and 2kk+1.
+  uint32_t pa[8][4];
+  auto pack_p = [&] {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+  // O += P·V(tile): V as an MN-major operand, 64 output columns a wgmma.
+  auto issue_pv = [&](int tile) {
+    const T* sv = smem_v + (tile % Tr::kStages) * Tr::kTileElems;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+      for (int c = 0; c < Tr::kBlocks; ++c)
+        wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
+    wgmma_commit();
+  };
+
   if constexpr (!Tr::kPipelined) {
     // One tile at a time: S, softmax, then P·V, each waited for.
     for (int tile = 0; tile < num_tiles; ++tile) {
@@ -172,33 +203,10 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
       const int key0 = static_cast<int>(cta.cta_lo) + tile * kSm90BlockN;
       const bool masked = cta.masked(key0, kSm90BlockN);
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float f = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                                        row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            o[c][4 * n + 2 * i] *= f;
-            o[c][4 * n + 2 * i + 1] *= f;
-          }
-      }
-      uint32_t pa[8][4];
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
+      for (int i = 0; i < 2; ++i) rescale_o(i, softmax(i, key0, masked));
+      pack_p();
       wgmma_fence();
-      const T* sv = smem_v + (tile % Tr::kStages) * Tr::kTileElems;
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-          wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
-      wgmma_commit();
+      issue_pv(tile);
       wgmma_wait<0>();
     }
   } else {
@@ -210,7 +218,6 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
       issue_s(0);
       wgmma_wait<0>();
     }
-    uint32_t pa[8][4];
     // One tile; `more` (a compile-time constant: the last tile is peeled off) says whether S of
     // the next tile is issued, so that ptxas sees which wgmma group each wait retires.
     auto step = [&](int tile, auto more_c) {
@@ -218,39 +225,16 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
       const int key0 = static_cast<int>(cta.cta_lo) + tile * kSm90BlockN;
       const bool masked = cta.masked(key0, kSm90BlockN);
       float f[2];
-  #pragma unroll
-      for (int i = 0; i < 2; ++i)
-        f[i] = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                               row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) f[i] = softmax(i, key0, masked);
       wgmma_wait<0>();  // P(t-1)·V(t-1) has retired: O may be rescaled
-  #pragma unroll
-      for (int i = 0; i < 2; ++i)
-  #pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-  #pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            o[c][4 * n + 2 * i] *= f[i];
-            o[c][4 * n + 2 * i + 1] *= f[i];
-          }
-      // P's A fragment for keys 16kk..16kk+15: S's accumulator pairs 2kk and 2kk+1.
-  #pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) rescale_o(i, f[i]);
+      pack_p();
       if constexpr (more) next_tile_ready(tile + 1);
       wgmma_fence();
       if constexpr (more) issue_s(tile + 1);
-      // O += P·V: V as an MN-major operand, 64 output columns a wgmma.
-      const T* sv = smem_v + (tile % Tr::kStages) * Tr::kTileElems;
-  #pragma unroll
-      for (int kk = 0; kk < 8; ++kk)
-  #pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-          wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
-      wgmma_commit();
+      issue_pv(tile);
       if constexpr (more) wgmma_wait<1>();  // S(t+1) is in; P(t)·V(t) may still run
     };
     for (int tile = 0; tile + 1 < num_tiles; ++tile) step(tile, std::true_type{});
