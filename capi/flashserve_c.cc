@@ -49,6 +49,26 @@ flashserve::KVPageView to_pages(const fs_pages& p) {
   return v;
 }
 
+// The fields fs_decode_args and fs_prefill_args share with DecodeParams / PrefillParams.
+template <typename Args, typename Params>
+void copy_common(const Args& a, Params& p) {
+  p.device = static_cast<flashserve::Device>(a.device);
+  p.dtype = static_cast<flashserve::DType>(a.dtype);
+  p.batch = a.batch;
+  p.num_heads = a.num_heads;
+  p.num_kv_heads = a.num_kv_heads;
+  p.head_dim = a.head_dim;
+  p.q = a.q;
+  p.q_row_stride = a.q_row_stride;
+  p.q_head_stride = a.q_head_stride;
+  p.pages = to_pages(a.pages);
+  p.mask = to_mask(a.mask);
+  p.o = a.o;
+  p.o_row_stride = a.o_row_stride;
+  p.o_head_stride = a.o_head_stride;
+  p.lse = a.lse;
+}
+
 }  // namespace
 
 extern "C" {
@@ -92,22 +112,8 @@ int fs_decode_run(const fs_decode_args* a, void* stream) {
   return guarded("fs_decode_run", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_decode_run: args is null");
     flashserve::DecodeParams p;
-    p.device = static_cast<flashserve::Device>(a->device);
-    p.dtype = static_cast<flashserve::DType>(a->dtype);
-    p.batch = a->batch;
+    copy_common(*a, p);
     p.q_len = a->q_len;
-    p.num_heads = a->num_heads;
-    p.num_kv_heads = a->num_kv_heads;
-    p.head_dim = a->head_dim;
-    p.q = a->q;
-    p.q_row_stride = a->q_row_stride;
-    p.q_head_stride = a->q_head_stride;
-    p.pages = to_pages(a->pages);
-    p.mask = to_mask(a->mask);
-    p.o = a->o;
-    p.o_row_stride = a->o_row_stride;
-    p.o_head_stride = a->o_head_stride;
-    p.lse = a->lse;
     p.num_splits = a->num_splits;
     p.pages_per_split = a->pages_per_split;
     p.workspace = a->workspace;
@@ -120,15 +126,7 @@ int fs_prefill_run(const fs_prefill_args* a, void* stream) {
   return guarded("fs_prefill_run", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_prefill_run: args is null");
     flashserve::PrefillParams p;
-    p.device = static_cast<flashserve::Device>(a->device);
-    p.dtype = static_cast<flashserve::DType>(a->dtype);
-    p.batch = a->batch;
-    p.num_heads = a->num_heads;
-    p.num_kv_heads = a->num_kv_heads;
-    p.head_dim = a->head_dim;
-    p.q = a->q;
-    p.q_row_stride = a->q_row_stride;
-    p.q_head_stride = a->q_head_stride;
+    copy_common(*a, p);
     p.cu_seqlens_q = a->cu_seqlens_q;
     p.total_q = a->total_q;
     p.max_seqlen_q = a->max_seqlen_q;
@@ -141,12 +139,6 @@ int fs_prefill_run(const fs_prefill_args* a, void* stream) {
     p.v_head_stride = a->v_head_stride;
     p.cu_seqlens_k = a->cu_seqlens_k;
     p.total_k = a->total_k;
-    p.pages = to_pages(a->pages);
-    p.mask = to_mask(a->mask);
-    p.o = a->o;
-    p.o_row_stride = a->o_row_stride;
-    p.o_head_stride = a->o_head_stride;
-    p.lse = a->lse;
     return flashserve::prefill(p, stream);
   });
 }

@@ -149,6 +149,20 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
   check_problem(p);
 }
 
+// The status of one small call (4 heads over 2, one 7×7 sequence) with this head_dim and dtype.
+Status status_of_small_call(int head_dim, DType dtype) {
+  Problem p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = head_dim;
+  p.dtype = dtype;
+  p.seqs = {{7, 7}};
+  ProblemData d = make_data(p);
+  Status st;
+  run_gpu(p, d, &st);
+  return st;
+}
+
 // Pages of every power-of-two size the kernels take, 1 to 256 (scattered ids, NaN in free
 // slots), both head dims, against the reference and across the two kernels.
 TEST(PrefillCuda, PageSizesOneTo256) {
@@ -200,15 +214,7 @@ TEST(PrefillCuda, HeadDim256) {
     check_problem(p);
   }
 #else
-  Problem p;
-  p.num_heads = 4;
-  p.num_kv_heads = 2;
-  p.head_dim = 256;
-  p.dtype = DType::kBFloat16;
-  p.seqs = {{7, 7}};
-  ProblemData d = make_data(p);
-  Status st;
-  run_gpu(p, d, &st);
+  const Status st = status_of_small_call(256, DType::kBFloat16);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
   EXPECT_NE(st.message().find("FLASHSERVE_PREFILL_HD256"), std::string::npos) << st.to_string();
 #endif
@@ -216,20 +222,9 @@ TEST(PrefillCuda, HeadDim256) {
 
 TEST(PrefillCuda, UnsupportedShapesAreErrors) {
   FS_SKIP_WITHOUT_CUDA();
-  Problem p;
-  p.num_heads = 4;
-  p.num_kv_heads = 2;
-  p.head_dim = 80;
-  p.dtype = DType::kBFloat16;
-  p.seqs = {{7, 7}};
-  ProblemData d = make_data(p);
-  Status st;
-  run_gpu(p, d, &st);
+  Status st = status_of_small_call(80, DType::kBFloat16);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-  p.head_dim = 64;
-  p.dtype = DType::kFloat32;
-  d = make_data(p);
-  run_gpu(p, d, &st);
+  st = status_of_small_call(64, DType::kFloat32);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
 }
 
