@@ -182,12 +182,13 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
       }
     }
   }
-  // Max and sum over four independent partials: short dependency chains (two warps a scheduler
-  // cannot hide a serial chain of 32 adds).
-  static_assert(kNTiles % 4 == 0, "four partials");
+  // Max and sum over (up to) four independent partials: short dependency chains (two warps a
+  // scheduler cannot hide a serial chain of 32 adds).
+  constexpr int kP = kNTiles < 4 ? kNTiles : 4;
+  static_assert(kNTiles % kP == 0 && (kP == 1 || kP == 2 || kP == 4), "partials");
   float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % 4] = fmaxf(m4[nt % 4], fmaxf(at(nt, 0), at(nt, 1)));
+  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % kP] = fmaxf(m4[nt % kP], fmaxf(at(nt, 0), at(nt, 1)));
   float mx = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -202,7 +203,7 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
     for (int e = 0; e < 2; ++e) {
       const float pe = fast_exp2(fmaf(at(nt, e), to_log2, -m_use));  // -inf -> 0
       at(nt, e) = pe;
-      r4[nt % 4] += pe;
+      r4[nt % kP] += pe;
     }
   }
   l_run = l_run * f + ((r4[0] + r4[1]) + (r4[2] + r4[3]));

@@ -12,7 +12,8 @@
 // Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
 // banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
 // held in registers for the whole split), logits/mask/online softmax on the fragments
-// (natural base, SoftmaxState's convention; row max over a quad of lanes), then O += P·V with
+// (base 2 with the scale folded into the exponent, as in prefill_common.cuh; row max over a
+// quad of lanes), then O += P·V with
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
 // split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
@@ -26,6 +27,7 @@
 #include <cstdint>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/prefill_common.cuh"
 #include "decode/params.h"
 
 namespace flashserve::cuda {
@@ -94,30 +96,31 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, slopes.
-  int64_t row_lo[2], row_hi[2], row_pos[2];
-  float slope[2];
-  int64_t cta_lo = k_end, cta_hi = k_begin;
+  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
+  // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
+  // inside every row's range (lo_max .. hi_min) need no mask.
+  int row_lo[2], row_hi[2], row_pos[2];
+  int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
   for (int r = 0; r < block_rows; ++r) {
     int64_t lo, hi;
     visible(p.mask, seq_len - p.q_len + (row0 + r) / group, k_begin, k_end, lo, hi);
+    lo_max = max(lo_max, lo);
+    hi_min = min(hi_min, hi);
     if (lo < hi) {
       cta_lo = min(cta_lo, lo);
       cta_hi = max(cta_hi, hi);
     }
   }
+  LogitArgs la[2] = {LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group),
+                     LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group)};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = gid + 8 * i;
-    row_pos[i] = seq_len - p.q_len + (row0 + r) / group;
-    if (r < block_rows) {
-      visible(p.mask, row_pos[i], k_begin, k_end, row_lo[i], row_hi[i]);
-    } else {
-      row_lo[i] = row_hi[i] = 0;  // padding row: sees nothing
-    }
-    slope[i] = (p.mask.alibi_slopes != nullptr && r < block_rows)
-                   ? p.mask.alibi_slopes[kv_head * group + (row0 + r) % group]
-                   : 0.f;
+    row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
+    int64_t lo = 0, hi = 0;  // padding row: sees nothing
+    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, lo, hi);
+    row_lo[i] = static_cast<int>(lo);
+    row_hi[i] = static_cast<int>(hi);
   }
 
   const int64_t elem_bytes = sizeof(T);
@@ -201,9 +204,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   float acc[kNTiles][4];
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  const bool softcap = p.mask.softcap > 0.f;
-  const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
-  const float scale = p.mask.softmax_scale;
 
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
@@ -232,42 +232,20 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       }
     }
 
-    // Logits, mask, online softmax. Lane holds rows gid (s[nt][0..1]) and gid+8 (s[nt][2..3]),
-    // keys nt·8 + tig·2 + {0, 1}.
+    // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
+    // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
+    // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
+    const int wkey = static_cast<int>(key0);
+    const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
     float p_val[2][4];
 #pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
+#pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t key = key0 + nt * 8 + tig * 2 + e;
-          float x = s[nt][2 * i + e] * scale;
-          if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
-          x -= slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
-          x = (key >= row_lo[i] && key < row_hi[i]) ? x : -INFINITY;
-          p_val[nt][2 * i + e] = x;
-          mx = fmaxf(mx, x);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[i], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
-      const float f = __expf(m_run[i] - m_use);             // 0 when m_run was -inf
-      m_run[i] = m_new;
-      float rs = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pe = __expf(p_val[nt][2 * i + e] - m_use);
-          p_val[nt][2 * i + e] = pe;
-          rs += pe;
-        }
-      }
-      l_run[i] = l_run[i] * f + rs;  // this lane's part; the quad is summed at the end
+      const float f = softmax_row<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], wkey, tig,
+                                     row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
         acc[n][2 * i] *= f;
@@ -334,11 +312,11 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) {
       const float mw = red_m[w * kRowsPerBlock + r];
-      wgt[w] = mw == -INFINITY ? 0.f : __expf(mw - mx);
+      wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
       l += wgt[w] * red_l[w * kRowsPerBlock + r];
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float lse = l > 0.f ? mx + __logf(l) : -INFINITY;
+    const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
     const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
     const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
     float out[kDimsPerThread];
