@@ -6,7 +6,9 @@ numbers are GPU time and DRAM traffic, not launch overhead or cache hits. Our ea
 time is printed too. GB/s counts the K/V bytes each call must read; % is of the device-to-device
 copy bandwidth (read + write) measured in the same run.
 
-Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE]"""
+Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB ...]
+(--variant: another build of libflashserve_c.so timed on the same rows, for A/B in one run; its
+output's max difference from the main library's is printed as well.)"""
 import argparse
 import json
 import math
@@ -235,6 +237,8 @@ def main():
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--lib")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=LIB",
+                    help="another build of the library, timed on the same rows (A/B)")
     ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
@@ -242,6 +246,7 @@ def main():
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
     lib = fsc.load(args.lib)
+    variants = [(v.split("=", 1)[0], fsc.load(v.split("=", 1)[1])) for v in args.variant]
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
     workers = args.ctas_per_sm * sms.value  # split CTAs resident per SM (registers, shared memory)
@@ -261,7 +266,8 @@ def main():
         rows = [rows[0], rows[1], rows[4], rows[8]]
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
-             f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}"
+             f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
+             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _ in variants)
     for shape, page, dtype in rows:
         if shape == "mixed":
             g = torch.Generator().manual_seed(7)
@@ -278,6 +284,12 @@ def main():
         t_eager = eager_time(fns)
         r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
+        for name, vlib in variants:
+            ref = case.os[0].clone()
+            vfns, vkeep, _ = ours(vlib, case, workers)
+            r[name + "_gbps"] = case.kv_bytes / graph_time(vfns) / 1e9
+            r[name + "_diff"] = (case.os[0].float() - ref.float()).abs().max().item()
+            del vfns, vkeep
         for name, make in (("flash", lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION)),
                            ("cudnn", lambda: sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)),
                            ("flex", lambda: flex_fns(case))):
@@ -306,7 +318,8 @@ def main():
         print(f"{r['shape']:<18}{r['page']:>5}{r['dtype']:>6}{r['splits']:>7}{fmt(r['ours_s'] * 1e6, 9, 1)}"
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
-              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}")
+              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}" +
+              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _ in variants))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_bandwidth": copy_bw, "rows": results}, f, indent=1)

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/kv_tile_copier.cuh"
 #include "attention/cuda/prefill_common.cuh"
 #include "decode/params.h"
 
@@ -123,56 +124,25 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     row_hi[i] = static_cast<int>(hi);
   }
 
-  const int64_t elem_bytes = sizeof(T);
-  const char* k_base = static_cast<const char*>(pv.k_pages) + kv_head * pv.head_stride * elem_bytes;
-  const char* v_base = static_cast<const char*>(pv.v_pages) + kv_head * pv.head_stride * elem_bytes;
-  const int32_t* table = pv.block_table + static_cast<int64_t>(b) * pv.block_table_stride;
-  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + kTileKeys - 1) / kTileKeys) : 0;
-  const int block_shift = __ffs(pv.block_size) - 1;  // block_size is a power of two (checked on the host)
-  const int block_mask = pv.block_size - 1;
-
-  // Thread tid copies chunk (tid % kChunks) of keys tid / kChunks + i·(threads / kChunks).
-  constexpr int kKeysPerPass = kDecodeThreads / Tr::kChunks;
-  const int my_chunk = tid % Tr::kChunks;
-  // Block ids are fetched one tile ahead of the copies that use them (fetch_ids), so a tile's
-  // cp.async never waits behind a block-table read (ncu at (1,32k) before this: 64% of DRAM
-  // bandwidth, each iteration's copies issued an L2 round trip late).
-  constexpr int kRowsPerThread = kTileKeys / kKeysPerPass;
-  auto fetch_ids = [&](int tile, int32_t (&ids)[kRowsPerThread]) {
-    const int key0 = static_cast<int>(cta_lo) + tile * kTileKeys;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int key = key0 + tid / Tr::kChunks + i * kKeysPerPass;
-      ids[i] = (tile < num_tiles && key < cta_hi) ? table[key >> block_shift] : -1;
-    }
-  };
-  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[kRowsPerThread]) {
-    const int key0 = static_cast<int>(cta_lo) + tile * kTileKeys;
-    T* sk = smem_k + stage * Tr::kTileElems;
-    T* sv = smem_v + stage * Tr::kTileElems;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int j = tid / Tr::kChunks + i * kKeysPerPass;
-      const int key = key0 + j;
-      const int32_t block = ids[i];
-      const bool valid = key < cta_hi && block >= 0 && block < pv.num_blocks;  // a bad id reads nothing
-      const int64_t off =
-          valid ? (static_cast<int64_t>(block) * pv.block_stride + (key & block_mask) * pv.token_stride) * elem_bytes +
-                      my_chunk * 16
-                : 0;
-      cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), k_base + off, valid);
-      cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), v_base + off, valid);
-    }
+  KVSource src;
+  src.init_paged(pv, b, kv_head, sizeof(T));
+  const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
+  const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
+  // Block ids are fetched one tile ahead of the copies that use them (ncu at (1,32k) before
+  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
+  KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks> kv;
+  auto load_tile = [&](int tile, int stage) {
+    kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 
-  int32_t ids[kRowsPerThread];
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    fetch_ids(s, ids);
-    if (s < num_tiles) load_tile(s, s, ids);
+    kv.fetch_ids(src, lo, hi, num_tiles, s, tid);
+    if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
-  fetch_ids(kStages - 1, ids);  // for the first copy the main loop issues
+  kv.fetch_ids(src, lo, hi, num_tiles, kStages - 1, tid);  // for the first copy the main loop issues
   // The first tiles are in flight; fetch the queries meanwhile.
   // Queries of the row block to shared memory (rows past block_rows are zero).
   for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
@@ -208,15 +178,15 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
-    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages, ids);
+    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
-    fetch_ids(tile + kStages, ids);  // in flight while this tile computes
+    kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kTileKeys + wkey0;
+    const int key0 = lo + tile * kTileKeys + wkey0;
 
     // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -235,21 +205,24 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
     // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
     // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
-    const int wkey = static_cast<int>(key0);
     const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
     float p_val[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
+    // Lazy max (kLazy): the accumulator is rescaled only on the rare tiles where some row's
+    // max grew by more than 2^8 (a warp-uniform branch); otherwise its 64 FMULs are skipped.
+    float f[2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float f = softmax_row<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], wkey, tig,
-                                     row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    for (int i = 0; i < 2; ++i)
+      f[i] = softmax_row<2, true>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0, tig,
+                                  row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
-        acc[n][2 * i] *= f;
-        acc[n][2 * i + 1] *= f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] *= f[e / 2];
       }
     }
 
