@@ -239,6 +239,7 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=LIB",
                     help="another build of the library, timed on the same rows (A/B)")
+    ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel of our call on each row (profiler)")
     ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
@@ -284,6 +285,8 @@ def main():
         t_eager = eager_time(fns)
         r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
+        if args.breakdown:
+            r["kernels_us"] = kernel_breakdown(fns[:1])
         for name, vlib in variants:
             ref = case.os[0].clone()
             vfns, vkeep, _ = ours(vlib, case, workers)
