@@ -34,26 +34,41 @@ constexpr int kMaxDimsPerLane = 8;  // head_dim <= 256
 // split CTAs and waits there.
 constexpr int kMergeMinBlocks = 6;
 
-__device__ __forceinline__ float warp_reduce_max(float x) {
+// A lane's running logsumexp (max m, sum s of exp(x - m)) over some values; combined across
+// the warp by shuffles.
+struct LseAcc {
+  float m = -INFINITY, s = 0.f;
+  __device__ __forceinline__ void add(float x) {
+    if (x == -INFINITY) return;  // an empty state
+    if (x > m) {
+      s = s * __expf(m - x) + 1.f;  // exp(-inf) = 0 the first time
+      m = x;
+    } else {
+      s += __expf(x - m);
+    }
+  }
+  __device__ __forceinline__ float warp_total() {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_reduce_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      const float mx = fmaxf(m, m2);
+      if (mx != -INFINITY) {
+        s = (m == -INFINITY ? 0.f : s * __expf(m - mx)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - mx));
+        m = mx;
+      }
+    }
+    return m == -INFINITY ? -INFINITY : m + __logf(s);
+  }
+};
 
 // One CTA per row: lanes over head_dim (dims lane + 32k), the kWarpsPerBlock warps over the
-// states (warp w: states w, w + 4, ...), kStatesInFlight of a warp's states loaded at once, so
-// the usual split counts (<= 32 states) cost one round of loads per warp, issued alongside the
-// lse reads (every warp reads all the row's lse, lanes over states, and reduces them with
-// shuffles). The warps' partial sums meet in shared memory. An empty state's o (possibly
-// garbage) is dropped by a select, never multiplied; a load past head_dim is predicated off.
-// The decode kernel's partial rows were just written and sit in L2: the merge is a handful of
-// L2 round trips, not one per state (v2.1) or per four states (v2.5).
-// kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states a warp loaded together.
+// states (warp w: states w, w + 4, ...). A warp first issues the loads of its first
+// kStatesInFlight states (o and lse), then every warp reads all the row's lse (lanes over
+// states, one pass of a running logsumexp, shuffles) while those are in flight: the usual split
+// counts (<= 32 states at head_dim <= 128) cost one L2 round trip, not one per state (v2.1) or
+// per four states (v2.5). The warps' partial sums meet in shared memory. An empty state's o
+// (possibly garbage) is dropped by a select, never multiplied; a load past head_dim is
+// predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
     merge_kernel(const __grid_constant__ MergeParams p) {
@@ -62,54 +77,56 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   // visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+  constexpr int kStatesInFlight = 32 / kDims;
+  constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
   const int64_t row = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int num_states = p.num_states, head_dim = p.head_dim;
   const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
-  float mx = -INFINITY;
-  for (int s = lane; s < p.num_states; s += 32) mx = fmaxf(mx, lse_row[s * p.lse_in_state_stride]);
-  mx = warp_reduce_max(mx);
-  float sum = 0.f;
-  if (mx != -INFINITY) {
-    for (int s = lane; s < p.num_states; s += 32) {
-      const float l = lse_row[s * p.lse_in_state_stride];
-      sum += l == -INFINITY ? 0.f : __expf(l - mx);
-    }
-  }
-  sum = warp_reduce_sum(sum);
-  const float total = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
-
-  constexpr int kStatesInFlight = 32 / kDims;
+  const int64_t lse_step = p.lse_in_state_stride, o_step = p.o_in_state_stride;
   const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
-  float acc[kDims];
-#pragma unroll
-  for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
-  for (int s0 = warp; s0 < p.num_states; s0 += kWarpsPerBlock * kStatesInFlight) {
-    float v[kStatesInFlight][kDims], l[kStatesInFlight];
+
+  float v[kStatesInFlight][kDims], l[kStatesInFlight];
+  auto load_round = [&](int s0) {
 #pragma unroll
     for (int u = 0; u < kStatesInFlight; ++u) {
       const int s = s0 + u * kWarpsPerBlock;
-      const bool live = s < p.num_states;
-      const TIn* src = o_in + static_cast<int64_t>(live ? s : 0) * p.o_in_state_stride;
-      l[u] = live ? lse_row[s * p.lse_in_state_stride] : -INFINITY;
+      const bool live = s < num_states;
+      const TIn* src = o_in + (live ? s : 0) * o_step;
+      l[u] = live ? lse_row[s * lse_step] : -INFINITY;
 #pragma unroll
       for (int k = 0; k < kDims; ++k) {
         const int d = lane + 32 * k;
-        v[u][k] = live && d < p.head_dim ? to_float(src[d]) : 0.f;
+        v[u][k] = live && d < head_dim ? to_float(src[d]) : 0.f;
       }
     }
+  };
+  load_round(warp);
+
+  LseAcc la;
+  for (int s = lane; s < num_states; s += 32) la.add(lse_row[s * lse_step]);
+  const float total = la.warp_total();
+
+  float acc[kDims];
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
+  for (int s0 = warp;;) {
 #pragma unroll
     for (int u = 0; u < kStatesInFlight; ++u) {
       const float w = merge_weight(l[u], total);  // 0 for an empty or absent state
 #pragma unroll
       for (int k = 0; k < kDims; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
     }
+    s0 += kRound;
+    if (s0 >= num_states) break;
+    load_round(s0);
   }
 #pragma unroll
   for (int k = 0; k < kDims; ++k) part[warp][lane + 32 * k] = acc[k];
   // Every read of this row is done (the barrier), so o_out may alias state 0.
   __syncthreads();
-  for (int d = threadIdx.x; d < p.head_dim; d += kWarpsPerBlock * 32) {
+  for (int d = threadIdx.x; d < head_dim; d += kWarpsPerBlock * 32) {
     float o = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarpsPerBlock; ++w) o += part[w][d];

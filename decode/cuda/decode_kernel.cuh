@@ -92,8 +92,24 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
   const KVPageView& pv = p.pages;
   const int64_t capacity = pv.block_table_stride * pv.block_size;
-  const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
+
+  // The first kStages tiles' page ids are read before the sequence's length is known, for the
+  // range the split starts at when no window moves it (the table row holds capacity entries,
+  // so these reads are in bounds; ids of keys past the length are never used): the first
+  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
+  // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
+  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
+  KVSource src;
+  src.init_paged(pv, b, kv_head, sizeof(T));
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
+  Copier first[kStages];
+  const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
+  const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
+
+  const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
@@ -124,25 +140,22 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     row_hi[i] = static_cast<int>(hi);
   }
 
-  KVSource src;
-  src.init_paged(pv, b, kv_head, sizeof(T));
   const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
   const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
-  // Block ids are fetched one tile ahead of the copies that use them (ncu at (1,32k) before
-  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
-  KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks> kv;
-  auto load_tile = [&](int tile, int stage) {
+  if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
+  }
+  auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
             [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
-
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    kv.fetch_ids(src, lo, hi, num_tiles, s, tid);
-    if (s < num_tiles) load_tile(s, s);
+    if (s < num_tiles) load_tile(first[s], s, s);
     cp_async_commit();
   }
-  kv.fetch_ids(src, lo, hi, num_tiles, kStages - 1, tid);  // for the first copy the main loop issues
+  Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
   // The first tiles are in flight; fetch the queries meanwhile.
   // Queries of the row block to shared memory (rows past block_rows are zero).
   for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
@@ -178,7 +191,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
-    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+    if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
     kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
