@@ -6,7 +6,7 @@ numbers are GPU time and DRAM traffic, not launch overhead or cache hits. Our ea
 time is printed too. GB/s counts the K/V bytes each call must read; % is of the device-to-device
 copy bandwidth (read + write) measured in the same run.
 
-Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB ...]
+Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB[:CTAS_PER_SM] ...]
 (--variant: another build of libflashserve_c.so timed on the same rows, for A/B in one run; its
 output's max difference from the main library's is printed as well.)"""
 import argparse
@@ -247,7 +247,12 @@ def main():
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
     lib = fsc.load(args.lib)
-    variants = [(v.split("=", 1)[0], fsc.load(v.split("=", 1)[1])) for v in args.variant]
+    # NAME=LIB[:CTAS_PER_SM]: the variant's planner gets CTAS_PER_SM × SMs workers (default: ours).
+    variants = []
+    for v in args.variant:
+        name, rest = v.split("=", 1)
+        path, _, ctas = rest.partition(":")
+        variants.append((name, fsc.load(path), int(ctas) if ctas else args.ctas_per_sm))
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
     workers = args.ctas_per_sm * sms.value  # split CTAs resident per SM (registers, shared memory)
@@ -268,7 +273,7 @@ def main():
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
-             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _ in variants)
+             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants)
     for shape, page, dtype in rows:
         if shape == "mixed":
             g = torch.Generator().manual_seed(7)
@@ -287,9 +292,9 @@ def main():
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
         if args.breakdown:
             r["kernels_us"] = kernel_breakdown(fns[:1])
-        for name, vlib in variants:
+        for name, vlib, vctas in variants:
             ref = case.os[0].clone()
-            vfns, vkeep, _ = ours(vlib, case, workers)
+            vfns, vkeep, _ = ours(vlib, case, vctas * sms.value)
             r[name + "_gbps"] = case.kv_bytes / graph_time(vfns) / 1e9
             r[name + "_diff"] = (case.os[0].float() - ref.float()).abs().max().item()
             del vfns, vkeep
@@ -322,7 +327,7 @@ def main():
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
               f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}" +
-              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _ in variants))
+              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_bandwidth": copy_bw, "rows": results}, f, indent=1)
