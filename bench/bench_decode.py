@@ -123,7 +123,7 @@ class Case:
                 self.vs.append(v.contiguous())
 
 
-def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
+def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0):
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
     fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), 1, HEADS, KV_HEADS, HEAD_DIM, case.page,
@@ -131,7 +131,7 @@ def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
-        ws = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
+        ws = torch.empty(max(16, plan.workspace_bytes + extra_ws), dtype=torch.uint8, device="cuda")
         a = fsc.DecodeArgs()
         a.device, a.dtype, a.batch, a.q_len = fsc.FS_DEVICE_CUDA, dtype, case.batch, 1
         a.num_heads, a.num_kv_heads, a.head_dim = HEADS, KV_HEADS, HEAD_DIM
@@ -147,7 +147,7 @@ def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
         a.o, a.o_row_stride, a.o_head_stride = case.os[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
         a.lse = case.lses[c].data_ptr()
         a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
-        a.workspace, a.workspace_bytes = ws.data_ptr(), plan.workspace_bytes
+        a.workspace, a.workspace_bytes = ws.data_ptr(), plan.workspace_bytes + extra_ws
         keep += [ws, a]
 
         def run(a=a):

@@ -47,6 +47,21 @@ inline constexpr int kTileKeys = 64;
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
+// Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
+// build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
+// start, when its first tile has landed, after its last tile and at its end, into the last
+// bytes of the workspace (the caller makes room: 5 words a CTA).
+#ifdef FLASHSERVE_DECODE_TRACE
+__device__ __forceinline__ uint64_t trace_clock() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define FS_TRACE(var) const uint64_t var = trace_clock()
+#else
+#define FS_TRACE(var)
+#endif
+
 template <int kHeadDim, typename T>
 struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "decode: head_dim 64 or 128");
@@ -79,6 +94,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // for this grid's writes, so its launch latency hides under this kernel.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+  FS_TRACE(t_start);
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
   const int row_block = blockIdx.y % row_blocks;
@@ -188,9 +204,15 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
+#ifdef FLASHSERVE_DECODE_TRACE
+  uint64_t t_first = 0;
+#endif
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
+#ifdef FLASHSERVE_DECODE_TRACE
+    if (tile == 0) t_first = trace_clock();
+#endif
     if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
     kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
@@ -254,6 +276,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
   }
+  FS_TRACE(t_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
@@ -327,6 +350,21 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       if (tid % 8 == 0) ws_lse[wrow] = lse;
     }
   }
+#ifdef FLASHSERVE_DECODE_TRACE
+  const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+  if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= trace_bytes) {
+    const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+    uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 5 * ctas;
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    trace[5 * cta] = smid;
+    trace[5 * cta + 1] = t_start;
+    trace[5 * cta + 2] = t_first;
+    trace[5 * cta + 3] = t_loop;
+    trace[5 * cta + 4] = trace_clock();
+  }
+#endif
 }
 
 // Launches the split kernel for one instance; defined by the instance files.
