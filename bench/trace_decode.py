@@ -49,7 +49,7 @@ def main():
         start, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4)]  # us
         span = end.max().item()
         print(f"({batch},{ctx}): {plan.num_splits} splits, {ctas} CTAs on {len(set(t[:, 0].tolist()))} SMs; "
-              f"span {span:.2f} us = {case.kv_bytes / span / 1e6:.0f} GB/s of K/V")
+              f"span {span:.2f} us = {case.kv_bytes / span / 1e3:.0f} GB/s of K/V")
         print(f"  start     {stats(start)} us")
         print(f"  ramp      {stats(first - start)} us (start -> first tile landed)")
         print(f"  loop      {stats(loop - first)} us")
