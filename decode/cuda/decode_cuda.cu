@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/merge_cuda.h"
 #include "attention/merge.h"
 #include "common/cuda_check.h"
@@ -12,10 +11,10 @@
 namespace flashserve::cuda {
 
 // Declared here, instantiated one per file (decode_hd*_*.cu).
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool);
+extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
 
 Status validate_decode_cuda(const DecodeParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
@@ -28,46 +27,20 @@ Status validate_decode_cuda(const DecodeParams& p) {
   return Status::Ok();
 }
 
-namespace {
-
-// Zeroes the split kernel's tile counters (one per work unit) and lets the split kernel,
-// launched as its programmatic dependent, start at once: the split kernel waits for it only
-// before its first claim, tiles into its work.
-__global__ void decode_reset_kernel(int* counters, int n) {
-  grid_launch_dependents();
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) counters[i] = 0;
-}
-
-}  // namespace
-
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  // Programmatic dependent launch exists from Hopper (sm_90) on.
-  int device = 0, cc_major = 0;
-  FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
-  const bool pdl = cc_major >= 9;
-  const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
-  if (p.num_splits > 1) {
-    const int row_blocks = (p.q_len * (p.num_heads / p.num_kv_heads) + kRowsPerBlock - 1) / kRowsPerBlock;
-    const int units = p.batch * p.num_kv_heads * row_blocks;  // the split grid's y·z
-    int* counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) +
-                                           decode_counter_offset(p.num_splits, rows, p.head_dim));
-    decode_reset_kernel<<<(units + 255) / 256, 256, 0, stream>>>(counters, units);
-    FS_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "decode reset kernel"));
-  }
-  const bool dependent = pdl && p.num_splits > 1;
   cudaError_t err;
   if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream, dependent)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, stream, dependent);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream)
+                                     : launch_decode_split<64, __nv_bfloat16>(p, stream);
   } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream, dependent)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, stream, dependent);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream)
+                                     : launch_decode_split<128, __nv_bfloat16>(p, stream);
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
   if (p.num_splits == 1) return Status::Ok();
 
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   MergeParams m;
   m.device = Device::kCUDA;
   m.num_states = p.num_splits;
@@ -86,7 +59,11 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
     m.o_out = p.o;
     m.o_out_row_stride = p.o_head_stride;
-    return merge_cuda(m, stream_ptr, /*dependent_launch=*/pdl);
+    // Programmatic dependent launch exists from Hopper (sm_90) on.
+    int device = 0, cc_major = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9);
   }
   // Token rows not evenly strided with heads: one merge per token row.
   for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {

@@ -24,7 +24,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "attention/cuda/device_utils.cuh"
@@ -47,7 +46,6 @@ inline constexpr int kTileKeys = 64;
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
-inline constexpr int kMinPrefix = kStages + 1;  // static tiles a split starts with, at least
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
@@ -72,9 +70,7 @@ struct DecodeTraits {
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
   static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(T);
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
-  static constexpr int kSmemBytes = kSmemKV + kSmemQ + 16;  // + the claim slots
-  // No static shared memory in the kernel: it would sit before the dynamic block and shift
-  // every K/V row off its 128-byte alignment (v2.8's first build: 15% slower on every row).
+  static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
   static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
@@ -92,11 +88,12 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   T* smem_k = reinterpret_cast<T*>(smem_raw);
   T* smem_v = smem_k + kStages * Tr::kTileElems;
   T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
-  int* claim_slot = reinterpret_cast<int*>(smem_q + kRowsPerBlock * kHeadDim);  // [2]
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
   // for this grid's writes, so its launch latency hides under this kernel.
-  grid_launch_dependents();
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   FS_TRACE(t_start);
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
@@ -113,45 +110,33 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t capacity = pv.block_table_stride * pv.block_size;
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
 
-  // Work: the tiles of kTileKeys keys over the union of the CTA's rows' visible ranges of the
-  // sequence ([lo, hi)), shared by the sequence's active CTAs (splits s < active: the planner's
-  // split count for this length). Each takes a static prefix of half its share of tiles (CTA
-  // s: tiles s·prefix ..), then claims tiles one at a time from a counter in the workspace (zeroed by
-  // decode_reset_kernel, which this grid follows as a programmatic dependent), so CTAs that
-  // get their bytes sooner do more tiles and the grid ends together: the trace of v2.7 at
-  // (1,32k) had CTAs ending anywhere from 21 to 38 us. Any partition of the keys is fine: each
-  // CTA's state is one partial of the merge. One split: every tile, in order, no counter.
-  const bool dynamic = p.num_splits > 1;
-  const int split_tiles = static_cast<int>(split_keys / kTileKeys);  // a split's share, in tiles
-  const int prefix = dynamic ? max(kMinPrefix, split_tiles / 2) : INT_MAX;
-  // The first kStages tiles' page ids are read before the sequence's length is known, for
-  // the range the prefix starts at when no window moves it (the table row holds capacity
-  // entries, so these reads are in bounds; ids of keys past the length are never used): the
-  // first copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
+  // The first kStages tiles' page ids are read before the sequence's length is known, for the
+  // range the split starts at when no window moves it (the table row holds capacity entries,
+  // so these reads are in bounds; ids of keys past the length are never used): the first
+  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
   // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
   // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
   KVSource src;
   src.init_paged(pv, b, kv_head, sizeof(T));
   using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
   Copier first[kStages];
-  int gq[kStages + 1];  // tile indices of local tiles t .. t + kStages (iteration t)
+  const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
+  const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
 #pragma unroll
-  for (int u = 0; u <= kStages; ++u) gq[u] = split * prefix + u;  // the prefix (kStages < prefix)
-#pragma unroll
-  for (int u = 0; u < kStages; ++u)
-    first[u].fetch_ids(src, 0, static_cast<int>(capacity), INT_MAX, gq[u], tid);
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
 
   const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
-  const int active = static_cast<int>(min(static_cast<int64_t>(p.num_splits), (seq_len + split_keys - 1) / split_keys));
+  const int64_t k_begin = min(seq_len, split * split_keys);
+  const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
   // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
   // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
   // inside every row's range (lo_max .. hi_min) need no mask.
   int row_lo[2], row_hi[2], row_pos[2];
-  int64_t cta_lo = seq_len, cta_hi = 0, lo_max = 0, hi_min = seq_len;
+  int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
   for (int r = 0; r < block_rows; ++r) {
     int64_t lo, hi;
-    visible(p.mask, seq_len - p.q_len + (row0 + r) / group, 0, seq_len, lo, hi);
+    visible(p.mask, seq_len - p.q_len + (row0 + r) / group, k_begin, k_end, lo, hi);
     lo_max = max(lo_max, lo);
     hi_min = min(hi_min, hi);
     if (lo < hi) {
@@ -166,35 +151,24 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     const int r = gid + 8 * i;
     row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
     int64_t lo = 0, hi = 0;  // padding row: sees nothing
-    if (r < block_rows) visible(p.mask, row_pos[i], 0, seq_len, lo, hi);
+    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, lo, hi);
     row_lo[i] = static_cast<int>(lo);
     row_hi[i] = static_cast<int>(hi);
   }
 
   const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
   const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
-  if (split >= active) {
+  if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
 #pragma unroll
-    for (int u = 0; u <= kStages; ++u) gq[u] = num_tiles;  // an inactive split: nothing
-  } else if (lo != 0) {  // a window moved the start: read the ids again
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) first[u].fetch_ids(src, lo, hi, num_tiles, gq[u], tid);
+    for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
-  // Claimed tiles start after the active splits' prefixes (none left: no claims).
-  const int claim_base = active * prefix;
-  const bool claims = dynamic && claim_base < num_tiles;
-  int* const counter = reinterpret_cast<int*>(static_cast<char*>(p.workspace) +
-                                              decode_counter_offset(p.num_splits, static_cast<int64_t>(p.batch) *
-                                                                                      p.q_len * p.num_heads,
-                                                                    kHeadDim)) +
-                       static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y;
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
             [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 #pragma unroll
-  for (int u = 0; u < kStages - 1; ++u) {
-    if (gq[u] < num_tiles) load_tile(first[u], gq[u], u);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(first[s], s, s);
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
@@ -233,35 +207,21 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #ifdef FLASHSERVE_DECODE_TRACE
   uint64_t t_first = 0;
 #endif
-  // Claims: thread 0 claims local tile t + kStages + 1 in iteration t (its atomic's latency
-  // hides under the tile's math) and posts it to claim_slot; everyone reads it after the next
-  // iteration's barrier, when its page ids are fetched.
-  int claimed = 0;
-  bool waited = false;  // griddepcontrol.wait done (the counters are zero from then on)
-  for (int t = 0; gq[0] < num_tiles; ++t) {
+  for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
 #ifdef FLASHSERVE_DECODE_TRACE
-    if (t == 0) t_first = trace_clock();
+    if (tile == 0) t_first = trace_clock();
 #endif
-    if (t + kStages >= prefix) gq[kStages] = claims ? claim_base + claim_slot[t & 1] : num_tiles;
-    if (gq[kStages - 1] < num_tiles) load_tile(kv, gq[kStages - 1], (t + kStages - 1) % kStages);
+    if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
-    kv.fetch_ids(src, lo, hi, num_tiles, gq[kStages], tid);  // in flight while this tile computes
-    const bool claim = claims && tid == 0 && t + kStages + 1 >= prefix;
-    if (claim) {
-      if (!waited) {
-        grid_dependency_wait();
-        waited = true;
-      }
-      claimed = atomicAdd(counter, 1);
-    }
+    kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
-    const int stage = t % kStages;
+    const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
-    const int key0 = lo + gq[0] * kTileKeys + wkey0;
+    const int key0 = lo + tile * kTileKeys + wkey0;
 
     // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -315,10 +275,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       mma_16816<T>(acc[n], pa, vf[0], vf[1]);
       mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
-    if (claim) claim_slot[(t + 1) & 1] = claimed;
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) gq[u] = gq[u + 1];
-    gq[kStages] = t + kStages + 1 < prefix ? split * prefix + t + kStages + 1 : num_tiles;  // claimed: next iteration
   }
   FS_TRACE(t_loop);
   cp_async_wait<0>();
@@ -411,27 +367,18 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// Launches the split kernel for one instance; defined by the instance files. dependent: as a
-// programmatic dependent of the previous kernel in the stream (decode_reset_kernel).
+// Launches the split kernel for one instance; defined by the instance files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  config.blockDim = dim3(kDecodeThreads);
-  config.dynamicSmemBytes = Tr::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = dependent ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, p, row_blocks);
+  const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
+  return cudaGetLastError();
 }
 
 }  // namespace flashserve::cuda
