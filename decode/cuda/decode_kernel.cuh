@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/kv_tile_copier.cuh"
@@ -72,7 +73,7 @@ struct DecodeTraits {
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
-  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 2) * 4 <= kSmemKV, "merge scratch");
+  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -286,34 +287,38 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
   }
-  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kHeadDim]
-  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kHeadDim;       // [warps][16]
+  // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
+  // then take the two wavefronts 256 bytes need, not eight).
+  constexpr int kRedStride = kHeadDim + 8;
+  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kRedStride]
+  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kRedStride;     // [warps][16]
   float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
 #pragma unroll
-  for (int n = 0; n < kNTiles; ++n) {
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
+    if (r >= block_rows) continue;  // padding rows are never written out
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = gid + 8 * i;
-      float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
-      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kHeadDim + n * 8 + tig * 2) = v;
+    for (int n = 0; n < kNTiles; ++n) {
+      const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
     }
-  }
-  if (tig == 0) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      red_m[warp * kRowsPerBlock + gid + 8 * i] = m_run[i];
-      red_l[warp * kRowsPerBlock + gid + 8 * i] = l_run[i];
+    if (tig == 0) {
+      red_m[warp * kRowsPerBlock + r] = m_run[i];
+      red_l[warp * kRowsPerBlock + r] = l_run[i];
     }
   }
   __syncthreads();
 
+  // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1 (contiguous,
+  // vector loads without bank conflicts; v2.7 had one thread a 16-dim slice, 4-way conflicts,
+  // 64 scalar loads, ~1.4 us of epilogue on the trace).
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
-  // Thread tid: row tid / 8, dims (tid % 8)·(kHeadDim/8) ... +kHeadDim/8.
-  constexpr int kDimsPerThread = kHeadDim / 8;
-  const int r = tid / 8, d0 = (tid % 8) * kDimsPerThread;
-  if (r < block_rows) {
+  constexpr int kV = kHeadDim / 32;  // 4 or 2
+  using VecF = std::conditional_t<kV == 4, float4, float2>;
+  const int d0 = lane * kV;
+  for (int r = warp; r < block_rows; r += kDecodeWarps) {
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kRowsPerBlock + r]);
@@ -326,28 +331,31 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
     const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
+    float out[kV] = {};
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kRowsPerBlock + r) * kRedStride + d0);
+      const float* xs = reinterpret_cast<const float*>(&x);
+#pragma unroll
+      for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
+    }
+#pragma unroll
+    for (int d = 0; d < kV; ++d) out[d] *= inv;
     const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
     const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-    float out[kDimsPerThread];
-#pragma unroll
-    for (int d = 0; d < kDimsPerThread; ++d) {
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) v += wgt[w] * red_o[(w * kRowsPerBlock + r) * kHeadDim + d0 + d];
-      out[d] = v * inv;
-    }
     if (p.num_splits == 1) {
       T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
 #pragma unroll
-      for (int d = 0; d < kDimsPerThread; ++d) o[d] = from_f<T>(out[d]);
-      if (p.lse != nullptr && tid % 8 == 0) p.lse[token_row * p.num_heads + h] = lse;
+      for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
+      if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
-      float* o = ws_o + wrow * kHeadDim + d0;
+      VecF v;
+      float* vs = reinterpret_cast<float*>(&v);
 #pragma unroll
-      for (int d = 0; d < kDimsPerThread; d += 4)
-        *reinterpret_cast<float4*>(o + d) = make_float4(out[d], out[d + 1], out[d + 2], out[d + 3]);
-      if (tid % 8 == 0) ws_lse[wrow] = lse;
+      for (int d = 0; d < kV; ++d) vs[d] = out[d];
+      *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
+      if (lane == 0) ws_lse[wrow] = lse;
     }
   }
 #ifdef FLASHSERVE_DECODE_TRACE
