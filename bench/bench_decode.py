@@ -6,7 +6,9 @@ numbers are GPU time and DRAM traffic, not launch overhead or cache hits. Our ea
 time is printed too. GB/s counts the K/V bytes each call must read; % is of the device-to-device
 copy bandwidth (read + write) measured in the same run.
 
-Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE]"""
+Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB[:CTAS_PER_SM] ...]
+(--variant: another build of libflashserve_c.so timed on the same rows, for A/B in one run; its
+output's max difference from the main library's is printed as well.)"""
 import argparse
 import json
 import math
@@ -121,7 +123,7 @@ class Case:
                 self.vs.append(v.contiguous())
 
 
-def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
+def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0):
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
     fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), 1, HEADS, KV_HEADS, HEAD_DIM, case.page,
@@ -129,7 +131,7 @@ def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
-        ws = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device="cuda")
+        ws = torch.empty(max(16, plan.workspace_bytes + extra_ws), dtype=torch.uint8, device="cuda")
         a = fsc.DecodeArgs()
         a.device, a.dtype, a.batch, a.q_len = fsc.FS_DEVICE_CUDA, dtype, case.batch, 1
         a.num_heads, a.num_kv_heads, a.head_dim = HEADS, KV_HEADS, HEAD_DIM
@@ -145,7 +147,7 @@ def ours(lib, case, num_workers, graph_mode=False, min_pages=0):
         a.o, a.o_row_stride, a.o_head_stride = case.os[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
         a.lse = case.lses[c].data_ptr()
         a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
-        a.workspace, a.workspace_bytes = ws.data_ptr(), plan.workspace_bytes
+        a.workspace, a.workspace_bytes = ws.data_ptr(), plan.workspace_bytes + extra_ws
         keep += [ws, a]
 
         def run(a=a):
@@ -235,6 +237,9 @@ def main():
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--lib")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=LIB",
+                    help="another build of the library, timed on the same rows (A/B)")
+    ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel of our call on each row (profiler)")
     ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
@@ -242,6 +247,12 @@ def main():
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
     lib = fsc.load(args.lib)
+    # NAME=LIB[:CTAS_PER_SM]: the variant's planner gets CTAS_PER_SM × SMs workers (default: ours).
+    variants = []
+    for v in args.variant:
+        name, rest = v.split("=", 1)
+        path, _, ctas = rest.partition(":")
+        variants.append((name, fsc.load(path), int(ctas) if ctas else args.ctas_per_sm))
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
     workers = args.ctas_per_sm * sms.value  # split CTAs resident per SM (registers, shared memory)
@@ -261,7 +272,8 @@ def main():
         rows = [rows[0], rows[1], rows[4], rows[8]]
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
-             f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}"
+             f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
+             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants)
     for shape, page, dtype in rows:
         if shape == "mixed":
             g = torch.Generator().manual_seed(7)
@@ -278,6 +290,14 @@ def main():
         t_eager = eager_time(fns)
         r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
+        if args.breakdown:
+            r["kernels_us"] = kernel_breakdown(fns[:1])
+        for name, vlib, vctas in variants:
+            ref = case.os[0].clone()
+            vfns, vkeep, _ = ours(vlib, case, vctas * sms.value)
+            r[name + "_gbps"] = case.kv_bytes / graph_time(vfns) / 1e9
+            r[name + "_diff"] = (case.os[0].float() - ref.float()).abs().max().item()
+            del vfns, vkeep
         for name, make in (("flash", lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION)),
                            ("cudnn", lambda: sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)),
                            ("flex", lambda: flex_fns(case))):
@@ -306,7 +326,8 @@ def main():
         print(f"{r['shape']:<18}{r['page']:>5}{r['dtype']:>6}{r['splits']:>7}{fmt(r['ours_s'] * 1e6, 9, 1)}"
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
-              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}")
+              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}" +
+              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_bandwidth": copy_bw, "rows": results}, f, indent=1)

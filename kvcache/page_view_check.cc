@@ -1,5 +1,6 @@
 #include "kvcache/page_view_check.h"
 
+#include <cstdint>
 #include <string>
 
 #include "common/check.h"
@@ -17,6 +18,21 @@ Status validate_page_view_shapes(const char* where, const KVPageView& pages, int
   FS_RETURN_IF_ERROR(check_positive(where, "block_stride", pages.block_stride));
   FS_RETURN_IF_ERROR(check_positive(where, "head_stride", pages.head_stride));
   FS_RETURN_IF_ERROR(check_positive(where, "token_stride", pages.token_stride));
+  return Status::Ok();
+}
+
+Status validate_page_view_cuda(const char* where, const KVPageView& pv, int64_t elem) {
+  const int64_t chunk = 16 / elem;  // elements in 16 bytes
+  if (reinterpret_cast<uintptr_t>(pv.k_pages) % 16 || reinterpret_cast<uintptr_t>(pv.v_pages) % 16 ||
+      pv.block_stride % chunk || pv.head_stride % chunk || pv.token_stride % chunk)
+    return invalid_argument(std::string(where) +
+                            ": CUDA pages must be 16-byte aligned, with strides of whole 16-byte chunks");
+  if (pv.block_size & (pv.block_size - 1))
+    return unsupported(std::string(where) + ": CUDA block_size must be a power of two, got " +
+                       std::to_string(pv.block_size));
+  constexpr int64_t kMax32 = int64_t{1} << 32;
+  if (pv.block_stride * elem >= kMax32 || int64_t{pv.block_size} * pv.token_stride * elem >= kMax32)
+    return unsupported(std::string(where) + ": CUDA needs block_stride and block_size·token_stride below 4 GiB");
   return Status::Ok();
 }
 

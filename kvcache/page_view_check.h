@@ -11,6 +11,12 @@ namespace flashserve {
 // Pointers, alignment (to `align` bytes), block size, strides. `where` prefixes messages.
 Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align);
 
+// What the CUDA kernels need beyond the shapes: 16-byte chunks (pointers and strides of
+// `elem`-byte elements), a power-of-two block size, and a pool whose in-pool byte offsets of
+// a block and of a token inside a block fit 32 bits (block_stride·elem and
+// block_size·token_stride·elem below 2^32). INVALID_ARGUMENT / UNIMPLEMENTED otherwise.
+Status validate_page_view_cuda(const char* where, const KVPageView& pages, int64_t elem);
+
 // For each of `batch` sequences: 0 <= seq_lens[b] <= block_table_stride·block_size
 // (else OUT_OF_RANGE: the sequence is longer than its table) and every block id that holds
 // one of its keys lies in [0, num_blocks) (else OUT_OF_RANGE).

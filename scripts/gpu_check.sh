@@ -34,10 +34,13 @@ for b in ${FLASHSERVE_BENCH-prefill decode}; do
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 if [ "${FLASHSERVE_NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
-  # Hardware counters of one split-kernel launch at (1, 32k); clocks left as they are.
-  timeout 180 ncu --clock-control none -k regex:decode_split --launch-skip 1 --launch-count 1 \
+  # Hardware counters of one split-kernel launch and its merge at (1, 32k); clocks left as they are.
+  timeout 180 ncu --clock-control none -k "regex:decode_split|merge_kernel" --launch-skip 2 --launch-count 2 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-    --section LaunchStats python3 bench/profile_decode.py --lib build-gpu/libflashserve_c.so > "$out/ncu_decode.txt" 2>&1
-  grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers|Stall|Warp Cycles" "$out/ncu_decode.txt" | head -30
+    --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg \
+    python3 bench/profile_decode.py --lib build-gpu/libflashserve_c.so > "$out/ncu_decode.txt" 2>&1
+  grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Registers|Stall|Warp Cycles|sm__cycles_active" "$out/ncu_decode.txt" | head -30
+  # The largest stall reasons (cycles per issued instruction).
+  grep -E "issue_stalled" "$out/ncu_decode.txt" | sort -k3 -g -r | head -8
 fi
 exit $status

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/merge.h"
@@ -134,51 +135,62 @@ TEST(DecodeCuda, MaskOptions) {
   }
 }
 
-// Merge on the GPU equals merge on the CPU.
+// Merge on the GPU equals merge on the CPU: few and many states (more than one round of a
+// warp's loads, more than 32 for the lse reduction), head_dim 64/128/256 and odd ones, a row
+// whose states are all empty.
 TEST(DecodeCuda, MergeStatesMatchesCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  const int S = 5, rows = 333, D = 128;
-  std::vector<float> o(S * rows * D), lse(S * rows);
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal;
-  for (auto& x : o) x = normal(rng);
-  for (size_t i = 0; i < lse.size(); ++i) lse[i] = (i % 7 == 0) ? -INFINITY : 3.f * normal(rng);
-  // Empty states' o is garbage by contract: NaN here, which must never reach the output.
-  for (size_t i = 0; i < lse.size(); ++i)
-    if (lse[i] == -INFINITY) std::fill_n(&o[i * D], D, std::numeric_limits<float>::quiet_NaN());
-  MergeParams m;
-  m.num_states = S;
-  m.num_rows = rows;
-  m.head_dim = D;
-  m.o_in_state_stride = int64_t{rows} * D;
-  m.o_in_row_stride = D;
-  m.lse_in_state_stride = rows;
-  m.lse_in_row_stride = 1;
-  m.out_dtype = DType::kBFloat16;
-  m.o_out_row_stride = D;
-  std::vector<uint16_t> cpu_o(rows * D), gpu_o(rows * D);
-  std::vector<float> cpu_lse(rows), gpu_lse(rows);
-  m.o_in = o.data();
-  m.lse_in = lse.data();
-  m.o_out = cpu_o.data();
-  m.lse_out = cpu_lse.data();
-  ASSERT_TRUE(merge_states(m).ok());
-  DeviceBuffer d_o = to_device(o), d_lse = to_device(lse), d_out(rows * D * 2), d_lse_out(rows * 4);
-  m.device = Device::kCUDA;
-  m.o_in = d_o.get();
-  m.lse_in = d_lse.as<float>();
-  m.o_out = d_out.get();
-  m.lse_out = d_lse_out.as<float>();
-  ASSERT_TRUE(merge_states(m).ok());
-  FS_ASSERT_CUDA(cudaDeviceSynchronize());
-  d_out.download(gpu_o.data(), rows * D * 2);
-  d_lse_out.download(gpu_lse.data(), rows * 4);
-  for (int r = 0; r < rows; ++r) {
-    ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "row " << r;
-    for (int x = 0; x < D; ++x) {
-      const float a = bf16_to_float(gpu_o[r * D + x]), b = bf16_to_float(cpu_o[r * D + x]);
-      ASSERT_LE(std::fabs(a - b), std::ldexp(1.f, -7) * std::fabs(b) + 1e-6f) << "row " << r << " dim " << x;
+  for (auto [S, rows, D] : {std::tuple{5, 333, 128}, std::tuple{45, 37, 128}, std::tuple{3, 29, 256},
+                            std::tuple{70, 19, 64}, std::tuple{33, 23, 80}, std::tuple{1, 7, 200}}) {
+    SCOPED_TRACE("states " + std::to_string(S) + " rows " + std::to_string(rows) + " head_dim " + std::to_string(D));
+    std::vector<float> o(S * rows * D), lse(S * rows);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    for (auto& x : o) x = normal(rng);
+    for (size_t i = 0; i < lse.size(); ++i) lse[i] = (i % 7 == 0) ? -INFINITY : 3.f * normal(rng);
+    for (int s = 0; s < S; ++s) lse[s * rows + 1] = -INFINITY;  // row 1: nothing visible anywhere
+    // Empty states' o is garbage by contract: NaN here, which must never reach the output.
+    for (size_t i = 0; i < lse.size(); ++i)
+      if (lse[i] == -INFINITY) std::fill_n(&o[i * D], D, std::numeric_limits<float>::quiet_NaN());
+    MergeParams m;
+    m.num_states = S;
+    m.num_rows = rows;
+    m.head_dim = D;
+    m.o_in_state_stride = int64_t{rows} * D;
+    m.o_in_row_stride = D;
+    m.lse_in_state_stride = rows;
+    m.lse_in_row_stride = 1;
+    m.out_dtype = DType::kBFloat16;
+    m.o_out_row_stride = D;
+    std::vector<uint16_t> cpu_o(rows * D), gpu_o(rows * D);
+    std::vector<float> cpu_lse(rows), gpu_lse(rows);
+    m.o_in = o.data();
+    m.lse_in = lse.data();
+    m.o_out = cpu_o.data();
+    m.lse_out = cpu_lse.data();
+    ASSERT_TRUE(merge_states(m).ok());
+    DeviceBuffer d_o = to_device(o), d_lse = to_device(lse), d_out(rows * D * 2), d_lse_out(rows * 4);
+    m.device = Device::kCUDA;
+    m.o_in = d_o.get();
+    m.lse_in = d_lse.as<float>();
+    m.o_out = d_out.get();
+    m.lse_out = d_lse_out.as<float>();
+    ASSERT_TRUE(merge_states(m).ok());
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());
+    d_out.download(gpu_o.data(), rows * D * 2);
+    d_lse_out.download(gpu_lse.data(), rows * 4);
+    for (int r = 0; r < rows; ++r) {
+      if (cpu_lse[r] == -INFINITY)
+        ASSERT_EQ(gpu_lse[r], -INFINITY) << "row " << r;
+      else
+        ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "row " << r;
+      for (int x = 0; x < D; ++x) {
+        const float a = bf16_to_float(gpu_o[r * D + x]), b = bf16_to_float(cpu_o[r * D + x]);
+        ASSERT_LE(std::fabs(a - b), std::ldexp(1.f, -7) * std::fabs(b) + 1e-6f) << "row " << r << " dim " << x;
+      }
     }
+    ASSERT_EQ(gpu_lse[1], -INFINITY);
+    ASSERT_EQ(bf16_to_float(gpu_o[D]), 0.f);
   }
 }
 

@@ -30,83 +30,109 @@ __device__ __forceinline__ void store_f(void* base, DType t, int64_t i, float v)
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxDimsPerLane = 8;  // head_dim <= 256
-constexpr int kStatesInFlight = 4;  // states whose loads are issued together
+// Few registers (<= 80), so a merge CTA launched early (PDL) fits on an SM beside two decode
+// split CTAs and waits there.
+constexpr int kMergeMinBlocks = 6;
 
-__device__ __forceinline__ float warp_reduce_max(float x) {
+// A lane's running logsumexp (max m, sum s of exp(x - m)) over some values; combined across
+// the warp by shuffles.
+struct LseAcc {
+  float m = -INFINITY, s = 0.f;
+  __device__ __forceinline__ void add(float x) {
+    if (x == -INFINITY) return;  // an empty state
+    if (x > m) {
+      s = s * __expf(m - x) + 1.f;  // exp(-inf) = 0 the first time
+      m = x;
+    } else {
+      s += __expf(x - m);
+    }
+  }
+  __device__ __forceinline__ float warp_total() {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_reduce_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      const float mx = fmaxf(m, m2);
+      if (mx != -INFINITY) {
+        s = (m == -INFINITY ? 0.f : s * __expf(m - mx)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - mx));
+        m = mx;
+      }
+    }
+    return m == -INFINITY ? -INFINITY : m + __logf(s);
+  }
+};
 
-// One warp per row, lanes over head_dim. The lse of all states are read at once (lanes over
-// states) and reduced with shuffles; each lane then holds one state's weight and hands it
-// round by shuffle, while the states' o rows are loaded kStatesInFlight at a time without a
-// branch (a load is always in bounds; an empty state's o, which may be garbage, is dropped by
-// a select, never multiplied), so a row costs a few memory latencies, not one per state.
-template <typename TIn>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid_constant__ MergeParams p) {
+// One CTA per row: lanes over head_dim (dims lane + 32k), the kWarpsPerBlock warps over the
+// states (warp w: states w, w + 4, ...). A warp first issues the loads of its first
+// kStatesInFlight states (o and lse), then every warp reads all the row's lse (lanes over
+// states, one pass of a running logsumexp, shuffles) while those are in flight: the usual split
+// counts (<= 32 states at head_dim <= 128) cost one L2 round trip, not one per state (v2.1) or
+// per four states (v2.5). The warps' partial sums meet in shared memory. An empty state's o
+// (possibly garbage) is dropped by a select, never multiplied; a load past head_dim is
+// predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
+template <typename TIn, int kDims>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
+    merge_kernel(const __grid_constant__ MergeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of the split kernel: wait here until its writes are
   // visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= p.num_rows) return;
+  constexpr int kStatesInFlight = 32 / kDims;
+  constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
+  __shared__ float part[kWarpsPerBlock][kDims * 32];
+  const int64_t row = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int num_states = p.num_states, head_dim = p.head_dim;
   const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
-  float mx = -INFINITY;
-  for (int s = lane; s < p.num_states; s += 32) mx = fmaxf(mx, lse_row[s * p.lse_in_state_stride]);
-  mx = warp_reduce_max(mx);
-  float sum = 0.f;
-  if (mx != -INFINITY) {
-    for (int s = lane; s < p.num_states; s += 32) {
-      const float l = lse_row[s * p.lse_in_state_stride];
-      sum += l == -INFINITY ? 0.f : __expf(l - mx);
-    }
-  }
-  sum = warp_reduce_sum(sum);
-  const float total = mx == -INFINITY ? -INFINITY : mx + __logf(sum);
-
+  const int64_t lse_step = p.lse_in_state_stride, o_step = p.o_in_state_stride;
   const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
-  float acc[kMaxDimsPerLane];
+
+  float v[kStatesInFlight][kDims], l[kStatesInFlight];
+  auto load_round = [&](int s0) {
 #pragma unroll
-  for (int k = 0; k < kMaxDimsPerLane; ++k) acc[k] = 0.f;
-  for (int base = 0; base < p.num_states; base += 32) {
-    const float w_lane =
-        base + lane < p.num_states ? merge_weight(lse_row[(base + lane) * p.lse_in_state_stride], total) : 0.f;
-    const int n = min(32, p.num_states - base);
-    for (int j0 = 0; j0 < n; j0 += kStatesInFlight) {
-      float v[kStatesInFlight][kMaxDimsPerLane];
+    for (int u = 0; u < kStatesInFlight; ++u) {
+      const int s = s0 + u * kWarpsPerBlock;
+      const bool live = s < num_states;
+      const TIn* src = o_in + (live ? s : 0) * o_step;
+      l[u] = live ? lse_row[s * lse_step] : -INFINITY;
 #pragma unroll
-      for (int u = 0; u < kStatesInFlight; ++u) {
-        const TIn* src = o_in + (base + min(j0 + u, n - 1)) * p.o_in_state_stride;
-#pragma unroll
-        for (int k = 0; k < kMaxDimsPerLane; ++k) {
-          const int d = min(lane + 32 * k, p.head_dim - 1);
-          v[u][k] = to_float(src[d]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kStatesInFlight; ++u) {
-        const float w = j0 + u < n ? __shfl_sync(0xffffffffu, w_lane, (j0 + u) & 31) : 0.f;
-#pragma unroll
-        for (int k = 0; k < kMaxDimsPerLane; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
+      for (int k = 0; k < kDims; ++k) {
+        const int d = lane + 32 * k;
+        v[u][k] = live && d < head_dim ? to_float(src[d]) : 0.f;
       }
     }
-  }
-  // Every read of this row is done (each lane writes only the dims it read), so o_out may
-  // alias state 0.
+  };
+  load_round(warp);
+
+  LseAcc la;
+  for (int s = lane; s < num_states; s += 32) la.add(lse_row[s * lse_step]);
+  const float total = la.warp_total();
+
+  float acc[kDims];
 #pragma unroll
-  for (int k = 0; k < kMaxDimsPerLane; ++k) {
-    const int d = lane + 32 * k;
-    if (d < p.head_dim) store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, acc[k]);
+  for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
+  for (int s0 = warp;;) {
+#pragma unroll
+    for (int u = 0; u < kStatesInFlight; ++u) {
+      const float w = merge_weight(l[u], total);  // 0 for an empty or absent state
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
+    }
+    s0 += kRound;
+    if (s0 >= num_states) break;
+    load_round(s0);
   }
-  if (p.lse_out != nullptr && lane == 0) p.lse_out[row * p.lse_out_row_stride] = total;
+#pragma unroll
+  for (int k = 0; k < kDims; ++k) part[warp][lane + 32 * k] = acc[k];
+  // Every read of this row is done (the barrier), so o_out may alias state 0.
+  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += kWarpsPerBlock * 32) {
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerBlock; ++w) o += part[w][d];
+    store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o);
+  }
+  if (p.lse_out != nullptr && threadIdx.x == 0) p.lse_out[row * p.lse_out_row_stride] = total;
 }
 
 }  // namespace
@@ -114,7 +140,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) merge_kernel(const __grid
 Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
-  const int64_t blocks = (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t blocks = p.num_rows;  // one CTA a row
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
   const unsigned grid = static_cast<unsigned>(blocks);
@@ -128,10 +154,17 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   config.attrs = attr;
   config.numAttrs = dependent_launch ? 1 : 0;
   cudaError_t err = cudaSuccess;
+  const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
   switch (p.in_dtype) {
-    case DType::kFloat32: err = cudaLaunchKernelEx(&config, merge_kernel<float>, p); break;
-    case DType::kFloat16: err = cudaLaunchKernelEx(&config, merge_kernel<__half>, p); break;
-    case DType::kBFloat16: err = cudaLaunchKernelEx(&config, merge_kernel<__nv_bfloat16>, p); break;
+    case DType::kFloat32:
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p);
+      break;
+    case DType::kFloat16:
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p);
+      break;
+    case DType::kBFloat16:
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p);
+      break;
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
   FS_CUDA_CHECK_LAUNCH("merge kernel");

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/kv_tile_copier.cuh"
 #include "attention/params.h"
 
 namespace flashserve::cuda {
@@ -19,13 +20,9 @@ struct PrefillCta {
   int64_t k_len = 0;     // keys of the sequence
   int64_t pos0 = 0;      // key position of query row 0
   int64_t lo_first = 0, hi_first = 0, lo_last = 0;  // visible ranges of the tile's first/last row
-  int64_t cta_lo = 0, cta_hi = 0;                   // keys any row of the tile sees
+  int cta_lo = 0, cta_hi = 0;  // keys any row of the tile sees (a sequence has < 2^31 keys)
   int row0 = 0, block_rows = 0, num_tiles = 0;
-  int block_shift = 0, block_mask = 0;
-  const char* k_base = nullptr;
-  const char* v_base = nullptr;
-  const int32_t* table = nullptr;
-  int64_t k_row_bytes = 0, v_row_bytes = 0;         // packed: bytes between key rows
+  KVSource src;                                     // where K/V come from
 
   // False when the tile starts past the sequence's queries (the CTA has nothing to do).
   __device__ __forceinline__ bool init(const PrefillParams& p, int m_tile, int h, int b, int block_m, int block_n,
@@ -39,18 +36,14 @@ struct PrefillCta {
     int64_t k0 = 0;  // packed: first key row
     if (p.paged) {
       k_len = min(static_cast<int64_t>(p.pages.seq_lens[b]), p.pages.block_table_stride * p.pages.block_size);
-      k_base = static_cast<const char*>(p.pages.k_pages) + kv_head * p.pages.head_stride * elem;
-      v_base = static_cast<const char*>(p.pages.v_pages) + kv_head * p.pages.head_stride * elem;
-      table = p.pages.block_table + static_cast<int64_t>(b) * p.pages.block_table_stride;
-      block_shift = __ffs(p.pages.block_size) - 1;  // a power of two (checked on the host)
-      block_mask = p.pages.block_size - 1;
+      src.init_paged(p.pages, b, kv_head, elem);
     } else {
       k0 = p.cu_seqlens_k[b];
       k_len = p.cu_seqlens_k[b + 1] - k0;
-      k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
-      k_row_bytes = p.k_row_stride * elem;
-      v_row_bytes = p.v_row_stride * elem;
-      v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
+      src.k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
+      src.k_row_bytes = p.k_row_stride * elem;
+      src.v_row_bytes = p.v_row_stride * elem;
+      src.v_base = static_cast<const char*>(p.v) + (k0 * p.v_row_stride + kv_head * p.v_head_stride) * elem;
     }
     pos0 = k_len - q_len;
     // Rows' visible ranges grow with the row: the first row bounds the low end and the last the
@@ -58,8 +51,8 @@ struct PrefillCta {
     int64_t hi_last;
     visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
     visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
-    cta_lo = lo_first;
-    cta_hi = max(hi_last, lo_first);
+    cta_lo = static_cast<int>(lo_first);
+    cta_hi = static_cast<int>(max(hi_last, lo_first));
     num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + block_n - 1) / block_n) : 0;
     return true;
   }
@@ -67,65 +60,6 @@ struct PrefillCta {
   // Whether some row's range ends inside the tile of block_n keys at key0 (only then mask).
   __device__ __forceinline__ bool masked(int64_t key0, int block_n) const {
     return key0 < lo_last || key0 + block_n > hi_first || key0 + block_n > k_len;
-  }
-};
-
-// A CTA's K/V tile copies: kThreads threads, kKeys keys a tile, 16-byte chunks; thread tid
-// copies chunk tid % kChunks of keys tid / kChunks + i·kPass (i < kRows) with cp.async,
-// zero-filling keys past the range (and, paged, keys on a bad page id, which reads nothing).
-// Paged: page ids are read a tile ahead of the copies that use them (fetch_ids), so a copy
-// never waits behind a block-table read. Packed: one 64-bit row offset a tile, then pointer
-// steps. dst(j, chunk) is the element offset of a key's chunk in the stage (the kernel's
-// swizzle).
-template <int kThreads, int kKeys, int kChunks>
-struct KVTileCopier {
-  static constexpr int kPass = kThreads / kChunks;  // keys a pass of all threads
-  static constexpr int kRows = kKeys / kPass;       // passes a tile
-  static_assert(kRows >= 1 && kKeys % kPass == 0, "tile");
-  int32_t ids[kRows];
-
-  __device__ __forceinline__ void fetch_ids(const PrefillParams& p, const PrefillCta& cta, int tile, int tid) {
-    if (!p.paged) return;
-    const int64_t key0 = cta.cta_lo + static_cast<int64_t>(tile) * kKeys + tid / kChunks;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const int64_t key = key0 + i * kPass;
-      ids[i] = (tile < cta.num_tiles && key < cta.cta_hi) ? cta.table[key >> cta.block_shift] : -1;
-    }
-  }
-
-  template <typename T, typename Dst>
-  __device__ __forceinline__ void copy(const PrefillParams& p, const PrefillCta& cta, int tile, T* sk, T* sv, int tid,
-                                       Dst dst) const {
-    constexpr int elem = sizeof(T);
-    const int chunk = tid % kChunks, j0 = tid / kChunks;
-    const int64_t first = cta.cta_lo + static_cast<int64_t>(tile) * kKeys + j0;  // this thread's first key
-    const int64_t left = cta.cta_hi - first;  // keys i·kPass < left are in range
-    if (p.paged) {
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const int64_t key = first + i * kPass;
-        const int32_t id = ids[i];
-        const bool valid = i * kPass < left && id >= 0 && id < p.pages.num_blocks;
-        const int64_t off =
-            valid ? (static_cast<int64_t>(id) * p.pages.block_stride + (key & cta.block_mask) * p.pages.token_stride) * elem : 0;
-        const int d = dst(j0 + i * kPass, chunk);
-        cp_async_16(sk + d, cta.k_base + off + chunk * 16, valid);
-        cp_async_16(sv + d, cta.v_base + off + chunk * 16, valid);
-      }
-    } else {
-      const char* ks = cta.k_base + first * cta.k_row_bytes + chunk * 16;
-      const char* vs = cta.v_base + first * cta.v_row_bytes + chunk * 16;
-#pragma unroll
-      for (int i = 0; i < kRows; ++i) {
-        const bool valid = i * kPass < left;  // src-size 0 when not: nothing is read
-        const int d = dst(j0 + i * kPass, chunk);
-        cp_async_16(sk + d, ks, valid);
-        cp_async_16(sv + d, vs, valid);
-        ks += kPass * cta.k_row_bytes;
-        vs += kPass * cta.v_row_bytes;
-      }
-    }
   }
 };
 
@@ -155,7 +89,12 @@ struct LogitArgs {
 // [row_lo, row_hi) when `masked`; m_run (base-2 logit units) and l_run (this lane's part of
 // the sum) are updated. Returns the factor the row's O accumulator must be scaled by. The
 // branches are uniform and outside the element loops.
-template <int kNTiles, typename At>
+// kLazy: the running max moves only when the tile's max exceeds it by more than kLazyMargin
+// (base 2), so p <= 2^kLazyMargin and most tiles return exactly 1 (the caller may skip its
+// rescale); m_run stays a bound the result is exact against. A row that has seen nothing
+// returns 1 as well (its accumulator is zero).
+inline constexpr float kLazyMargin = 8.f;
+template <int kNTiles, bool kLazy = false, typename At>
 __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
                                              int row_hi, bool masked, float& m_run, float& l_run) {
   float to_log2 = a.scale2;  // stored value -> base-2 logit
@@ -182,18 +121,21 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
       }
     }
   }
-  // Max and sum over four independent partials: short dependency chains (two warps a scheduler
-  // cannot hide a serial chain of 32 adds).
-  static_assert(kNTiles % 4 == 0, "four partials");
+  // Max and sum over (up to) four independent partials: short dependency chains (two warps a
+  // scheduler cannot hide a serial chain of 32 adds).
+  constexpr int kP = kNTiles < 4 ? kNTiles : 4;
+  static_assert(kNTiles % kP == 0 && (kP == 1 || kP == 2 || kP == 4), "partials");
   float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % 4] = fmaxf(m4[nt % 4], fmaxf(at(nt, 0), at(nt, 1)));
+  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % kP] = fmaxf(m4[nt % kP], fmaxf(at(nt, 0), at(nt, 1)));
   float mx = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float m_new = fmaxf(m_run, mx * to_log2);        // to_log2 > 0: the max commutes
+  float m_new = fmaxf(m_run, mx * to_log2);              // to_log2 > 0: the max commutes
+  if (kLazy && m_new <= m_run + kLazyMargin) m_new = m_run;
   const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
-  const float f = fast_exp2(m_run - m_use);              // 0 when m_run was -inf
+  float f = fast_exp2(m_run - m_use);                    // 0 when m_run was -inf
+  if (kLazy && m_new == m_run) f = 1.f;
   m_run = m_new;
   float r4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -202,7 +144,7 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
     for (int e = 0; e < 2; ++e) {
       const float pe = fast_exp2(fmaf(at(nt, e), to_log2, -m_use));  // -inf -> 0
       at(nt, e) = pe;
-      r4[nt % 4] += pe;
+      r4[nt % kP] += pe;
     }
   }
   l_run = l_run * f + ((r4[0] + r4[1]) + (r4[2] + r4[3]));

@@ -7,6 +7,7 @@
 
 #include "attention/cuda/prefill_kernel.cuh"
 #include "common/cuda_check.h"
+#include "kvcache/page_view_check.h"
 
 namespace flashserve::cuda {
 
@@ -84,12 +85,7 @@ Status validate_prefill_cuda(const PrefillParams& p) {
   if (reinterpret_cast<uintptr_t>(p.o) % 4 || p.o_row_stride % 2 || p.o_head_stride % 2)
     return invalid_argument("prefill: CUDA o must be 4-byte aligned, with even strides");
   if (p.paged) {
-    const KVPageView& pv = p.pages;
-    if (!aligned16(pv.k_pages) || !aligned16(pv.v_pages) || pv.block_stride % chunk || pv.head_stride % chunk ||
-        pv.token_stride % chunk)
-      return invalid_argument("prefill: CUDA pages must be 16-byte aligned, with strides of whole 16-byte chunks");
-    if (pv.block_size & (pv.block_size - 1))
-      return unsupported("prefill: CUDA block_size must be a power of two, got " + std::to_string(pv.block_size));
+    FS_RETURN_IF_ERROR(validate_page_view_cuda("prefill", p.pages, dtype_size(p.dtype)));
   } else if (p.total_k > 0) {
     if (!aligned16(p.k) || !aligned16(p.v) || p.k_row_stride % chunk || p.k_head_stride % chunk ||
         p.v_row_stride % chunk || p.v_head_stride % chunk)

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
 
   KVTileCopier<kPrefillThreads, Tr::kBlockN, Tr::kChunks> kv;
   auto load_tile = [&](int tile, int stage) {
-    kv.copy(p, cta, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+    kv.copy(cta.src, cta.cta_lo, cta.cta_hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
             [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 
@@ -89,11 +89,11 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   }
 #pragma unroll
   for (int s = 0; s < kPrefillStages - 1; ++s) {
-    kv.fetch_ids(p, cta, s, tid);
+    kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, s, tid);
     if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
-  kv.fetch_ids(p, cta, kPrefillStages - 1, tid);
+  kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, kPrefillStages - 1, tid);
 
   // This lane's rows: gid and gid + 8 of each of the warp's m16 tiles.
   const int wrow0 = warp * 16 * Tr::kMTiles;
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     if (tile + kPrefillStages - 1 < num_tiles)
       load_tile(tile + kPrefillStages - 1, (tile + kPrefillStages - 1) % kPrefillStages);
     cp_async_commit();
-    kv.fetch_ids(p, cta, tile + kPrefillStages, tid);
+    kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, tile + kPrefillStages, tid);
 
     const int stage = tile % kPrefillStages;
     const T* sk = smem_k + stage * Tr::kTileElems;

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
 
   KVTileCopier<Tr::kThreads, kSm90BlockN, Tr::kChunks> kv;
   auto load_tile = [&](int tile, int stage) {
-    kv.copy(p, cta, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+    kv.copy(cta.src, cta.cta_lo, cta.cta_hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
             [](int j, int c) { return sw128_offset<kSm90BlockN>(j, c); });
   };
 
@@ -105,11 +105,11 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
   }
 #pragma unroll
   for (int s = 0; s < Tr::kStages - 2; ++s) {  // the rest come with next_tile_ready
-    kv.fetch_ids(p, cta, s, tid);
+    kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, s, tid);
     if (s < num_tiles) load_tile(s, s);
     cp_async_commit();
   }
-  kv.fetch_ids(p, cta, Tr::kStages - 2, tid);
+  kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, Tr::kStages - 2, tid);
 
   // This thread's rows: gid and gid + 8 of its warp's 16 rows of its warpgroup's 64.
   const int wg = tid / 128;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
     if (tile + Tr::kStages - 2 < num_tiles)
       load_tile(tile + Tr::kStages - 2, (tile + Tr::kStages - 2) % Tr::kStages);
     cp_async_commit();
-    kv.fetch_ids(p, cta, tile + Tr::kStages - 1, tid);
+    kv.fetch_ids(cta.src, cta.cta_lo, cta.cta_hi, num_tiles, tile + Tr::kStages - 1, tid);
   };
 
   // Softmax of row i's half of S in place (s becomes P); returns the factor for O's row i.

@@ -6,6 +6,7 @@
 #include "attention/merge.h"
 #include "common/cuda_check.h"
 #include "decode/cuda/decode_kernel.cuh"
+#include "kvcache/page_view_check.h"
 
 namespace flashserve::cuda {
 
@@ -20,13 +21,7 @@ Status validate_decode_cuda(const DecodeParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128)
     return unsupported("decode: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128)");
   if (p.batch > 65535) return unsupported("decode: batch > 65535 on CUDA");
-  const int64_t elem = dtype_size(p.dtype);
-  const KVPageView& pv = p.pages;
-  if ((pv.token_stride * elem) % 16 || (pv.head_stride * elem) % 16 || (pv.block_stride * elem) % 16 ||
-      reinterpret_cast<uintptr_t>(pv.k_pages) % 16 || reinterpret_cast<uintptr_t>(pv.v_pages) % 16)
-    return invalid_argument("decode: CUDA pages must be 16-byte aligned, with strides of whole 16-byte chunks");
-  if (pv.block_size & (pv.block_size - 1))
-    return unsupported("decode: CUDA block_size must be a power of two, got " + std::to_string(pv.block_size));
+  FS_RETURN_IF_ERROR(validate_page_view_cuda("decode", p.pages, dtype_size(p.dtype)));
   if (p.num_splits > 1 && reinterpret_cast<uintptr_t>(p.workspace) % 16)
     return invalid_argument("decode: workspace must be 16-byte aligned");
   return Status::Ok();

@@ -12,7 +12,8 @@
 // Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
 // banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
 // held in registers for the whole split), logits/mask/online softmax on the fragments
-// (natural base, SoftmaxState's convention; row max over a quad of lanes), then O += P·V with
+// (base 2 with the scale folded into the exponent, as in prefill_common.cuh; row max over a
+// quad of lanes), then O += P·V with
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
 // split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
@@ -24,8 +25,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/kv_tile_copier.cuh"
+#include "attention/cuda/prefill_common.cuh"
 #include "decode/params.h"
 
 namespace flashserve::cuda {
@@ -44,6 +48,21 @@ inline constexpr int kTileKeys = 64;
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
+// Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
+// build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
+// start, when its first tile has landed, after its last tile and at its end, into the last
+// bytes of the workspace (the caller makes room: 5 words a CTA).
+#ifdef FLASHSERVE_DECODE_TRACE
+__device__ __forceinline__ uint64_t trace_clock() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define FS_TRACE(var) const uint64_t var = trace_clock()
+#else
+#define FS_TRACE(var)
+#endif
+
 template <int kHeadDim, typename T>
 struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "decode: head_dim 64 or 128");
@@ -54,7 +73,7 @@ struct DecodeTraits {
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
-  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 2) * 4 <= kSmemKV, "merge scratch");
+  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -76,6 +95,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // for this grid's writes, so its launch latency hides under this kernel.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+  FS_TRACE(t_start);
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
   const int row_block = blockIdx.y % row_blocks;
@@ -89,87 +109,70 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
   const KVPageView& pv = p.pages;
   const int64_t capacity = pv.block_table_stride * pv.block_size;
-  const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
+
+  // The first kStages tiles' page ids are read before the sequence's length is known, for the
+  // range the split starts at when no window moves it (the table row holds capacity entries,
+  // so these reads are in bounds; ids of keys past the length are never used): the first
+  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
+  // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
+  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
+  KVSource src;
+  src.init_paged(pv, b, kv_head, sizeof(T));
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
+  Copier first[kStages];
+  const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
+  const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
+
+  const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, slopes.
-  int64_t row_lo[2], row_hi[2], row_pos[2];
-  float slope[2];
-  int64_t cta_lo = k_end, cta_hi = k_begin;
+  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
+  // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
+  // inside every row's range (lo_max .. hi_min) need no mask.
+  int row_lo[2], row_hi[2], row_pos[2];
+  int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
   for (int r = 0; r < block_rows; ++r) {
     int64_t lo, hi;
     visible(p.mask, seq_len - p.q_len + (row0 + r) / group, k_begin, k_end, lo, hi);
+    lo_max = max(lo_max, lo);
+    hi_min = min(hi_min, hi);
     if (lo < hi) {
       cta_lo = min(cta_lo, lo);
       cta_hi = max(cta_hi, hi);
     }
   }
+  LogitArgs la[2] = {LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group),
+                     LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group)};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = gid + 8 * i;
-    row_pos[i] = seq_len - p.q_len + (row0 + r) / group;
-    if (r < block_rows) {
-      visible(p.mask, row_pos[i], k_begin, k_end, row_lo[i], row_hi[i]);
-    } else {
-      row_lo[i] = row_hi[i] = 0;  // padding row: sees nothing
-    }
-    slope[i] = (p.mask.alibi_slopes != nullptr && r < block_rows)
-                   ? p.mask.alibi_slopes[kv_head * group + (row0 + r) % group]
-                   : 0.f;
+    row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
+    int64_t lo = 0, hi = 0;  // padding row: sees nothing
+    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, lo, hi);
+    row_lo[i] = static_cast<int>(lo);
+    row_hi[i] = static_cast<int>(hi);
   }
 
-  const int64_t elem_bytes = sizeof(T);
-  const char* k_base = static_cast<const char*>(pv.k_pages) + kv_head * pv.head_stride * elem_bytes;
-  const char* v_base = static_cast<const char*>(pv.v_pages) + kv_head * pv.head_stride * elem_bytes;
-  const int32_t* table = pv.block_table + static_cast<int64_t>(b) * pv.block_table_stride;
-  const int num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + kTileKeys - 1) / kTileKeys) : 0;
-  const int block_shift = __ffs(pv.block_size) - 1;  // block_size is a power of two (checked on the host)
-  const int block_mask = pv.block_size - 1;
-
-  // Thread tid copies chunk (tid % kChunks) of keys tid / kChunks + i·(threads / kChunks).
-  constexpr int kKeysPerPass = kDecodeThreads / Tr::kChunks;
-  const int my_chunk = tid % Tr::kChunks;
-  // Block ids are fetched one tile ahead of the copies that use them (fetch_ids), so a tile's
-  // cp.async never waits behind a block-table read (ncu at (1,32k) before this: 64% of DRAM
-  // bandwidth, each iteration's copies issued an L2 round trip late).
-  constexpr int kRowsPerThread = kTileKeys / kKeysPerPass;
-  auto fetch_ids = [&](int tile, int32_t (&ids)[kRowsPerThread]) {
-    const int key0 = static_cast<int>(cta_lo) + tile * kTileKeys;
+  const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
+  const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
+  if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
 #pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int key = key0 + tid / Tr::kChunks + i * kKeysPerPass;
-      ids[i] = (tile < num_tiles && key < cta_hi) ? table[key >> block_shift] : -1;
-    }
+    for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
+  }
+  auto load_tile = [&](const Copier& kv, int tile, int stage) {
+    kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
-  auto load_tile = [&](int tile, int stage, const int32_t (&ids)[kRowsPerThread]) {
-    const int key0 = static_cast<int>(cta_lo) + tile * kTileKeys;
-    T* sk = smem_k + stage * Tr::kTileElems;
-    T* sv = smem_v + stage * Tr::kTileElems;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int j = tid / Tr::kChunks + i * kKeysPerPass;
-      const int key = key0 + j;
-      const int32_t block = ids[i];
-      const bool valid = key < cta_hi && block >= 0 && block < pv.num_blocks;  // a bad id reads nothing
-      const int64_t off =
-          valid ? (static_cast<int64_t>(block) * pv.block_stride + (key & block_mask) * pv.token_stride) * elem_bytes +
-                      my_chunk * 16
-                : 0;
-      cp_async_16(sk + swz<kHeadDim, T>(j, my_chunk), k_base + off, valid);
-      cp_async_16(sv + swz<kHeadDim, T>(j, my_chunk), v_base + off, valid);
-    }
-  };
-
-  int32_t ids[kRowsPerThread];
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    fetch_ids(s, ids);
-    if (s < num_tiles) load_tile(s, s, ids);
+    if (s < num_tiles) load_tile(first[s], s, s);
     cp_async_commit();
   }
-  fetch_ids(kStages - 1, ids);  // for the first copy the main loop issues
+  Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
   // The first tiles are in flight; fetch the queries meanwhile.
   // Queries of the row block to shared memory (rows past block_rows are zero).
   for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
@@ -201,22 +204,25 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   float acc[kNTiles][4];
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  const bool softcap = p.mask.softcap > 0.f;
-  const float inv_cap = softcap ? 1.f / p.mask.softcap : 0.f;
-  const float scale = p.mask.softmax_scale;
 
+#ifdef FLASHSERVE_DECODE_TRACE
+  uint64_t t_first = 0;
+#endif
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
-    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages, ids);
+#ifdef FLASHSERVE_DECODE_TRACE
+    if (tile == 0) t_first = trace_clock();
+#endif
+    if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
-    fetch_ids(tile + kStages, ids);  // in flight while this tile computes
+    kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
-    const int64_t key0 = cta_lo + static_cast<int64_t>(tile) * kTileKeys + wkey0;
+    const int key0 = lo + tile * kTileKeys + wkey0;
 
     // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -232,46 +238,27 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       }
     }
 
-    // Logits, mask, online softmax. Lane holds rows gid (s[nt][0..1]) and gid+8 (s[nt][2..3]),
-    // keys nt·8 + tig·2 + {0, 1}.
+    // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
+    // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
+    // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
+    const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
     float p_val[2][4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
+    // Lazy max (kLazy): the accumulator is rescaled only on the rare tiles where some row's
+    // max grew by more than 2^8 (a warp-uniform branch); otherwise its 64 FMULs are skipped.
+    float f[2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t key = key0 + nt * 8 + tig * 2 + e;
-          float x = s[nt][2 * i + e] * scale;
-          if (softcap) x = p.mask.softcap * tanhf(x * inv_cap);
-          x -= slope[i] * static_cast<float>(key > row_pos[i] ? key - row_pos[i] : row_pos[i] - key);
-          x = (key >= row_lo[i] && key < row_hi[i]) ? x : -INFINITY;
-          p_val[nt][2 * i + e] = x;
-          mx = fmaxf(mx, x);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[i], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
-      const float f = __expf(m_run[i] - m_use);             // 0 when m_run was -inf
-      m_run[i] = m_new;
-      float rs = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pe = __expf(p_val[nt][2 * i + e] - m_use);
-          p_val[nt][2 * i + e] = pe;
-          rs += pe;
-        }
-      }
-      l_run[i] = l_run[i] * f + rs;  // this lane's part; the quad is summed at the end
+    for (int i = 0; i < 2; ++i)
+      f[i] = softmax_row<2, true>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0, tig,
+                                  row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
-        acc[n][2 * i] *= f;
-        acc[n][2 * i + 1] *= f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] *= f[e / 2];
       }
     }
 
@@ -290,6 +277,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
   }
+  FS_TRACE(t_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
@@ -299,34 +287,38 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
     l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
   }
-  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kHeadDim]
-  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kHeadDim;       // [warps][16]
+  // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
+  // then take the two wavefronts 256 bytes need, not eight).
+  constexpr int kRedStride = kHeadDim + 8;
+  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kRedStride]
+  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kRedStride;     // [warps][16]
   float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
 #pragma unroll
-  for (int n = 0; n < kNTiles; ++n) {
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
+    if (r >= block_rows) continue;  // padding rows are never written out
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = gid + 8 * i;
-      float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
-      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kHeadDim + n * 8 + tig * 2) = v;
+    for (int n = 0; n < kNTiles; ++n) {
+      const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
     }
-  }
-  if (tig == 0) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      red_m[warp * kRowsPerBlock + gid + 8 * i] = m_run[i];
-      red_l[warp * kRowsPerBlock + gid + 8 * i] = l_run[i];
+    if (tig == 0) {
+      red_m[warp * kRowsPerBlock + r] = m_run[i];
+      red_l[warp * kRowsPerBlock + r] = l_run[i];
     }
   }
   __syncthreads();
 
+  // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1 (contiguous,
+  // vector loads without bank conflicts; v2.7 had one thread a 16-dim slice, 4-way conflicts,
+  // 64 scalar loads, ~1.4 us of epilogue on the trace).
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
-  // Thread tid: row tid / 8, dims (tid % 8)·(kHeadDim/8) ... +kHeadDim/8.
-  constexpr int kDimsPerThread = kHeadDim / 8;
-  const int r = tid / 8, d0 = (tid % 8) * kDimsPerThread;
-  if (r < block_rows) {
+  constexpr int kV = kHeadDim / 32;  // 4 or 2
+  using VecF = std::conditional_t<kV == 4, float4, float2>;
+  const int d0 = lane * kV;
+  for (int r = warp; r < block_rows; r += kDecodeWarps) {
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kRowsPerBlock + r]);
@@ -334,35 +326,53 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) {
       const float mw = red_m[w * kRowsPerBlock + r];
-      wgt[w] = mw == -INFINITY ? 0.f : __expf(mw - mx);
+      wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
       l += wgt[w] * red_l[w * kRowsPerBlock + r];
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float lse = l > 0.f ? mx + __logf(l) : -INFINITY;
+    const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
+    float out[kV] = {};
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kRowsPerBlock + r) * kRedStride + d0);
+      const float* xs = reinterpret_cast<const float*>(&x);
+#pragma unroll
+      for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
+    }
+#pragma unroll
+    for (int d = 0; d < kV; ++d) out[d] *= inv;
     const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
     const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-    float out[kDimsPerThread];
-#pragma unroll
-    for (int d = 0; d < kDimsPerThread; ++d) {
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) v += wgt[w] * red_o[(w * kRowsPerBlock + r) * kHeadDim + d0 + d];
-      out[d] = v * inv;
-    }
     if (p.num_splits == 1) {
       T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
 #pragma unroll
-      for (int d = 0; d < kDimsPerThread; ++d) o[d] = from_f<T>(out[d]);
-      if (p.lse != nullptr && tid % 8 == 0) p.lse[token_row * p.num_heads + h] = lse;
+      for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
+      if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
-      float* o = ws_o + wrow * kHeadDim + d0;
+      VecF v;
+      float* vs = reinterpret_cast<float*>(&v);
 #pragma unroll
-      for (int d = 0; d < kDimsPerThread; d += 4)
-        *reinterpret_cast<float4*>(o + d) = make_float4(out[d], out[d + 1], out[d + 2], out[d + 3]);
-      if (tid % 8 == 0) ws_lse[wrow] = lse;
+      for (int d = 0; d < kV; ++d) vs[d] = out[d];
+      *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
+      if (lane == 0) ws_lse[wrow] = lse;
     }
   }
+#ifdef FLASHSERVE_DECODE_TRACE
+  const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+  if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= trace_bytes) {
+    const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+    uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 5 * ctas;
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    trace[5 * cta] = smid;
+    trace[5 * cta + 1] = t_start;
+    trace[5 * cta + 2] = t_first;
+    trace[5 * cta + 3] = t_loop;
+    trace[5 * cta + 4] = trace_clock();
+  }
+#endif
 }
 
 // Launches the split kernel for one instance; defined by the instance files.

@@ -1,0 +1,103 @@
+"""Anatomy of the split kernel on one shape, from a build with -DFLASHSERVE_DECODE_TRACE (each
+CTA stamps the global timer at its start, when its first tile has landed, after its last tile,
+and at its end). Prints, over the CTAs of one eager call: start skew, ramp (start -> first tile),
+loop, epilogue, end spread, and the kernel's span; then the K/V bytes over the span.
+
+Usage: python3 bench/trace_decode.py --lib build-var/libflashserve_c.so [--shape 1,32768 ...]"""
+import argparse
+import sys
+
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import bench_decode as bd  # noqa: E402
+import flashserve_ctypes as fsc  # noqa: E402
+
+
+def stats(x):
+    x = x.double()
+    return f"min {x.min().item():7.2f} avg {x.mean().item():7.2f} max {x.max().item():7.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--shape", action="append", default=[], help="batch,context (repeatable)")
+    ap.add_argument("--ctas-per-sm", type=int, default=2)
+    ap.add_argument("--timeline", action="store_true", help="also kernel times of graph-replayed calls (profiler)")
+    args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] or [(1, 4096), (1, 32768), (8, 8192)]
+    lib = fsc.load(args.lib)
+    sms = fsc.ctypes.c_int32()
+    fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for batch, ctx in shapes:
+        case = bd.Case([ctx] * batch, 16, torch.bfloat16, 1, gen)
+        # Room for the trace: 5 words a CTA (row blocks: group 4 × q_len 1 fits one).
+        probe_fns, _, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value)
+        ctas = max(1, plan.num_splits) * bd.KV_HEADS * batch
+        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=40 * ctas)
+        ws = keep[0]
+        for _ in range(3):
+            fns[0]()
+        torch.cuda.synchronize()
+        t = ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+        if plan.num_splits <= 1 or (t[:, 1] == 0).any():
+            print(f"({batch},{ctx}): no trace (one split, or not a trace build)")
+            continue
+        t0 = t[:, 1].min()
+        start, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4)]  # us
+        span = end.max().item()
+        print(f"({batch},{ctx}): {plan.num_splits} splits, {ctas} CTAs on {len(set(t[:, 0].tolist()))} SMs; "
+              f"span {span:.2f} us = {case.kv_bytes / span / 1e3:.0f} GB/s of K/V")
+        print(f"  start     {stats(start)} us")
+        print(f"  ramp      {stats(first - start)} us (start -> first tile landed)")
+        print(f"  loop      {stats(loop - first)} us")
+        print(f"  epilogue  {stats(end - loop)} us")
+        print(f"  end       {stats(end)} us")
+        del case, fns, keep, probe_fns
+    if args.timeline:
+        for batch, ctx in shapes:
+            timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen)
+
+
+def timeline(lib, workers, batch, ctx, gen):
+    """Kernel start/end times of 8 back-to-back calls replayed from a CUDA graph (profiler):
+    split kernel, merge end after split end, gap to the next call's split kernel."""
+    from torch.profiler import ProfilerActivity, profile
+    probe = 2 * batch * ctx * bd.KV_HEADS * bd.HEAD_DIM * 2
+    copies = max(1, min(16, -(-4 * bd.L2_BYTES // probe)))
+    case = bd.Case([ctx] * batch, 16, torch.bfloat16, copies, gen)
+    fns, keep, plan = bd.ours(lib, case, workers)
+    calls = [fns[i % len(fns)] for i in range(max(8, len(fns)))]
+    for f in calls:
+        f()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for f in calls:
+            f()
+    g.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        g.replay()
+        torch.cuda.synchronize()
+    ev = sorted([(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                 if e.device_type.name == "CUDA" and ("decode_split" in e.name or "merge_kernel" in e.name)])
+    splits = [e for e in ev if "decode_split" in e[2]]
+    merges = [e for e in ev if "merge_kernel" in e[2]]
+    if len(splits) < 2:
+        print(f"({batch},{ctx}) timeline: no kernel events from the graph ({len(ev)})")
+        return
+    per_call = (splits[-1][0] - splits[0][0]) / (len(splits) - 1)
+    sd = sum(e[1] - e[0] for e in splits) / len(splits)
+    line = f"({batch},{ctx}) timeline over {len(splits)} calls: {per_call:.2f} us a call; split kernel {sd:.2f} us"
+    if len(merges) == len(splits):
+        tail = sum(m[1] - s[1] for s, m in zip(splits, merges)) / len(splits)
+        gap = sum(splits[i + 1][0] - merges[i][1] for i in range(len(splits) - 1)) / (len(splits) - 1)
+        line += f", merge ends {tail:.2f} us after it, next split starts {gap:.2f} us after that"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
