@@ -10,6 +10,7 @@
 #include "attention/prefill.h"
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/kv_storage.h"
+#include "kvcache/page_view_check.h"
 #include "kvcache/sizing.h"
 
 namespace flashserve {
@@ -144,6 +145,33 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
         EXPECT_EQ(child_block[(h * bs + t) * D + d], parent_block[(h * bs + t) * D + d]);
   EXPECT_EQ(child_block[(0 * bs + 2) * D + 0], k1[(1 * 1 + 0) * H * D + 0]);  // layer 1, token 0, head 0
   EXPECT_EQ(st.copy_blocks(std::vector<BlockCopy>{{1, 99}}.data(), 1).code(), StatusCode::kOutOfRange);
+}
+
+// What the CUDA kernels need of a page view, checked on the host: 16-byte chunks, a
+// power-of-two block size, and in-pool offsets of a block and of a token that fit 32 bits (the
+// K/V tile copier's address math).
+TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
+  alignas(16) static uint16_t pool[64];
+  static int32_t table[4], lens[1];
+  KVPageView pv = make_page_view(pool, pool, 4, 8, 16, 128, table, 4, lens);
+  EXPECT_TRUE(validate_page_view_cuda("t", pv, 2).ok());
+  KVPageView bad = pv;
+  bad.k_pages = pool + 1;  // 2 bytes off a 16-byte boundary
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kInvalidArgument);
+  bad = pv;
+  bad.token_stride = 132;  // 264 bytes: not whole 16-byte chunks
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kInvalidArgument);
+  bad = pv;
+  bad.block_size = 12;
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
+  bad = pv;
+  bad.block_stride = int64_t{1} << 31;  // 4 GiB a block at 2 bytes an element
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
+  bad.block_stride = (int64_t{1} << 31) - 8;  // just under 4 GiB: fine
+  EXPECT_TRUE(validate_page_view_cuda("t", bad, 2).ok());
+  bad = pv;
+  bad.token_stride = int64_t{1} << 27;  // 16 tokens × 256 MiB = 4 GiB
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
 }
 
 TEST(CacheSizing, BlocksFromABudget) {
