@@ -32,7 +32,8 @@ struct MergeParams {
   int64_t lse_out_row_stride = 1;
 };
 
-// Merges num_states states of every row. o_out may alias state 0 (in-place merge).
+// Merges num_states states of every row. o_out may alias state 0 (in-place merge) when it has
+// state 0's element type and row stride (each row is then read before it is written).
 Status merge_states(const MergeParams& params, void* stream = nullptr);
 
 // Merges two states of contiguous [num_rows, head_dim] rows held in separate buffers:

@@ -26,7 +26,9 @@ struct KVPageView {
   int64_t token_stride = 0;       // elements between slot t and t+1 inside (block, head)
   int32_t num_blocks = 0;         // blocks in each pool; ids must lie in [0, num_blocks)
   int32_t block_size = 0;         // tokens per block, >= 1
-  const int32_t* block_table = nullptr;  // [batch, block_table_stride] block ids
+  // [batch, block_table_stride] block ids. Every entry of every row must be readable (the CUDA
+  // kernels may read entries past a sequence's last page; their values are never used).
+  const int32_t* block_table = nullptr;
   int64_t block_table_stride = 0;        // entries per row: the most blocks a sequence may own
   const int32_t* seq_lens = nullptr;     // [batch] keys per sequence (cached prefix + new tokens)
 };

@@ -33,6 +33,8 @@ Status validate_page_view_cuda(const char* where, const KVPageView& pv, int64_t 
   constexpr int64_t kMax32 = int64_t{1} << 32;
   if (pv.block_stride * elem >= kMax32 || int64_t{pv.block_size} * pv.token_stride * elem >= kMax32)
     return unsupported(std::string(where) + ": CUDA needs block_stride and block_size·token_stride below 4 GiB");
+  if (pv.block_table_stride * pv.block_size >= (int64_t{1} << 31))
+    return unsupported(std::string(where) + ": CUDA needs block_table_stride·block_size below 2^31 keys");
   return Status::Ok();
 }
 

@@ -14,7 +14,9 @@ Status validate_page_view_shapes(const char* where, const KVPageView& pages, int
 // What the CUDA kernels need beyond the shapes: 16-byte chunks (pointers and strides of
 // `elem`-byte elements), a power-of-two block size, and a pool whose in-pool byte offsets of
 // a block and of a token inside a block fit 32 bits (block_stride·elem and
-// block_size·token_stride·elem below 2^32). INVALID_ARGUMENT / UNIMPLEMENTED otherwise.
+// block_size·token_stride·elem below 2^32), and a table row of fewer than 2^31 keys
+// (block_table_stride·block_size: key indices are 32-bit). INVALID_ARGUMENT / UNSUPPORTED
+// otherwise.
 Status validate_page_view_cuda(const char* where, const KVPageView& pages, int64_t elem);
 
 // For each of `batch` sequences: 0 <= seq_lens[b] <= block_table_stride·block_size

@@ -148,8 +148,8 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
 }
 
 // What the CUDA kernels need of a page view, checked on the host: 16-byte chunks, a
-// power-of-two block size, and in-pool offsets of a block and of a token that fit 32 bits (the
-// K/V tile copier's address math).
+// power-of-two block size, in-pool offsets of a block and of a token that fit 32 bits (the
+// K/V tile copier's address math), and rows of fewer than 2^31 keys.
 TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
   alignas(16) static uint16_t pool[64];
   static int32_t table[4], lens[1];
@@ -171,6 +171,9 @@ TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
   EXPECT_TRUE(validate_page_view_cuda("t", bad, 2).ok());
   bad = pv;
   bad.token_stride = int64_t{1} << 27;  // 16 tokens × 256 MiB = 4 GiB
+  EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
+  bad = pv;
+  bad.block_table_stride = int64_t{1} << 27;  // 2^27 pages of 16 keys: 2^31 keys a row
   EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
 }
 

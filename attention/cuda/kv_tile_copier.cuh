@@ -37,7 +37,8 @@ struct KVSource {
 
 // A CTA's K/V tile copies: kThreads threads, kKeys keys a tile, 16-byte chunks; thread tid
 // copies chunk tid % kChunks of keys lo + tile·kKeys + tid / kChunks + i·kPass (i < kRows),
-// zero-filling keys at or past hi (and, paged, keys on a bad page id, which reads nothing).
+// zero-filling keys at or past hi (and, paged, keys on a bad page id: nothing is read, the key
+// counts as a zero K/V row; the host rejects such ids where it can read the table).
 // Paged: page ids are read a tile ahead of the copies that use them (fetch_ids), so a copy
 // never waits behind a block-table read. Every thread of the CTA must call both (shuffles). dst(j, chunk) is the element offset of a key's chunk in
 // the stage (the kernel's swizzle).

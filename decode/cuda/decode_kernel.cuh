@@ -359,8 +359,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     }
   }
 #ifdef FLASHSERVE_DECODE_TRACE
+  // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= trace_bytes) {
+  const int64_t states_bytes = static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4;
+  if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
     const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
     uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 5 * ctas;
