@@ -22,10 +22,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -75,15 +73,14 @@ struct DecodeTraits {
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
-  static_assert((kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) + kRowsPerBlock * (kHeadDim + 1)) * 4 <= kSmemKV,
-                "merge scratch");
+  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
-    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const bool cluster_merge) {
+    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -296,8 +293,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kRedStride]
   float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kRedStride;     // [warps][16]
   float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
-  float* part_o = red_l + kDecodeWarps * kRowsPerBlock;                 // [16][kHeadDim]: cluster merge
-  float* part_lse = part_o + kRowsPerBlock * kHeadDim;                  // [16]
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = gid + 8 * i;
@@ -353,13 +348,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
       for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
       if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
-    } else if (cluster_merge) {  // the partial stays in shared memory for the cluster's merge
-      VecF v;
-      float* vs = reinterpret_cast<float*>(&v);
-#pragma unroll
-      for (int d = 0; d < kV; ++d) vs[d] = out[d];
-      *reinterpret_cast<VecF*>(part_o + r * kHeadDim + d0) = v;
-      if (lane == 0) part_lse[r] = lse;
     } else {
       const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
       VecF v;
@@ -370,52 +358,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       if (lane == 0) ws_lse[wrow] = lse;
     }
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Cluster merge (the launch makes the num_splits CTAs of a (sequence, kv head, row block) one
-  // thread-block cluster, split = rank): split 0 reads every rank's partial rows through
-  // distributed shared memory and writes o, with no workspace, merge kernel or grid boundary.
-  if (cluster_merge) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // every rank's partial is in its shared memory
-    if (split == 0) {
-      constexpr int kMaxRanks = 16;
-      const int ranks = p.num_splits;  // <= kMaxRanks (host)
-      for (int r = warp; r < block_rows; r += kDecodeWarps) {
-        const float ls = lane < ranks ? cluster.map_shared_rank(part_lse, lane)[r] : -INFINITY;
-        float mx = ls;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        float e = (ls == -INFINITY || mx == -INFINITY) ? 0.f : __expf(ls - mx), sum = e;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        VecF x[kMaxRanks];
-#pragma unroll
-        for (int k = 0; k < kMaxRanks; ++k)  // all ranks' loads in flight together
-          if (k < ranks) x[k] = *reinterpret_cast<const VecF*>(cluster.map_shared_rank(part_o, k) + r * kHeadDim + d0);
-        float out[kV] = {};
-#pragma unroll
-        for (int k = 0; k < kMaxRanks; ++k) {
-          const float w = __shfl_sync(0xffffffffu, e, k) * inv;  // 0 for an empty split
-          if (k < ranks && w != 0.f) {
-            const float* xs = reinterpret_cast<const float*>(&x[k]);
-#pragma unroll
-            for (int d = 0; d < kV; ++d) out[d] += w * xs[d];
-          }
-        }
-        const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-        const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-        T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
-#pragma unroll
-        for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
-        if (p.lse != nullptr && lane == 0)
-          p.lse[token_row * p.num_heads + h] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
-      }
-    }
-    cluster.sync();  // no rank leaves (its shared memory) before split 0 has read it
-  }
-#endif
 #ifdef FLASHSERVE_DECODE_TRACE
   // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
@@ -435,57 +377,18 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// The most splits a cluster merge takes (a non-portable cluster size above 8).
-inline constexpr int kMaxClusterSplits = 16;
-
-// Launches the split kernel for one instance; defined by the instance files. allow_cluster:
-// merge in the kernel through a thread-block cluster per work unit when the splits fit one
-// (2..kMaxClusterSplits) and all clusters are resident at once (one wave; otherwise a
-// cluster's early CTAs would hold slots while its last one runs); *merged tells the caller.
+// Launches the split kernel for one instance; defined by the instance files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool allow_cluster, bool* merged) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  config.blockDim = dim3(kDecodeThreads);
-  config.dynamicSmemBytes = Tr::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = p.num_splits;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  bool cluster = allow_cluster && p.num_splits >= 2 && p.num_splits <= kMaxClusterSplits;
-  if (cluster) {
-    // Resident clusters of this size, cached per size for the process (-1: not yet asked; 0:
-    // none, or the query failed). Devices of one kind assumed.
-    static std::atomic<int> resident[kMaxClusterSplits + 1] = {-1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                               -1, -1, -1, -1, -1, -1, -1, -1};
-    int n = resident[p.num_splits].load(std::memory_order_relaxed);
-    if (n < 0) {
-      int max_clusters = 0;
-      if (p.num_splits > 8) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      if (err == cudaSuccess) err = cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &config);
-      if (err != cudaSuccess) {
-        (void)cudaGetLastError();  // not an error of this call: use the merge kernel instead
-        err = cudaSuccess;
-        max_clusters = 0;
-      }
-      n = max_clusters;
-      resident[p.num_splits].store(n, std::memory_order_relaxed);
-    }
-    cluster = static_cast<int64_t>(config.gridDim.y) * config.gridDim.z <= n;
-  }
-  config.numAttrs = cluster ? 1 : 0;
-  *merged = cluster;
-  return cudaLaunchKernelEx(&config, kernel, p, row_blocks, cluster);
+  const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
+  return cudaGetLastError();
 }
 
 }  // namespace flashserve::cuda
