@@ -1,7 +1,5 @@
 #include "decode/cuda/decode_cuda.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "attention/cuda/merge_cuda.h"
@@ -13,10 +11,10 @@
 namespace flashserve::cuda {
 
 // Declared here, instantiated one per file (decode_hd*_*.cu).
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool, bool*);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, bool*);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool, bool*);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, bool*);
+extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
 
 Status validate_decode_cuda(const DecodeParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
@@ -31,20 +29,16 @@ Status validate_decode_cuda(const DecodeParams& p) {
 
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  // FLASHSERVE_DECODE_FUSED=0 turns the in-kernel merge off (A/B timing, tests).
-  const char* env = std::getenv("FLASHSERVE_DECODE_FUSED");
-  const bool allow_fused = !(env != nullptr && std::strcmp(env, "0") == 0);
-  bool merged = false;
   cudaError_t err;
   if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream, allow_fused, &merged)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, stream, allow_fused, &merged);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream)
+                                     : launch_decode_split<64, __nv_bfloat16>(p, stream);
   } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream, allow_fused, &merged)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, stream, allow_fused, &merged);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream)
+                                     : launch_decode_split<128, __nv_bfloat16>(p, stream);
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
-  if (p.num_splits == 1 || merged) return Status::Ok();
+  if (p.num_splits == 1) return Status::Ok();
 
   const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   MergeParams m;

@@ -22,10 +22,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -82,7 +80,7 @@ struct DecodeTraits {
 
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
-    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const bool fused_merge) {
+    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -175,17 +173,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
-  // Fused merge (a cooperative launch, the whole grid resident): CTA 0 zeroes the arrival
-  // counters and the grid meets once, while the first tiles are in flight (their ~5 us of
-  // ramp hides the barrier). At the end the last split of each work unit to arrive merges.
-  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
-  int* const counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) +
-                                               decode_counter_offset(p.num_splits, total_rows, kHeadDim));
-  if (fused_merge) {
-    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-      for (int i = tid; i < static_cast<int>(gridDim.y * gridDim.z); i += kDecodeThreads) counters[i] = 0;
-    cooperative_groups::this_grid().sync();
-  }
   // The first tiles are in flight; fetch the queries meanwhile.
   // Queries of the row block to shared memory (rows past block_rows are zero).
   for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
@@ -325,6 +312,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1 (contiguous,
   // vector loads without bank conflicts; v2.7 had one thread a 16-dim slice, 4-way conflicts,
   // 64 scalar loads, ~1.4 us of epilogue on the trace).
+  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
   constexpr int kV = kHeadDim / 32;  // 4 or 2
@@ -370,57 +358,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       if (lane == 0) ws_lse[wrow] = lse;
     }
   }
-  if (fused_merge) {
-    // Arrive; the last of the unit's splits merges them all (their partials are in L2).
-    int* last = reinterpret_cast<int*>(smem_raw);  // the reduction scratch is no longer read
-    __threadfence();  // this CTA's partial is visible to the unit's other CTAs
-    __syncthreads();
-    if (tid == 0) *last = atomicAdd(counters + blockIdx.z * gridDim.y + blockIdx.y, 1) == p.num_splits - 1;
-    __syncthreads();
-    if (*last) {
-      __threadfence();
-      const int ns = p.num_splits;  // <= 64 (host)
-      for (int r = warp; r < block_rows; r += kDecodeWarps) {
-        const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-        const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-        const int64_t row = token_row * p.num_heads + h;
-        // Lane l holds splits l and l + 32: their lse, a running logsumexp across the warp.
-        const float l0 = lane < ns ? __ldcg(ws_lse + lane * total_rows + row) : -INFINITY;
-        const float l1 = lane + 32 < ns ? __ldcg(ws_lse + (lane + 32) * total_rows + row) : -INFINITY;
-        float mx = fmaxf(l0, l1);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        float sum = (l0 == -INFINITY ? 0.f : __expf(l0 - mx)) + (l1 == -INFINITY ? 0.f : __expf(l1 - mx));
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        const float lse = sum > 0.f ? mx + __logf(sum) : -INFINITY;
-        const float w0 = l0 == -INFINITY || lse == -INFINITY ? 0.f : __expf(l0 - lse);
-        const float w1 = l1 == -INFINITY || lse == -INFINITY ? 0.f : __expf(l1 - lse);
-        float out[kV] = {};
-        constexpr int kInFlight = 8;
-        for (int s0 = 0; s0 < ns; s0 += kInFlight) {
-          VecF x[kInFlight];
-#pragma unroll
-          for (int k = 0; k < kInFlight; ++k)
-            if (s0 + k < ns) x[k] = __ldcg(reinterpret_cast<const VecF*>(ws_o + ((s0 + k) * total_rows + row) * kHeadDim + d0));
-#pragma unroll
-          for (int k = 0; k < kInFlight; ++k) {
-            const int s = s0 + k;
-            const float w = __shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31);  // 0: empty split
-            if (s < ns && w != 0.f) {
-              const float* xs = reinterpret_cast<const float*>(&x[k]);
-#pragma unroll
-              for (int d = 0; d < kV; ++d) out[d] += w * xs[d];
-            }
-          }
-        }
-        T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
-#pragma unroll
-        for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
-        if (p.lse != nullptr && lane == 0) p.lse[row] = lse;
-      }
-    }
-  }
 #ifdef FLASHSERVE_DECODE_TRACE
   // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
@@ -440,51 +377,18 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// The most splits the fused merge takes (the last split reads two lse a lane).
-inline constexpr int kMaxFusedSplits = 64;
-
-// Launches the split kernel for one instance; defined by the instance files. allow_fused:
-// merge inside the kernel (cooperative launch: the grid meets once at the start, and the last
-// split of each work unit merges) when the whole grid is resident at once and 2..64 splits;
-// *merged tells the caller whether it did.
+// Launches the split kernel for one instance; defined by the instance files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool allow_fused, bool* merged) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  config.blockDim = dim3(kDecodeThreads);
-  config.dynamicSmemBytes = Tr::kSmemBytes;
-  config.stream = stream;
-  bool fused = allow_fused && p.num_splits >= 2 && p.num_splits <= kMaxFusedSplits;
-  if (fused) {
-    // CTAs resident at once on this device (cached for the process; devices of one kind).
-    static std::atomic<int64_t> resident{-1};
-    int64_t n = resident.load(std::memory_order_relaxed);
-    if (n < 0) {
-      int device = 0, sms = 0, per_sm = 0, coop = 0;
-      err = cudaGetDevice(&device);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device);
-      if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
-      if (err != cudaSuccess) return err;
-      n = coop ? static_cast<int64_t>(per_sm) * sms : 0;
-      resident.store(n, std::memory_order_relaxed);
-    }
-    fused = static_cast<int64_t>(config.gridDim.x) * config.gridDim.y * config.gridDim.z <= n;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  config.attrs = attr;
-  config.numAttrs = fused ? 1 : 0;
-  *merged = fused;
-  return cudaLaunchKernelEx(&config, kernel, p, row_blocks, fused);
+  const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
+  return cudaGetLastError();
 }
 
 }  // namespace flashserve::cuda
