@@ -87,6 +87,12 @@ def eager_time(fns):
     return st.elapsed_time(en) * 1e-3 / calls
 
 
+def rotation_copies(lens):
+    """Input copies a graph rotates among so its K/V (bf16) exceed the L2 four times (1..16)."""
+    probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
+    return max(1, min(16, math.ceil(4 * L2_BYTES / probe)))
+
+
 class Case:
     """One decode shape: `copies` independent caches (pages + contiguous) for rotation."""
 
@@ -217,8 +223,7 @@ def sweep(lib, sms, gen):
         if lens is None:
             g = torch.Generator().manual_seed(7)
             lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
-        probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
-        case = Case(lens, 16, torch.bfloat16, max(1, min(16, math.ceil(4 * L2_BYTES / probe))), gen)
+        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen)
         for workers in (sms, 2 * sms, 4 * sms):
             for min_pages in (0, 8, 4, 2):
                 fns, keep, plan = ours(lib, case, workers, min_pages=min_pages)
@@ -282,8 +287,7 @@ def main():
         else:
             lens = [shape[1]] * shape[0]
             label = f"({shape[0]},{shape[1] // 1024}k)"
-        probe = 2 * sum(lens) * KV_HEADS * HEAD_DIM * 2
-        copies = max(1, min(16, math.ceil(4 * L2_BYTES / probe)))
+        copies = rotation_copies(lens)
         case = Case(lens, page, dtype, copies, gen)
         fns, keep, plan = ours(lib, case, workers)
         t_ours = graph_time(fns)

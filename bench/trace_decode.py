@@ -33,10 +33,10 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(5)
     for batch, ctx in shapes:
         case = bd.Case([ctx] * batch, 16, torch.bfloat16, 1, gen)
-        # Room for the trace: 5 words a CTA (row blocks: group 4 × q_len 1 fits one).
-        probe_fns, _, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value)
+        # Room for the trace, 5 words a CTA, for the most splits the planner gives (64; one row
+        # block: group 4 × q_len 1); the kernel writes it at the end of the workspace.
+        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=40 * 64 * bd.KV_HEADS * batch)
         ctas = max(1, plan.num_splits) * bd.KV_HEADS * batch
-        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=40 * ctas)
         ws = keep[0]
         for _ in range(3):
             fns[0]()
@@ -55,7 +55,7 @@ def main():
         print(f"  loop      {stats(loop - first)} us")
         print(f"  epilogue  {stats(end - loop)} us")
         print(f"  end       {stats(end)} us")
-        del case, fns, keep, probe_fns
+        del case, fns, keep
     if args.timeline:
         for batch, ctx in shapes:
             timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen)
@@ -65,9 +65,7 @@ def timeline(lib, workers, batch, ctx, gen):
     """Kernel start/end times of 8 back-to-back calls replayed from a CUDA graph (profiler):
     split kernel, merge end after split end, gap to the next call's split kernel."""
     from torch.profiler import ProfilerActivity, profile
-    probe = 2 * batch * ctx * bd.KV_HEADS * bd.HEAD_DIM * 2
-    copies = max(1, min(16, -(-4 * bd.L2_BYTES // probe)))
-    case = bd.Case([ctx] * batch, 16, torch.bfloat16, copies, gen)
+    case = bd.Case([ctx] * batch, 16, torch.bfloat16, bd.rotation_copies([ctx] * batch), gen)
     fns, keep, plan = bd.ours(lib, case, workers)
     calls = [fns[i % len(fns)] for i in range(max(8, len(fns)))]
     for f in calls:
