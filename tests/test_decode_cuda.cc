@@ -262,6 +262,35 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
   cudaStreamDestroy(stream);
 }
 
+// Split-K merges inside the kernel (ready flags in the workspace): more splits than a warp's
+// two lse loads a lane (70), and one workspace reused by eager calls of different split counts
+// (each call's flags meet the previous call's leftovers: partials, reset flags, poison).
+TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 777);
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  Tolerance tol = tolerance_for(p, ref);
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+  tol.lse_abs += 1e-5;
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  const int32_t pages = max_pages(p);
+  DeviceBuffer ws(decode_workspace_bytes(70, dp.batch, dp.q_len, dp.num_heads, dp.head_dim));
+  for (int32_t splits : {70, 7, 70, 2, 70}) {
+    dp.num_splits = splits;
+    dp.pages_per_split = (pages + splits - 1) / splits;
+    dp.workspace = ws.get();
+    dp.workspace_bytes = ws.bytes();
+    FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
+    FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+    ASSERT_TRUE(decode(dp, nullptr).ok());
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());
+    EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << splits << " splits";
+  }
+}
+
 TEST(DecodeCuda, UnsupportedShapesAreErrors) {
   FS_SKIP_WITHOUT_CUDA();
   Problem p = decode_problem({40}, 1, 8, 2, 80, DType::kBFloat16, 16, 1);

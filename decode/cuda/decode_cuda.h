@@ -1,4 +1,4 @@
-// The CUDA decode path behind decode(): instance selection, split kernel, merge.
+// The CUDA decode path behind decode(): instance selection and the split kernel (which merges).
 #pragma once
 
 #include "common/status.h"
