@@ -104,17 +104,4 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// GPU-scope memory ordering for flags between CTAs (the split-K ready flags): relaxed 64-bit
-// accesses ordered by acq_rel fences (not __threadfence(), an SC fence, which cost the in-kernel
-// merge experiment ~2 us a fence at the end of every CTA, bench/NOTES.md).
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-__device__ __forceinline__ void store_relaxed_gpu(uint64_t* a, uint64_t v) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(a), "l"(v) : "memory");
-}
-__device__ __forceinline__ uint64_t load_relaxed_gpu(const uint64_t* a) {
-  uint64_t v;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(a) : "memory");
-  return v;
-}
-
 }  // namespace flashserve::cuda

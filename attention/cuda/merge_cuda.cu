@@ -3,7 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/merge_cuda.h"
 #include "attention/softmax_state.h"
 #include "common/cuda_check.h"
@@ -72,29 +71,18 @@ struct LseAcc {
 // predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
-    merge_kernel(const __grid_constant__ MergeParams p, const __grid_constant__ MergeReady ready) {
+    merge_kernel(const __grid_constant__ MergeParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the split kernel: wait here until its writes are
+  // visible (a no-op for an ordinary launch).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   constexpr int kStatesInFlight = 32 / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
   const int64_t row = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int num_states = p.num_states, head_dim = p.head_dim;
-  if (ready.flags != nullptr) {
-    // The row's states, each as soon as its ready flag holds this call's epoch (polled with a
-    // short sleep: the CTA sits beside the split kernel's until then), then an acquire fence.
-    for (int s = threadIdx.x; s < num_states; s += kWarpsPerBlock * 32) {
-      const uint64_t* f = ready.flags + s * ready.state_stride + row;
-      while (load_relaxed_gpu(f) != ready.epoch) __nanosleep(100);
-    }
-    fence_acq_rel_gpu();
-    __syncthreads();
-  } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Launched as a programmatic dependent: wait here until the previous kernel's writes are
-    // visible (a no-op for an ordinary launch).
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-  }
   const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
   const int64_t lse_step = p.lse_in_state_stride, o_step = p.o_in_state_stride;
   const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
@@ -145,19 +133,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
     store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o);
   }
   if (p.lse_out != nullptr && threadIdx.x == 0) p.lse_out[row * p.lse_out_row_stride] = total;
-  if (ready.flags != nullptr) {
-    // Every read of the row is done (the barrier above): clear its flags for the next call (a
-    // CUDA graph replays the same epoch). No wait for the previous kernel as a whole: its CTAs
-    // raise their flags after their last reads and writes, so what follows this grid cannot
-    // race with them even if this grid completes first.
-    for (int s = threadIdx.x; s < num_states; s += kWarpsPerBlock * 32)
-      store_relaxed_gpu(ready.flags + s * ready.state_stride + row, 0);
-  }
 }
 
 }  // namespace
 
-Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, const MergeReady& ready) {
+Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const int64_t blocks = p.num_rows;  // one CTA a row
@@ -177,13 +157,13 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, con
   const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
   switch (p.in_dtype) {
     case DType::kFloat32:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p, ready);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p);
       break;
     case DType::kFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p, ready);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p);
       break;
     case DType::kBFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p, ready);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p);
       break;
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));

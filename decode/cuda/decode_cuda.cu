@@ -1,8 +1,5 @@
 #include "decode/cuda/decode_cuda.h"
 
-#include <atomic>
-#include <chrono>
-#include <random>
 #include <string>
 
 #include "attention/cuda/merge_cuda.h"
@@ -14,28 +11,10 @@
 namespace flashserve::cuda {
 
 // Declared here, instantiated one per file (decode_hd*_*.cu).
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, uint64_t, cudaStream_t);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, uint64_t, cudaStream_t);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, uint64_t, cudaStream_t);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, uint64_t, cudaStream_t);
-
-namespace {
-
-// A fresh ready-flag value for each call: a 64-bit mix (splitmix64) of a per-process counter
-// that starts at a random point; never 0, the value a merge leaves behind. A workspace's old
-// contents equal it with negligible odds, so callers need not clear the workspace.
-uint64_t next_epoch() {
-  static std::atomic<uint64_t> counter{(static_cast<uint64_t>(std::random_device{}()) << 32) ^
-                                       static_cast<uint64_t>(
-                                           std::chrono::steady_clock::now().time_since_epoch().count())};
-  uint64_t x = counter.fetch_add(0x9e3779b97f4a7c15ull, std::memory_order_relaxed);
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x != 0 ? x : 1;
-}
-
-}  // namespace
+extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
 
 Status validate_decode_cuda(const DecodeParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
@@ -50,14 +29,13 @@ Status validate_decode_cuda(const DecodeParams& p) {
 
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  const uint64_t epoch = next_epoch();
   cudaError_t err;
   if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, epoch, stream)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, epoch, stream);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream)
+                                     : launch_decode_split<64, __nv_bfloat16>(p, stream);
   } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, epoch, stream)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, epoch, stream);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream)
+                                     : launch_decode_split<128, __nv_bfloat16>(p, stream);
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
   if (p.num_splits == 1) return Status::Ok();
@@ -78,12 +56,6 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   m.out_dtype = p.dtype;
   m.lse_out = p.lse;
   m.lse_out_row_stride = 1;
-  // The split kernel raises a flag per (split, row) when the row's partial is stored.
-  MergeReady ready;
-  ready.flags = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) +
-                                            decode_flags_offset(p.num_splits, rows, p.head_dim));
-  ready.state_stride = rows;
-  ready.epoch = epoch;
   if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
     m.o_out = p.o;
     m.o_out_row_stride = p.o_head_stride;
@@ -91,7 +63,7 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
     int device = 0, cc_major = 0;
     FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
-    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9, ready);
+    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9);
   }
   // Token rows not evenly strided with heads: one merge per token row.
   for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {
@@ -101,9 +73,7 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
     m.o_out = static_cast<char*>(p.o) + t * p.o_row_stride * dtype_size(p.dtype);
     m.o_out_row_stride = p.o_head_stride;
     m.lse_out = p.lse ? p.lse + t * p.num_heads : nullptr;
-    MergeReady row_ready = ready;
-    row_ready.flags += t * p.num_heads;
-    FS_RETURN_IF_ERROR(merge_cuda(m, stream_ptr, /*dependent_launch=*/false, row_ready));
+    FS_RETURN_IF_ERROR(merge_states(m, stream_ptr));
   }
   return Status::Ok();
 }

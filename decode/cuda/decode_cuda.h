@@ -1,4 +1,4 @@
-// The CUDA decode path behind decode(): instance selection and the split kernel (which merges).
+// The CUDA decode path behind decode(): instance selection, split kernel, merge.
 #pragma once
 
 #include "common/status.h"

@@ -17,7 +17,7 @@
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
 // split the CTA writes o in the storage type; otherwise fp32 partial o and lse into the
-// workspace and a ready flag per row, which the merge kernel (launched early) waits on.
+// workspace for merge_states.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -80,7 +80,7 @@ struct DecodeTraits {
 
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
-    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const uint64_t epoch) {
+    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -91,9 +91,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Let the merge kernel (a programmatic dependent) be launched now: its CTAs wait beside
-  // these for the ready flags of their rows (below), so a row is merged as soon as its splits
-  // are done, not after this whole grid.
+  // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
+  // for this grid's writes, so its launch latency hides under this kernel.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   FS_TRACE(t_start);
@@ -359,26 +358,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       if (lane == 0) ws_lse[wrow] = lse;
     }
   }
-  if (p.num_splits > 1) {
-    // Ready flags (this call's epoch) of the warp's rows, released after their partials: the
-    // warp's stores, then lane 0's acq_rel fence (cumulative), then the flags.
-    uint64_t* flags = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) +
-                                                  decode_flags_offset(p.num_splits, total_rows, kHeadDim));
-    __syncwarp();
-    if (lane == 0 && warp < block_rows) {
-      fence_acq_rel_gpu();
-      for (int r = warp; r < block_rows; r += kDecodeWarps) {
-        const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-        const int64_t row = (static_cast<int64_t>(b) * p.q_len + t) * p.num_heads + h;
-        store_relaxed_gpu(flags + static_cast<int64_t>(split) * total_rows + row, epoch);
-      }
-    }
-  }
 #ifdef FLASHSERVE_DECODE_TRACE
-  // Only where the caller made room past the partial states and flags (trace_decode.py does).
+  // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t states_bytes = decode_flags_offset(p.num_splits, total_rows, kHeadDim) +
-                               static_cast<int64_t>(p.num_splits) * total_rows * 8;  // partials + flags
+  const int64_t states_bytes = static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4;
   if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
     const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
@@ -394,10 +377,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// Launches the split kernel for one instance; defined by the instance files. epoch: this
-// call's ready-flag value (split-K), never 0 (decode_cuda.cu).
+// Launches the split kernel for one instance; defined by the instance files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, uint64_t epoch, cudaStream_t stream) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -405,7 +387,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, uint64_t epoch, cudaStrea
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks, epoch);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
   return cudaGetLastError();
 }
 
