@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--shape", action="append", default=[], help="batch,context (repeatable)")
     ap.add_argument("--ctas-per-sm", type=int, default=2)
     ap.add_argument("--timeline", action="store_true", help="also kernel times of graph-replayed calls (profiler)")
+    ap.add_argument("--dump", metavar="DIR", help="also write each CTA's stamps of 3 calls as CSV (one file a shape)")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] or [(1, 4096), (1, 32768), (8, 8192)]
     lib = fsc.load(args.lib)
@@ -42,6 +43,8 @@ def main():
             fns[0]()
         torch.cuda.synchronize()
         t = ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+        if args.dump:
+            dump(args.dump, batch, ctx, plan.num_splits, fns[0], ws, ctas, t)
         if plan.num_splits <= 1 or (t[:, 1] == 0).any():
             print(f"({batch},{ctx}): no trace (one split, or not a trace build)")
             continue
@@ -59,6 +62,27 @@ def main():
     if args.timeline:
         for batch, ctx in shapes:
             timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen)
+
+
+def dump(folder, batch, ctx, splits, call, ws, ctas, first):
+    """CSV of every CTA's SM and stamps (us from the call's first start) over 3 calls, to see
+    whether the slow CTAs are the same SMs, splits or heads from call to call."""
+    import os
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"trace_{batch}x{ctx}.csv"), "w") as f:
+        f.write("call,cta,b,kv_head,split,sm,start,first,loop,end\n")
+        t = first
+        for c in range(3):
+            if c > 0:
+                call()
+                torch.cuda.synchronize()
+                t = ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+            t0 = t[:, 1].min()
+            for i in range(ctas):
+                split, unit = i % splits, i // splits
+                us = [(t[i, k] - t0).item() / 1e3 for k in (1, 2, 3, 4)]
+                f.write(f"{c},{i},{unit // bd.KV_HEADS},{unit % bd.KV_HEADS},{split},{t[i, 0].item()},"
+                        + ",".join(f"{u:.3f}" for u in us) + "\n")
 
 
 def timeline(lib, workers, batch, ctx, gen):
