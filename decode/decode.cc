@@ -28,7 +28,7 @@ int64_t decode_workspace_bytes(int32_t num_splits, int32_t batch, int32_t q_len,
                                int32_t head_dim) {
   if (num_splits <= 1) return 0;
   const int64_t rows = static_cast<int64_t>(batch) * q_len * num_heads;
-  return decode_counter_offset(num_splits, rows, head_dim) + (rows + 1) * 8;  // a work unit has >= 1 row
+  return static_cast<int64_t>(num_splits) * rows * (head_dim + 1) * static_cast<int64_t>(sizeof(float));
 }
 
 Status validate_decode_shapes(const DecodeParams& p) {

@@ -9,7 +9,6 @@
 
 #include "attention/params.h"
 #include "common/dtype.h"
-#include "common/host_device.h"
 #include "kvcache/page_view.h"
 
 namespace flashserve {
@@ -44,21 +43,14 @@ struct DecodeParams {
   int32_t num_splits = 0;        // splits per sequence (the most any sequence uses)
   int32_t pages_per_split = 0;   // pages of keys per split; split s covers pages
                                  // [s·pages_per_split, (s+1)·pages_per_split) ∩ the sequence's
-  // Workspace: fp32 partial o [num_splits, batch·q_len·num_heads, head_dim], then fp32 partial
-  // lse [num_splits, batch·q_len·num_heads], then (CUDA, from decode_counter_offset()) a 64-bit
-  // call counter and one 64-bit tile counter a work unit. decode_workspace_bytes() gives its
-  // size; its contents on entry do not matter.
+  // fp32 workspace: partial o [num_splits, batch·q_len·num_heads, head_dim], then partial
+  // lse [num_splits, batch·q_len·num_heads]. decode_workspace_bytes() gives its size.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 };
 
 // Fills the strides of contiguous q and o.
 void set_contiguous_strides(DecodeParams& p);
-
-// Byte offset of the CUDA kernel's counters in the workspace (16-byte aligned).
-FS_HOST_DEVICE int64_t decode_counter_offset(int32_t num_splits, int64_t rows, int32_t head_dim) {
-  return (static_cast<int64_t>(num_splits) * rows * (head_dim + 1) * 4 + 15) / 16 * 16;
-}
 
 // Bytes of workspace that decode needs for the given split count (0 when num_splits <= 1).
 int64_t decode_workspace_bytes(int32_t num_splits, int32_t batch, int32_t q_len,

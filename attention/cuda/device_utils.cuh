@@ -104,9 +104,4 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// A relaxed 64-bit store at GPU scope (a counter that other CTAs update with atomics).
-__device__ __forceinline__ void store_relaxed_gpu(uint64_t* a, uint64_t v) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(a), "l"(v) : "memory");
-}
-
 }  // namespace flashserve::cuda

@@ -71,13 +71,12 @@ struct LseAcc {
 // predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
-    merge_kernel(const __grid_constant__ MergeParams p, uint64_t* bump) {
+    merge_kernel(const __grid_constant__ MergeParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of the split kernel: wait here until its writes are
   // visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  if (bump != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *bump += 1;
   constexpr int kStatesInFlight = 32 / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
@@ -138,7 +137,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
 
 }  // namespace
 
-Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, uint64_t* bump) {
+Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const int64_t blocks = p.num_rows;  // one CTA a row
@@ -158,13 +157,13 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, uin
   const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
   switch (p.in_dtype) {
     case DType::kFloat32:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p, bump);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p);
       break;
     case DType::kFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p, bump);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p);
       break;
     case DType::kBFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p, bump);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p);
       break;
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));

@@ -1,7 +1,5 @@
 #include "decode/cuda/decode_cuda.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "attention/cuda/merge_cuda.h"
@@ -13,23 +11,10 @@
 namespace flashserve::cuda {
 
 // Declared here, instantiated one per file (decode_hd*_*.cu).
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, bool, cudaStream_t);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, bool, cudaStream_t);
-
-namespace {
-
-// FLASHSERVE_DECODE_DYNAMIC=0 turns the split kernel's dynamic tiles off (A/B timing, tests).
-bool dynamic_tiles_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("FLASHSERVE_DECODE_DYNAMIC");
-    return !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
-  return allowed;
-}
-
-}  // namespace
+extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t);
+extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t);
 
 Status validate_decode_cuda(const DecodeParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
@@ -44,14 +29,13 @@ Status validate_decode_cuda(const DecodeParams& p) {
 
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  const bool dynamic = dynamic_tiles_allowed();
   cudaError_t err;
   if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, dynamic, stream)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, dynamic, stream);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream)
+                                     : launch_decode_split<64, __nv_bfloat16>(p, stream);
   } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, dynamic, stream)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, dynamic, stream);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream)
+                                     : launch_decode_split<128, __nv_bfloat16>(p, stream);
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
   if (p.num_splits == 1) return Status::Ok();
@@ -72,9 +56,6 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   m.out_dtype = p.dtype;
   m.lse_out = p.lse;
   m.lse_out_row_stride = 1;
-  // The merge (the first, below) increments the call counter of the split kernel's dynamic tiles.
-  uint64_t* call_counter = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) +
-                                                       decode_counter_offset(p.num_splits, rows, p.head_dim));
   if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
     m.o_out = p.o;
     m.o_out_row_stride = p.o_head_stride;
@@ -82,7 +63,7 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
     int device = 0, cc_major = 0;
     FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
-    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9, call_counter);
+    return merge_cuda(m, stream_ptr, /*dependent_launch=*/cc_major >= 9);
   }
   // Token rows not evenly strided with heads: one merge per token row.
   for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {
@@ -92,7 +73,7 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
     m.o_out = static_cast<char*>(p.o) + t * p.o_row_stride * dtype_size(p.dtype);
     m.o_out_row_stride = p.o_head_stride;
     m.lse_out = p.lse ? p.lse + t * p.num_heads : nullptr;
-    FS_RETURN_IF_ERROR(merge_cuda(m, stream_ptr, /*dependent_launch=*/false, t == 0 ? call_counter : nullptr));
+    FS_RETURN_IF_ERROR(merge_states(m, stream_ptr));
   }
   return Status::Ok();
 }

@@ -24,8 +24,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -49,9 +47,6 @@ inline constexpr int kTileKeys = 64;
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
-// Dynamic tiles (below): a split's static prefix has at least kStages + 1 tiles, so the first
-// claim is issued inside the loop; splits of fewer than twice that many tiles stay static.
-inline constexpr int kMinPrefix = kStages + 1;
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
@@ -76,9 +71,7 @@ struct DecodeTraits {
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
   static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(T);
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
-  static constexpr int kSmemBytes = kSmemKV + kSmemQ + 16;  // + two claim slots
-  // No static shared memory in the kernel: it would sit before the dynamic block and move
-  // every K/V row off its 128-byte alignment (15% slower on every row, bench/NOTES.md).
+  static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
   static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
@@ -87,7 +80,7 @@ struct DecodeTraits {
 
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
-    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const bool dynamic) {
+    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -96,7 +89,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   T* smem_k = reinterpret_cast<T*>(smem_raw);
   T* smem_v = smem_k + kStages * Tr::kTileElems;
   T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
-  int* claim_slot = reinterpret_cast<int*>(smem_q + kRowsPerBlock * kHeadDim);  // [2]
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
@@ -119,55 +111,24 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t capacity = pv.block_table_stride * pv.block_size;
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
 
-  // Dynamic tiles (`dynamic`: split plans whose grid is resident at once; the host decides):
-  // the splits of a work unit share its tiles (kTileKeys keys over the union of its rows'
-  // visible ranges of the whole sequence). Split s < active (the splits that hold keys) first
-  // takes a static prefix of half its share (tiles s·prefix ..), then claims tiles one at a
-  // time from the unit's counter, so the CTAs that get their bytes sooner do more tiles and the
-  // unit's CTAs end together (v2.9's trace: the end times spread over 3.5 us at (1,32k) and
-  // 8 us at (8,8k), mostly by SM, the same SMs slow call after call). Any partition of the keys
-  // is fine: each CTA's state is one partial of the merge. Without it: split s's own range,
-  // every tile in order, as before.
-  // The counter needs no reset the caller sees: it holds (tag, claims), the tag being this
-  // call's number (a call counter in the workspace that the merge kernel increments after
-  // every call); split 0 sets (tag, 0) when it starts, and a claim that finds an old tag (it
-  // came before that store) is made again. Old contents equal the tag with odds 2^-32.
-  const bool dyn = dynamic && p.num_splits > 1;
-  const int prefix = dyn ? max(kMinPrefix, static_cast<int>(split_keys / kTileKeys) / 2) : INT_MAX;
-  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
-  uint64_t* const counters = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) +
-                                                         decode_counter_offset(p.num_splits, total_rows, kHeadDim));
-  auto* const unit_counter = reinterpret_cast<unsigned long long*>(counters + 1) +  // atomicAdd's type
-                            static_cast<int64_t>(b) * gridDim.y + blockIdx.y;
-  const uint32_t tag = dyn ? static_cast<uint32_t>(__ldcg(counters)) : 0u;
-
   // The first kStages tiles' page ids are read before the sequence's length is known, for the
-  // tiles the CTA starts with when no window moves its range (the table row holds capacity
-  // entries, so these reads are in bounds; ids of keys past the length are never used): the
-  // first copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
+  // range the split starts at when no window moves it (the table row holds capacity entries,
+  // so these reads are in bounds; ids of keys past the length are never used): the first
+  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
   // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
   // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
-  // gq[u]: the tile (index from the range start) of local tile t + u in iteration t.
   KVSource src;
   src.init_paged(pv, b, kv_head, sizeof(T));
   using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
   Copier first[kStages];
-  int gq[kStages + 1];
-  const int base = dyn ? split * prefix : 0;
+  const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
+  const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
 #pragma unroll
-  for (int u = 0; u <= kStages; ++u) gq[u] = base + u;
-  const int spec_lo = dyn ? 0 : static_cast<int>(min(capacity, split * split_keys));
-  const int spec_hi = static_cast<int>(dyn ? capacity : min(capacity, (split + 1) * split_keys));
-#pragma unroll
-  for (int u = 0; u < kStages; ++u) first[u].fetch_ids(src, spec_lo, spec_hi, INT_MAX, gq[u], tid);
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
 
   const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
-  if (dyn && split == 0 && tid == 0) store_relaxed_gpu(reinterpret_cast<uint64_t*>(unit_counter), static_cast<uint64_t>(tag) << 32);
-  const int64_t k_begin = dyn ? 0 : min(seq_len, split * split_keys);
-  const int64_t k_end = dyn ? seq_len : min(seq_len, (split + 1) * split_keys);
-  const int active = dyn ? static_cast<int>(min(static_cast<int64_t>(p.num_splits),
-                                                (seq_len + split_keys - 1) / split_keys))
-                         : p.num_splits;
+  const int64_t k_begin = min(seq_len, split * split_keys);
+  const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
   // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
   // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
@@ -198,23 +159,17 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
   const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
   const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
-  if (split >= active) {  // a split without keys (dynamic tiles): nothing
+  if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
 #pragma unroll
-    for (int u = 0; u <= kStages; ++u) gq[u] = num_tiles;
-  } else if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) first[u].fetch_ids(src, lo, hi, num_tiles, gq[u], tid);
+    for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
-  // Claimed tiles follow the active splits' prefixes (none left: no claims).
-  const int claim_base = dyn ? active * prefix : INT_MAX;
-  const bool claims = dyn && split < active && claim_base < num_tiles;
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
             [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 #pragma unroll
-  for (int u = 0; u < kStages - 1; ++u) {
-    if (gq[u] < num_tiles) load_tile(first[u], gq[u], u);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(first[s], s, s);
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
@@ -253,44 +208,21 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #ifdef FLASHSERVE_DECODE_TRACE
   uint64_t t_first = 0;
 #endif
-  // Claims (thread 0): the claim for local tile t + kStages + 1 is issued in iteration t and
-  // posted to claim_slot in iteration t + 1, after that iteration's wait for its tile (v2.8
-  // posted it in the same iteration: warp 0 stalled on the atomic's round trip under full DRAM
-  // load, and the CTA at the next barrier).
-  unsigned long long claimed = 0;
-  bool pending = false, exhausted = false;
-  for (int t = 0; gq[0] < num_tiles; ++t) {
+  for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
-    const bool post = claims && t + kStages >= prefix;  // gq[kStages] comes from a claim
-    if (post && tid == 0) {
-      int next = num_tiles;
-      if (pending) {
-        while (static_cast<uint32_t>(claimed >> 32) != tag) claimed = atomicAdd(unit_counter, 1ull);
-        const int64_t tile = claim_base + static_cast<int64_t>(static_cast<uint32_t>(claimed));
-        exhausted = tile >= num_tiles;
-        if (!exhausted) next = static_cast<int>(tile);
-        pending = false;
-      }
-      claim_slot[t & 1] = next;
-    }
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
 #ifdef FLASHSERVE_DECODE_TRACE
-    if (t == 0) t_first = trace_clock();
+    if (tile == 0) t_first = trace_clock();
 #endif
-    if (post) gq[kStages] = claim_slot[t & 1];
-    if (gq[kStages - 1] < num_tiles) load_tile(kv, gq[kStages - 1], (t + kStages - 1) % kStages);
+    if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
-    kv.fetch_ids(src, lo, hi, num_tiles, gq[kStages], tid);  // in flight while this tile computes
-    if (claims && tid == 0 && !exhausted && t + kStages + 1 >= prefix) {
-      claimed = atomicAdd(unit_counter, 1ull);  // used in the next iteration
-      pending = true;
-    }
+    kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
-    const int stage = t % kStages;
+    const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
-    const int key0 = lo + gq[0] * kTileKeys + wkey0;
+    const int key0 = lo + tile * kTileKeys + wkey0;
 
     // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -344,9 +276,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       mma_16816<T>(acc[n], pa, vf[0], vf[1]);
       mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
-#pragma unroll
-    for (int u = 0; u < kStages; ++u) gq[u] = gq[u + 1];
-    gq[kStages] = t + kStages + 1 < prefix ? base + t + kStages + 1 : num_tiles;  // claimed: set next iteration
   }
   FS_TRACE(t_loop);
   cp_async_wait<0>();
@@ -383,6 +312,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1 (contiguous,
   // vector loads without bank conflicts; v2.7 had one thread a 16-dim slice, 4-way conflicts,
   // 64 scalar loads, ~1.4 us of epilogue on the trace).
+  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
   constexpr int kV = kHeadDim / 32;  // 4 or 2
@@ -431,7 +361,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #ifdef FLASHSERVE_DECODE_TRACE
   // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t states_bytes = decode_counter_offset(p.num_splits, total_rows, kHeadDim) + (total_rows + 1) * 8;
+  const int64_t states_bytes = static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4;
   if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
     const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
@@ -447,11 +377,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// Launches the split kernel for one instance; defined by the instance files. allow_dynamic:
-// dynamic tiles where they apply: split plans whose splits hold two prefixes' worth of tiles
-// and whose grid the device holds at once (a claim may wait for split 0 of its unit to start).
+// Launches the split kernel for one instance; defined by the instance files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, bool allow_dynamic, cudaStream_t stream) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -459,24 +387,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, bool allow_dynamic, cudaS
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  bool dynamic = allow_dynamic && p.num_splits > 1 &&
-                 static_cast<int64_t>(p.pages_per_split) * p.pages.block_size >= 2 * kMinPrefix * kTileKeys;
-  if (dynamic) {
-    static std::atomic<int64_t> resident{-1};  // CTAs the device holds at once (one kind a process)
-    int64_t n = resident.load(std::memory_order_relaxed);
-    if (n < 0) {
-      int device = 0, sms = 0, per_sm = 0;
-      err = cudaGetDevice(&device);
-      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-      if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
-      if (err != cudaSuccess) return err;
-      n = static_cast<int64_t>(per_sm) * sms;
-      resident.store(n, std::memory_order_relaxed);
-    }
-    dynamic = static_cast<int64_t>(grid.x) * grid.y * grid.z <= n;
-  }
-  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks, dynamic);
+  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
   return cudaGetLastError();
 }
 
