@@ -61,7 +61,7 @@ struct LseAcc {
   }
 };
 
-// One CTA per row: lanes over head_dim (dims lane + 32k), the kWarpsPerBlock warps over the
+// One CTA per row (or, with few states, a warp a row: below): lanes over head_dim (dims lane + 32k), the kWarpsPerBlock warps over the
 // states (warp w: states w, w + 4, ...). A warp first issues the loads of its first
 // kStatesInFlight states (o and lse), then every warp reads all the row's lse (lanes over
 // states, one pass of a running logsumexp, shuffles) while those are in flight: the usual split
@@ -71,7 +71,7 @@ struct LseAcc {
 // predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
-    merge_kernel(const __grid_constant__ MergeParams p) {
+    merge_kernel(const __grid_constant__ MergeParams p, const bool warp_rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of the split kernel: wait here until its writes are
   // visible (a no-op for an ordinary launch).
@@ -80,9 +80,47 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   constexpr int kStatesInFlight = 32 / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
-  const int64_t row = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int num_states = p.num_states, head_dim = p.head_dim;
+  if (warp_rows) {
+    // Few states (<= kStatesInFlight, e.g. decode's batch-8 splits of 4): a warp a row, all its
+    // states' loads in one round, the total lse in every lane from the same values; a CTA takes
+    // kWarpsPerBlock rows, so the grid is a quarter as many CTAs (the early-launched merge CTAs
+    // fit beside the split kernel's in one round, not two).
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+    if (row >= p.num_rows) return;
+    const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
+    const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
+    float v[kStatesInFlight][kDims], l[kStatesInFlight];
+    LseAcc la;
+#pragma unroll
+    for (int s = 0; s < kStatesInFlight; ++s) {
+      const bool live = s < num_states;
+      l[s] = live ? lse_row[s * p.lse_in_state_stride] : -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) {
+        const int d = lane + 32 * k;
+        v[s][k] = live && d < head_dim ? to_float(o_in[s * p.o_in_state_stride + d]) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kStatesInFlight; ++s) la.add(l[s]);
+    const float total = la.m == -INFINITY ? -INFINITY : la.m + __logf(la.s);
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) {
+      float o = 0.f;
+#pragma unroll
+      for (int s = 0; s < kStatesInFlight; ++s) {
+        const float w = merge_weight(l[s], total);
+        o += w != 0.f ? w * v[s][k] : 0.f;
+      }
+      const int d = lane + 32 * k;  // this lane read state 0's d above: o_out may alias it
+      if (d < head_dim) store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o);
+    }
+    if (p.lse_out != nullptr && lane == 0) p.lse_out[row * p.lse_out_row_stride] = total;
+    return;
+  }
+  const int64_t row = blockIdx.x;
   const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
   const int64_t lse_step = p.lse_in_state_stride, o_step = p.o_in_state_stride;
   const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
@@ -140,7 +178,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
 Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
-  const int64_t blocks = p.num_rows;  // one CTA a row
+  const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
+  const bool warp_rows = p.num_states <= (narrow ? 8 : 4);  // merge_kernel's kStatesInFlight
+  const int64_t blocks = warp_rows ? (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock : p.num_rows;
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
   const unsigned grid = static_cast<unsigned>(blocks);
@@ -154,16 +194,15 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   config.attrs = attr;
   config.numAttrs = dependent_launch ? 1 : 0;
   cudaError_t err = cudaSuccess;
-  const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
   switch (p.in_dtype) {
     case DType::kFloat32:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p, warp_rows);
       break;
     case DType::kFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p, warp_rows);
       break;
     case DType::kBFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p);
+      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p, warp_rows);
       break;
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
