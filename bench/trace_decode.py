@@ -14,6 +14,11 @@ import bench_decode as bd  # noqa: E402
 import flashserve_ctypes as fsc  # noqa: E402
 
 
+def read_trace(ws, ctas):
+    """The trace words of the last call: [ctas, 5] (SM, start, first tile, loop end, end)."""
+    return ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+
+
 def stats(x):
     x = x.double()
     return f"min {x.min().item():7.2f} avg {x.mean().item():7.2f} max {x.max().item():7.2f}"
@@ -42,7 +47,7 @@ def main():
         for _ in range(3):
             fns[0]()
         torch.cuda.synchronize()
-        t = ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+        t = read_trace(ws, ctas)
         if args.dump:
             dump(args.dump, batch, ctx, plan.num_splits, fns[0], ws, ctas, t)
         if plan.num_splits <= 1 or (t[:, 1] == 0).any():
@@ -76,7 +81,7 @@ def dump(folder, batch, ctx, splits, call, ws, ctas, first):
             if c > 0:
                 call()
                 torch.cuda.synchronize()
-                t = ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+                t = read_trace(ws, ctas)
             t0 = t[:, 1].min()
             for i in range(ctas):
                 split, unit = i % splits, i // splits
