@@ -61,14 +61,15 @@ struct LseAcc {
   }
 };
 
-// One CTA per row (or, with few states, a warp a row: below): lanes over head_dim (dims lane + 32k), the kWarpsPerBlock warps over the
-// states (warp w: states w, w + 4, ...). A warp first issues the loads of its first
-// kStatesInFlight states (o and lse), then every warp reads all the row's lse (lanes over
-// states, one pass of a running logsumexp, shuffles) while those are in flight: the usual split
-// counts (<= 32 states at head_dim <= 128) cost one L2 round trip, not one per state (v2.1) or
-// per four states (v2.5). The warps' partial sums meet in shared memory. An empty state's o
-// (possibly garbage) is dropped by a select, never multiplied; a load past head_dim is
-// predicated off. kDims: dims a lane (head_dim <= 32·kDims); 32 / kDims states in flight.
+// One CTA per row (with few states, warp_rows: a warp a row, below): lanes over head_dim
+// (dims lane + 32k), the kWarpsPerBlock warps over the states (warp w: states w, w + 4, ...). A
+// warp first issues the loads of its first kStatesInFlight states (o and lse), then every warp
+// reads all the row's lse (lanes over states, one pass of a running logsumexp, shuffles) while
+// those are in flight: the usual split counts (<= 32 states at head_dim <= 128) cost one L2
+// round trip, not one per state (v2.1) or per four states (v2.5). The warps' partial sums meet
+// in shared memory. An empty state's o (possibly garbage) is dropped by a select, never
+// multiplied; a load past head_dim is predicated off. kDims: dims a lane (head_dim <=
+// 32·kDims); 32 / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
     merge_kernel(const __grid_constant__ MergeParams p, const bool warp_rows) {
@@ -179,7 +180,7 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
-  const bool warp_rows = p.num_states <= (narrow ? 8 : 4);  // merge_kernel's kStatesInFlight
+  const bool warp_rows = p.num_states <= 32 / (narrow ? 4 : 8);  // merge_kernel's kStatesInFlight
   const int64_t blocks = warp_rows ? (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock : p.num_rows;
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
@@ -193,18 +194,13 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
   config.numAttrs = dependent_launch ? 1 : 0;
-  cudaError_t err = cudaSuccess;
+  void (*kernel)(MergeParams, bool) = nullptr;
   switch (p.in_dtype) {
-    case DType::kFloat32:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>, p, warp_rows);
-      break;
-    case DType::kFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>, p, warp_rows);
-      break;
-    case DType::kBFloat16:
-      err = cudaLaunchKernelEx(&config, narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>, p, warp_rows);
-      break;
+    case DType::kFloat32: kernel = narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>; break;
+    case DType::kFloat16: kernel = narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>; break;
+    case DType::kBFloat16: kernel = narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>; break;
   }
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, p, warp_rows);
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
   FS_CUDA_CHECK_LAUNCH("merge kernel");
   return Status::Ok();
