@@ -30,9 +30,12 @@ __device__ __forceinline__ void store_f(void* base, DType t, int64_t i, float v)
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxDimsPerLane = 8;  // head_dim <= 256
-// Few registers (<= 80), so a merge CTA launched early (PDL) fits on an SM beside two decode
-// split CTAs and waits there.
-constexpr int kMergeMinBlocks = 6;
+// A lane keeps kValuesInFlight / kDims states' dims in flight (12 at head_dim <= 128): decode's
+// usual 33 splits are one round of the four warps' loads, not two. At most 96 registers, so a
+// merge CTA launched early (PDL) still fits on an SM beside two decode split CTAs (2 × 208 × 128
+// + 96 × 128 = 64K) and waits there.
+constexpr int kValuesInFlight = 48;
+constexpr int kMergeMinBlocks = 5;
 
 // A lane's running logsumexp (max m, sum s of exp(x - m)) over some values; combined across
 // the warp by shuffles.
@@ -65,11 +68,11 @@ struct LseAcc {
 // (dims lane + 32k), the kWarpsPerBlock warps over the states (warp w: states w, w + 4, ...). A
 // warp first issues the loads of its first kStatesInFlight states (o and lse), then every warp
 // reads all the row's lse (lanes over states, one pass of a running logsumexp, shuffles) while
-// those are in flight: the usual split counts (<= 32 states at head_dim <= 128) cost one L2
+// those are in flight: the usual split counts (<= 48 states at head_dim <= 128) cost one L2
 // round trip, not one per state (v2.1) or per four states (v2.5). The warps' partial sums meet
 // in shared memory. An empty state's o (possibly garbage) is dropped by a select, never
 // multiplied; a load past head_dim is predicated off. kDims: dims a lane (head_dim <=
-// 32·kDims); 32 / kDims states in flight.
+// 32·kDims); kValuesInFlight / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
     merge_kernel(const __grid_constant__ MergeParams p, const bool warp_rows) {
@@ -78,7 +81,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   // visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  constexpr int kStatesInFlight = 32 / kDims;
+  constexpr int kStatesInFlight = kValuesInFlight / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -180,7 +183,7 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
-  const bool warp_rows = p.num_states <= 32 / (narrow ? 4 : 8);  // merge_kernel's kStatesInFlight
+  const bool warp_rows = p.num_states <= kValuesInFlight / (narrow ? 4 : 8);  // merge_kernel's kStatesInFlight
   const int64_t blocks = warp_rows ? (p.num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock : p.num_rows;
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
