@@ -135,13 +135,15 @@ TEST(DecodeCuda, MaskOptions) {
   }
 }
 
-// Merge on the GPU equals merge on the CPU: few and many states (more than one round of a
-// warp's loads, more than 32 for the lse reduction), head_dim 64/128/256 and odd ones, a row
-// whose states are all empty.
+// Merge on the GPU equals merge on the CPU: few and many states (a warp a row up to 12 states at
+// head_dim <= 128 and 6 above, the edges of that on both sides; more than one round of a warp's
+// loads; more than 32 for the lse reduction), head_dim 64/128/256 and odd ones, row counts that
+// are not multiples of the 4 rows a CTA takes, a row whose states are all empty.
 TEST(DecodeCuda, MergeStatesMatchesCpu) {
   FS_SKIP_WITHOUT_CUDA();
   for (auto [S, rows, D] : {std::tuple{5, 333, 128}, std::tuple{45, 37, 128}, std::tuple{3, 29, 256},
-                            std::tuple{70, 19, 64}, std::tuple{33, 23, 80}, std::tuple{1, 7, 200}}) {
+                            std::tuple{70, 19, 64}, std::tuple{33, 23, 80}, std::tuple{1, 7, 200},
+                            std::tuple{12, 41, 128}, std::tuple{13, 11, 128}, std::tuple{7, 9, 256}}) {
     SCOPED_TRACE("states " + std::to_string(S) + " rows " + std::to_string(rows) + " head_dim " + std::to_string(D));
     std::vector<float> o(S * rows * D), lse(S * rows);
     std::mt19937 rng(3);
