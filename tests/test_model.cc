@@ -122,6 +122,15 @@ LlamaModel load_tiny(int num_blocks, int block_size) {
 
 int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
 
+// The cache the cached-path tests run on: 64 blocks of 4 tokens, 32 a sequence.
+KVCacheConfig small_cache() {
+  KVCacheConfig kc;
+  kc.num_blocks = 64;
+  kc.block_size = 4;
+  kc.max_blocks_per_seq = 32;
+  return kc;
+}
+
 // Builds the batch for sequences (id, new tokens) through the cache manager.
 ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<std::pair<int64_t, std::vector<int32_t>>>& parts,
                         int32_t num_decode, const std::vector<bool>& generated) {
@@ -150,11 +159,7 @@ ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<std::pair<int64_t
 TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
   LlamaModel m = load_tiny(64, 4);
   const int V = m.config().vocab_size;
-  KVCacheConfig kc;
-  kc.num_blocks = 64;
-  kc.block_size = 4;
-  kc.max_blocks_per_seq = 32;
-  KVCacheManager mgr(kc);
+  KVCacheManager mgr(small_cache());
   std::mt19937 rng(3);
   std::vector<int32_t> prompt(13);
   for (auto& t : prompt) t = std::uniform_int_distribution<int>(3, V - 1)(rng);
@@ -187,11 +192,7 @@ TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
 TEST(LlamaModel, MixedBatchWithPrefixReuse) {
   LlamaModel m = load_tiny(64, 4);
   const int V = m.config().vocab_size;
-  KVCacheConfig kc;
-  kc.num_blocks = 64;
-  kc.block_size = 4;
-  kc.max_blocks_per_seq = 32;
-  KVCacheManager mgr(kc);
+  KVCacheManager mgr(small_cache());
   std::vector<int32_t> a = {5, 9, 11, 300, 42, 17, 8, 99, 123, 7};
   int32_t cached;
   ASSERT_TRUE(mgr.add_sequence(1, a.data(), 10, 0, &cached).ok());
