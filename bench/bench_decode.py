@@ -244,7 +244,7 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=LIB",
                     help="another build of the library, timed on the same rows (A/B)")
-    ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel of our call on each row (profiler)")
+    ap.add_argument("--breakdown", action="store_true", help="GPU time per kernel of our call and of the SDPA peers' on each row (profiler)")
     ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
@@ -312,6 +312,8 @@ def main():
                 pf = make()
                 t = graph_time(pf)
                 r[name + "_gbps"] = case.kv_bytes / t / 1e9
+                if args.breakdown and name != "flex":
+                    r[name + "_kernels_us"] = kernel_breakdown(pf[:1])
                 if name == "flash":
                     r["maxerr"] = max_err(case, pf[0])
             except Exception as e:  # a peer that does not run this shape: say so, go on

@@ -293,6 +293,56 @@ TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
   }
 }
 
+// Calls back to back on one stream, no synchronisation between them, one workspace: on sm_90+
+// each split kernel is a programmatic dependent of the merge before it and overwrites the
+// partial states that merge reads, so it must wait on the device before touching memory. A
+// short call with few splits follows a long one with many (its writes come early, while the
+// long call's merge would still be reading).
+TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
+  FS_SKIP_WITHOUT_CUDA();
+  struct Call {
+    Problem p;
+    ProblemData d;
+    Reference ref;
+    Tolerance tol;
+    DeviceProblem g;
+    Outputs host;
+    DecodeParams dp;
+  };
+  std::vector<Call> calls(2);
+  calls[0].p = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 901);
+  calls[1].p = decode_problem({300, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902);
+  const int32_t splits[2] = {70, 3};
+  DeviceBuffer ws(decode_workspace_bytes(70, 3, 1, 32, 128));
+  for (int i = 0; i < 2; ++i) {
+    Call& c = calls[i];
+    c.d = make_data(c.p);
+    c.ref = reference(c.p, c.d);
+    c.tol = tolerance_for(c.p, c.ref);
+    c.tol.o_abs += 1e-5 + 2 * c.ref.p_rounding_err;
+    c.tol.lse_abs += 1e-5;
+    c.g = upload(c.p, c.d);
+    c.host = make_outputs(c.p);
+    c.dp = device_decode_params(c.p, c.d, c.host, c.g);
+    c.dp.num_splits = splits[i];
+    c.dp.pages_per_split = (max_pages(c.p) + splits[i] - 1) / splits[i];
+    c.dp.workspace = ws.get();
+    c.dp.workspace_bytes = ws.bytes();
+    FS_ASSERT_CUDA(cudaMemset(c.g.o.get(), 0xff, c.g.o.bytes()));
+    FS_ASSERT_CUDA(cudaMemset(c.g.lse.get(), 0xff, c.g.lse.bytes()));
+  }
+  cudaStream_t stream = nullptr;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads and poison above ran on the legacy stream
+  for (int round = 0; round < 4; ++round)
+    for (Call& c : calls) ASSERT_TRUE(decode(c.dp, stream).ok());
+  FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+  FS_ASSERT_CUDA(cudaStreamDestroy(stream));
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(compare(calls[i].p, download_outputs(calls[i].p, calls[i].g), calls[i].ref, calls[i].tol), "")
+        << "call " << i;
+}
+
 TEST(DecodeCuda, UnsupportedShapesAreErrors) {
   FS_SKIP_WITHOUT_CUDA();
   Problem p = decode_problem({40}, 1, 8, 2, 80, DType::kBFloat16, 16, 1);

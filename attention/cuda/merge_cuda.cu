@@ -80,6 +80,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   // Launched as a programmatic dependent of the split kernel: wait here until its writes are
   // visible (a no-op for an ordinary launch).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // The next kernel, if launched as a programmatic dependent (decode's next split kernel), may
+  // be launched now: it waits on the device for this grid's writes before it reads anything.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   constexpr int kStatesInFlight = kValuesInFlight / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps

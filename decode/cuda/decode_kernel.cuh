@@ -94,6 +94,11 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
   // for this grid's writes, so its launch latency hides under this kernel.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // This kernel is itself launched as a programmatic dependent of the kernel before it (sm_90+):
+  // its CTAs may be resident before that kernel has finished, so nothing in global memory (q,
+  // the lengths, the block table, K/V, the workspace the previous merge may still read) is
+  // touched before that kernel's writes are visible. A no-op for an ordinary launch.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   FS_TRACE(t_start);
   const int split = blockIdx.x;
@@ -377,17 +382,29 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #endif
 }
 
-// Launches the split kernel for one instance; defined by the instance files.
+// Launches the split kernel for one instance; defined by the instance files. dependent_launch
+// (sm_90+): as a programmatic dependent of the previous kernel in the stream, so the launch and
+// the CTAs' start overlap that kernel's tail (the kernel waits on the device before reading).
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  kernel<<<grid, kDecodeThreads, Tr::kSmemBytes, stream>>>(p, row_blocks);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
+  config.blockDim = dim3(kDecodeThreads);
+  config.dynamicSmemBytes = Tr::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = dependent_launch ? 1 : 0;
+  err = cudaLaunchKernelEx(&config, kernel, p, row_blocks);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
