@@ -219,29 +219,44 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #ifdef FLASHSERVE_DECODE_TRACE
     if (tile == 0) t_first = trace_clock();
 #endif
-    if (tile + kStages - 1 < num_tiles) load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
+#if FLASHSERVE_DECODE_EXPERIMENT == 2  // compute only: the first stages' data, then no copies
+    if (false)
+#else
+    if (tile + kStages - 1 < num_tiles)
+#endif
+      load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
     kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
+#if FLASHSERVE_DECODE_EXPERIMENT == 1  // copies only
+    continue;
+#endif
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
     const int key0 = lo + tile * kTileKeys + wkey0;
 
-    // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys).
+    // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys). Even and odd k-steps go to separate
+    // accumulators: four chains of kKSteps / 2 dependent MMAs, not two of kKSteps (the chain's
+    // latency, not the tensor pipe, bounds this part with two warps a scheduler).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int ks = 0; ks < kKSteps; ks += 2) {
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ks += 2) {
+      for (int nt = 0; nt < 2; ++nt) {
         uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
         const int m = lane / 8;
         ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
         mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
-        mma_16816<T>(s[nt], qf[ks + 1], kf[2], kf[3]);
+        mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
       }
     }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
 
     // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
     // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
@@ -254,11 +269,20 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
     // Lazy max (kLazy): the accumulator is rescaled only on the rare tiles where some row's
     // max grew by more than 2^8 (a warp-uniform branch); otherwise its 64 FMULs are skipped.
-    float f[2];
+    // Fragment rows gid + 8 exist only when the block has more than 8 rows (GQA groups above 8,
+    // or q_len > 1); otherwise (decode's usual group of 4 or 8) their softmax is skipped, a
+    // CTA-uniform branch, and their p are zero.
+    float f[2] = {1.f, 1.f};
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i) {
+      if (i == 1 && block_rows <= 8) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) p_val[nt][2] = p_val[nt][3] = 0.f;
+        break;
+      }
       f[i] = softmax_row<2, true>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0, tig,
                                   row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+    }
     if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
