@@ -62,48 +62,6 @@ struct KVTileCopier {
     id = (tile < num_tiles && key < hi) ? s.table[key >> s.block_shift] : -1;
   }
 
-  // Paired path (decode's full tiles): when pages hold 2·kPass to kKeys keys, the range starts on
-  // a page boundary and key rows are kRowBytes apart (the project layout), a thread's rows 2p and
-  // 2p+1 (kPass keys apart) lie in one page at a fixed distance, and where each sits in its page
-  // is the same for every tile: (j0 + 2p·kPass) mod block_size. A pair then costs one page id,
-  // one 32×32→64 multiply-add and two 64-bit adds (K, V), its second row an immediate offset:
-  // about half of copy()'s instructions and no per-row range checks. paired_ok says whether a
-  // range qualifies; pair_base is a thread's first row's offset inside its page.
-  static constexpr int kRowBytes = kChunks * 16;
-  static constexpr int kPairs = kRows / 2;
-  static __device__ __forceinline__ bool paired_ok(const KVSource& s, int lo) {
-    const int block = s.block_mask + 1;
-    return s.table != nullptr && kRows % 2 == 0 && block >= 2 * kPass && block <= kKeys &&
-           (lo & s.block_mask) == 0 && s.token_bytes == kRowBytes;
-  }
-  static __device__ __forceinline__ uint32_t pair_base(int tid) {
-    return static_cast<uint32_t>(tid / kChunks) * kRowBytes + (tid % kChunks) * 16;
-  }
-  // A full tile (every key < hi) by pairs; base from pair_base.
-  template <typename T, typename Dst>
-  __device__ __forceinline__ void copy_paired(const KVSource& s, uint32_t base, T* sk, T* sv, int tid,
-                                              Dst dst) const {
-    const int chunk = tid % kChunks, j0 = tid / kChunks;
-    const int jj = (tid % 32) / kChunks;
-    const uint32_t page_mask = static_cast<uint32_t>(s.block_mask) * kRowBytes;  // bytes of a page's rows - 1 row
-#pragma unroll
-    for (int p = 0; p < kPairs; ++p) {
-      const uint32_t raw = static_cast<uint32_t>(__shfl_sync(0xffffffffu, id, 2 * p * kJ + jj));
-      const bool valid = raw < static_cast<uint32_t>(s.num_blocks);
-      const uint32_t page = valid ? raw : 0u;  // invalid: block 0, nothing read, zeros
-      // j0 < kPass and block_size >= 2·kPass: (j0 + 2p·kPass) mod block = j0 + (2p·kPass mod block).
-      const uint32_t in_page = base + ((2u * p * kPass * kRowBytes) & page_mask);
-      const uint64_t off = static_cast<uint64_t>(page) * s.block_bytes + in_page;  // one IMAD.WIDE.U32
-      const char* kg = s.k_base + off;
-      const char* vg = s.v_base + off;
-      const int d0 = dst(j0 + 2 * p * kPass, chunk), d1 = dst(j0 + (2 * p + 1) * kPass, chunk);
-      cp_async_16(sk + d0, kg, valid);
-      cp_async_16(sv + d0, vg, valid);
-      cp_async_16(sk + d1, kg + kPass * kRowBytes, valid);
-      cp_async_16(sv + d1, vg + kPass * kRowBytes, valid);
-    }
-  }
-
   template <typename T, typename Dst>
   __device__ __forceinline__ void copy(const KVSource& s, int lo, int hi, int tile, T* sk, T* sv, int tid,
                                        Dst dst) const {

@@ -46,10 +46,6 @@ inline constexpr int kTileKeys = 64;
 #ifndef FLASHSERVE_DECODE_MIN_BLOCKS
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
-// Registers a thread: FLASHSERVE_DECODE_MIN_BLOCKS split CTAs (128 threads) and one early-launched
-// merge CTA (<= 96 registers, merge_cuda.cu) must fit an SM's 64K: 2 × 208 × 128 + 96 × 128 = 65536. Set with
-// __maxnreg__ (which excludes __launch_bounds__; the kernel is always launched with 128 threads).
-inline constexpr int kDecodeMaxRegs = (65536 - 96 * 128) / (FLASHSERVE_DECODE_MIN_BLOCKS * kDecodeThreads) / 8 * 8;
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
@@ -83,7 +79,7 @@ struct DecodeTraits {
 };
 
 template <int kHeadDim, typename T>
-__global__ void __maxnreg__(kDecodeMaxRegs)
+__global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
@@ -172,18 +168,9 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
-  // Full tiles take the copier's paired path where the pages allow it (kv_tile_copier.cuh).
-  const bool paired = Copier::paired_ok(src, lo);
-  const int full_tiles = (hi - lo) / kTileKeys;
-  const uint32_t pair_base = Copier::pair_base(tid);
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
-    T* sk = smem_k + stage * Tr::kTileElems;
-    T* sv = smem_v + stage * Tr::kTileElems;
-    const auto dst = [](int j, int c) { return swz<kHeadDim, T>(j, c); };
-    if (paired && tile < full_tiles)
-      kv.copy_paired(src, pair_base, sk, sv, tid, dst);
-    else
-      kv.copy(src, lo, hi, tile, sk, sv, tid, dst);
+    kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
