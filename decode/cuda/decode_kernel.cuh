@@ -242,6 +242,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     // latency, not the tensor pipe, bounds this part with two warps a scheduler).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#if FLASHSERVE_DECODE_EXPERIMENT == 5  // ablation: no QK
+    s[0][0] = static_cast<float>(lane + tile) * 1e-3f;
+#else
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ks += 2) {
 #pragma unroll
@@ -253,6 +256,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
         mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
       }
     }
+#endif
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -267,12 +271,16 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
-    // Lazy max (kLazy): the accumulator is rescaled only on the rare tiles where some row's
-    // max grew by more than 2^8 (a warp-uniform branch); otherwise its 64 FMULs are skipped.
-    // Fragment rows gid + 8 exist only when the block has more than 8 rows (GQA groups above 8,
-    // or q_len > 1); otherwise (decode's usual group of 4 or 8) their softmax is skipped, a
-    // CTA-uniform branch, and their p are zero.
+    // Lazy max decided by a warp vote (softmax_row_voted): the max reduction, and the rescale of
+    // the accumulator (64 FMULs), only on the rare tiles where some row's max grew by more than
+    // 2^8 (a warp-uniform branch). Fragment rows gid + 8 exist only when the block has more than
+    // 8 rows (GQA groups above 8, or q_len > 1); otherwise (decode's usual group of 4 or 8) their
+    // softmax is skipped, a CTA-uniform branch, and their p are zero.
     float f[2] = {1.f, 1.f};
+    bool rescale = false;
+#if FLASHSERVE_DECODE_EXPERIMENT == 4  // ablation: no softmax
+    if (false)
+#endif
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       if (i == 1 && block_rows <= 8) {
@@ -280,10 +288,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
         for (int nt = 0; nt < 2; ++nt) p_val[nt][2] = p_val[nt][3] = 0.f;
         break;
       }
-      f[i] = softmax_row<2, true>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0, tig,
-                                  row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+      rescale |= softmax_row_voted<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0,
+                                      tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i], f[i]);
     }
-    if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
+    if (rescale) {
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
@@ -297,6 +305,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     pa[1] = pack2<T>(p_val[0][2], p_val[0][3]);
     pa[2] = pack2<T>(p_val[1][0], p_val[1][1]);
     pa[3] = pack2<T>(p_val[1][2], p_val[1][3]);
+#if FLASHSERVE_DECODE_EXPERIMENT == 3  // ablation: no PV
+    acc[0][0] += __uint_as_float(pa[0] ^ pa[1] ^ pa[2] ^ pa[3]);
+    if (false)
+#endif
 #pragma unroll
     for (int n = 0; n < kNTiles; n += 2) {
       uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
