@@ -293,6 +293,35 @@ TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
   }
 }
 
+// Queries only element-aligned (2-byte offset): the kernel takes its element-load path for q
+// (16-byte copies need 16-byte aligned rows and heads), with q_len 2 so a CTA has 8 rows.
+TEST(DecodeCuda, QueriesOnlyElementAligned) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({700, 45}, 2, 32, 8, 128, DType::kBFloat16, 16, 31);
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  Tolerance tol = tolerance_for(p, ref);
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+  tol.lse_abs += 1e-5;
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  DeviceBuffer shifted(g.q.bytes() + 16);
+  char* q_odd = static_cast<char*>(shifted.get()) + 2;
+  FS_ASSERT_CUDA(cudaMemcpy(q_odd, g.q.get(), g.q.bytes(), cudaMemcpyDeviceToDevice));
+  dp.q = q_odd;
+  dp.num_splits = 3;
+  dp.pages_per_split = (max_pages(p) + 2) / 3;
+  DeviceBuffer ws(decode_workspace_bytes(3, dp.batch, dp.q_len, dp.num_heads, dp.head_dim));
+  dp.workspace = ws.get();
+  dp.workspace_bytes = ws.bytes();
+  FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
+  FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+  ASSERT_TRUE(decode(dp, nullptr).ok());
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "");
+}
+
 // Calls back to back on one stream, no synchronisation between them, one workspace: on sm_90+
 // each split kernel is a programmatic dependent of the merge before it and overwrites the
 // partial states that merge reads, so it must wait on the device before touching memory. A

@@ -131,6 +131,27 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
   for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
 
+  // The queries of the row block go to shared memory (rows past block_rows are zero) ahead of
+  // every K/V copy: issued after them (v3.6 and before), the 4 KB waited behind the CTA's first
+  // 64 KB of K/V in the memory queue, and the first tile's compute with it (ncu at (1,32k): 12% of
+  // the kernel's stall samples were warps waiting for q, or at the barrier after it). 16-byte
+  // copies where q's rows and heads are 16-byte aligned (one commit group, the first), element
+  // loads otherwise (after the K/V copies, and an empty group here).
+  const bool q_vec = ((reinterpret_cast<uintptr_t>(p.q) | static_cast<uintptr_t>(p.q_row_stride * sizeof(T)) |
+                       static_cast<uintptr_t>(p.q_head_stride * sizeof(T))) & 15) == 0;
+  auto q_src = [&](int r, int c) {  // row r < block_rows of the block, chunk c
+    const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+    return static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
+           static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
+  };
+  if (q_vec) {
+    for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
+      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+      cp_async_16(smem_q + swz<kHeadDim, T>(r, c), r < block_rows ? q_src(r, c) : p.q, r < block_rows);
+    }
+  }
+  cp_async_commit();
+
   const int64_t seq_len = min(static_cast<int64_t>(pv.seq_lens[b]), capacity);  // never past the table
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
@@ -178,24 +199,22 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
-  // The first tiles are in flight; fetch the queries meanwhile.
-  // Queries of the row block to shared memory (rows past block_rows are zero).
-  for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
-    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < block_rows) {
-      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-      const T* q = static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
-                   static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
-      T tmp[Tr::kElemsPerChunk];
+  if (!q_vec) {  // q only element-aligned: element loads, the first tiles already in flight
+    for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
+      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < block_rows) {
+        const T* q = q_src(r, c);
+        T tmp[Tr::kElemsPerChunk];
 #pragma unroll
-      for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];  // q may be only element-aligned
-      v = *reinterpret_cast<const uint4*>(tmp);
+        for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];
+        v = *reinterpret_cast<const uint4*>(tmp);
+      }
+      *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(r, c)) = v;
     }
-    *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(r, c)) = v;
   }
-
-  __syncthreads();  // smem_q written
+  cp_async_wait<kStages - 1>();  // the queries' group (the first); the first tiles' may be pending
+  __syncthreads();               // smem_q written
 
   // Q fragments (A operand), all k-steps, in registers for the whole split.
   uint32_t qf[kKSteps][4];
