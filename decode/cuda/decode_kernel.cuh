@@ -70,8 +70,7 @@ struct DecodeTraits {
   static constexpr int kChunks = kHeadDim / kElemsPerChunk;       // 16-byte chunks per key row
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
   static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(T);
-  // The queries, then each row's visible range, position and ALiBi slope ([16][4] words).
-  static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T) + kRowsPerBlock * 4 * 4;
+  static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ;
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
   static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
@@ -84,7 +83,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
-  constexpr int kMTiles = kHeadDim / 16;        // mma m-tiles over head_dim (PV, Oᵀ = Vᵀ·Pᵀ)
+  constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
   constexpr int kWarpKeys = kTileKeys / kDecodeWarps;  // 16 keys of each tile per warp
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* smem_k = reinterpret_cast<T*>(smem_raw);
@@ -157,8 +156,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // The CTA's range is the union of its rows'; tiles inside every row's range (lo_max ..
-  // hi_min) need no mask.
+  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
+  // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
+  // inside every row's range (lo_max .. hi_min) need no mask.
+  int row_lo[2], row_hi[2], row_pos[2];
   int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
   for (int r = 0; r < block_rows; ++r) {
     int64_t lo, hi;
@@ -170,21 +171,17 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       cta_hi = max(cta_hi, hi);
     }
   }
-  // Each row's visible range, position and ALiBi slope go to shared memory (read only on the
-  // tiles that need a mask, and with ALiBi or softcap): a lane's S fragments hold four rows (the
-  // columns c = 2·nq + e: row col_row(c)), and their 12 words would otherwise sit in registers.
-  const LogitArgs la(p.mask, kv_head * group + row0 % group);  // the row-independent constants
-  int* row_info = reinterpret_cast<int*>(smem_q + kRowsPerBlock * kHeadDim);  // [16][lo, hi, pos, slope2]
-  if (tid < kRowsPerBlock) {
-    const int r = tid;
-    const int pos = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
-    int64_t r_lo = 0, r_hi = 0;  // padding row: sees nothing
-    if (r < block_rows) visible(p.mask, pos, k_begin, k_end, r_lo, r_hi);
-    const LogitArgs lr(p.mask, kv_head * group + (row0 + min(r, block_rows - 1)) % group);
-    *reinterpret_cast<int4*>(row_info + 4 * r) =
-        make_int4(static_cast<int>(r_lo), static_cast<int>(r_hi), pos, __float_as_int(lr.slope2));
+  LogitArgs la[2] = {LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group),
+                     LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group)};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
+    row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
+    int64_t lo = 0, hi = 0;  // padding row: sees nothing
+    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, lo, hi);
+    row_lo[i] = static_cast<int>(lo);
+    row_hi[i] = static_cast<int>(hi);
   }
-  const auto col_row = [&](int c) { return (c >> 1) * 8 + 2 * tig + (c & 1); };
 
   const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
   const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
@@ -219,24 +216,18 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   cp_async_wait<kStages - 1>();  // the queries' group (the first); the first tiles' may be pending
   __syncthreads();               // smem_q written
 
-  // Q fragments as the B operand (Qᵀ: dims × rows), all k-steps, in registers for the whole
-  // split: qf[ks][2·nq + h] holds rows nq·8 .. nq·8+7, dims ks·16 + h·8 .. + 7.
+  // Q fragments (A operand), all k-steps, in registers for the whole split.
   uint32_t qf[kKSteps][4];
 #pragma unroll
   for (int ks = 0; ks < kKSteps; ++ks) {
-    const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 0-7 hi, 2 rows 8-15 lo, 3 rows 8-15 hi
-    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m >> 1) * 8 + lane % 8, ks * 2 + (m & 1)));
+    const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
+    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
   }
-  // Rows 8-15 (the second n-tile) exist only when the block has more than 8 rows (GQA groups
-  // above 8, or q_len > 1); otherwise their MMAs and softmax are skipped (CTA-uniform).
-  const int n_rows = block_rows > 8 ? 2 : 1;
 
-  float m_run[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, l_run[4] = {0.f, 0.f, 0.f, 0.f};
-  float acc[kMTiles][2][4];  // Oᵀ: m-tile of 16 dims × n-tile of 8 rows
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  float acc[kNTiles][4];
 #pragma unroll
-  for (int md = 0; md < kMTiles; ++md)
-#pragma unroll
-    for (int nq = 0; nq < 2; ++nq) acc[md][nq][0] = acc[md][nq][1] = acc[md][nq][2] = acc[md][nq][3] = 0.f;
+  for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
 #ifdef FLASHSERVE_DECODE_TRACE
   uint64_t t_first = 0;
@@ -265,127 +256,96 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
     const int key0 = lo + tile * kTileKeys + wkey0;
 
-    // Sᵀ = K·Qᵀ: the warp's 16 keys are the MMA's M (no padding there), the block's query rows
-    // its N (8 a tile; the GQA group of 4 pads only 4 of them): half the MMAs of S = Q·Kᵀ with
-    // the rows as M. Two accumulators over the k-steps (even, odd): chains of kKSteps / 2.
-    float s[2][4];
+    // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys). Even and odd k-steps go to separate
+    // accumulators: four chains of kKSteps / 2 dependent MMAs, not two of kKSteps (the chain's
+    // latency, not the tensor pipe, bounds this part with two warps a scheduler).
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#if FLASHSERVE_DECODE_EXPERIMENT == 5  // ablation: no QK
+    s[0][0] = static_cast<float>(lane + tile) * 1e-3f;
+#else
 #pragma unroll
-    for (int nq = 0; nq < 2; ++nq) {
-      if (nq >= n_rows) {
-        s[nq][0] = s[nq][1] = s[nq][2] = s[nq][3] = 0.f;
-        continue;
-      }
-      float part[2][4] = {};
+    for (int ks = 0; ks < kKSteps; ks += 2) {
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        uint32_t kf[4];  // keys 0-7 / 8-15 of the warp's 16, dims ks·16 .. ks·16+7 / +8 .. +15
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
         const int m = lane / 8;
-        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
-        mma_16816<T>(part[ks % 2], kf, qf[ks][2 * nq], qf[ks][2 * nq + 1]);
+        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
+        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
+        mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
       }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nq][e] = part[0][e] + part[1][e];
     }
+#endif
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
 
-    // Lane (gid, tig) holds Sᵀ[key gid][row 2·tig + e] in s[nq][e] and [key gid + 8][same] in
-    // s[nq][2 + e], row = nq·8 + 2·tig + e (column c = 2·nq + e). Logits (base 2, the scale folded
-    // into the exponent), the mask only on tiles that cross some row's range, then the online
-    // softmax with a lazy max decided by a warp vote: only when some value is above its row's
-    // max + 2^kLazyMargin do the max reductions (over the 8 lanes of a column), the rescale
-    // factors and the accumulator rescale run (a warp-uniform branch, rare after the first tile).
+    // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
+    // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
+    // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
     const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
-    float to_log2[4];
-    bool up = false;
-    float mx[4];
+    float p_val[2][4];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int nq = c >> 1, e = c & 1;
-      if (nq >= n_rows) {
-        mx[c] = -INFINITY;
-        to_log2[c] = 1.f;
-        continue;
-      }
-      // Column c's two values (keys key0 + gid and key0 + gid + 8) through logits_row, whose
-      // element (nt, 0) sits at key key0' + nt·8 + 2·tig: key0' = key0 + gid - 2·tig; its (nt, 1)
-      // elements go to a scratch value that nothing reads.
-      float& v0 = s[nq][e];
-      float& v1 = s[nq][2 + e];
-      float scratch = 0.f;
-      int4 ri = make_int4(0, 0, 0, 0);  // the row's lo, hi, pos, slope2
-      if (masked || la.transform) ri = *reinterpret_cast<const int4*>(row_info + 4 * col_row(c));
-      LogitArgs lc = la;
-      lc.slope2 = __int_as_float(ri.w);
-      to_log2[c] = logits_row<2>([&](int nt, int odd) -> float& { return odd ? scratch : (nt ? v1 : v0); }, lc,
-                                 key0 + gid - 2 * tig, tig, ri.z, ri.x, ri.y, masked);
-      mx[c] = fmaxf(v0, v1) * to_log2[c];  // to_log2 > 0: the max commutes
-      up |= mx[c] > m_run[c] + kLazyMargin;
-    }
-    if (__any_sync(0xffffffffu, up)) {
-      float f[4];
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        float x = mx[c];
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-        float m_new = fmaxf(m_run[c], x);
-        if (m_new <= m_run[c] + kLazyMargin) m_new = m_run[c];
-        f[c] = m_new != m_run[c] ? fast_exp2(m_run[c] - m_new) : 1.f;  // 0 when m_run was -inf
-        m_run[c] = m_new;
-        l_run[c] *= f[c];
-      }
-#pragma unroll
-      for (int md = 0; md < kMTiles; ++md)
-#pragma unroll
-        for (int nq = 0; nq < 2; ++nq)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[md][nq][e] *= f[2 * nq + (e & 1)];
-    }
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int nq = c >> 1, e = c & 1;
-      if (nq >= n_rows) continue;
-      const float m_use = m_run[c] == -INFINITY ? 0.f : m_run[c];  // nothing visible yet: p = 0
-      const float p0 = fast_exp2(fmaf(s[nq][e], to_log2[c], -m_use));
-      const float p1 = fast_exp2(fmaf(s[nq][2 + e], to_log2[c], -m_use));
-      s[nq][e] = p0;
-      s[nq][2 + e] = p1;
-      l_run[c] += p0 + p1;
-    }
-
-    // Oᵀ += Vᵀ·Pᵀ: Pᵀ (16 keys × 8 rows) as the B operand, from the Sᵀ fragments by one 8×8
-    // transpose (movmatrix) of each 8-key half; Vᵀ (16 dims × 16 keys) through ldmatrix.trans.
-    uint32_t pb[2][2];
-#pragma unroll
-    for (int nq = 0; nq < 2; ++nq) {
-      pb[nq][0] = movmatrix_trans(pack2<T>(s[nq][0], s[nq][1]));
-      pb[nq][1] = movmatrix_trans(pack2<T>(s[nq][2], s[nq][3]));
-    }
-#if FLASHSERVE_DECODE_EXPERIMENT == 3  // ablation: no PV
-    acc[0][0][0] += __uint_as_float(pb[0][0] ^ pb[0][1]);
+      for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
+    // Lazy max decided by a warp vote (softmax_row_voted): the max reduction, and the rescale of
+    // the accumulator (64 FMULs), only on the rare tiles where some row's max grew by more than
+    // 2^8 (a warp-uniform branch). Fragment rows gid + 8 exist only when the block has more than
+    // 8 rows (GQA groups above 8, or q_len > 1); otherwise (decode's usual group of 4 or 8) their
+    // softmax is skipped, a CTA-uniform branch, and their p are zero.
+    float f[2] = {1.f, 1.f};
+    bool rescale = false;
+#if FLASHSERVE_DECODE_EXPERIMENT == 4  // ablation: no softmax
     if (false)
 #endif
 #pragma unroll
-    for (int md = 0; md < kMTiles; ++md) {
-      uint32_t vf[4];  // dims md·16 + 0-7 / 8-15 of keys 0-7, then of keys 8-15
-      const int m = lane / 8;
-      ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m >> 1) * 8 + lane % 8, 2 * md + (m & 1)));
+    for (int i = 0; i < 2; ++i) {
+      if (i == 1 && block_rows <= 8) {
 #pragma unroll
-      for (int nq = 0; nq < 2; ++nq)
-        if (nq < n_rows) mma_16816<T>(acc[md][nq], vf, pb[nq][0], pb[nq][1]);
+        for (int nt = 0; nt < 2; ++nt) p_val[nt][2] = p_val[nt][3] = 0.f;
+        break;
+      }
+      rescale |= softmax_row_voted<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0,
+                                      tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i], f[i]);
+    }
+    if (rescale) {
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] *= f[e / 2];
+      }
+    }
+
+    // O += P·V: P (16 × 16 keys) as the A operand straight from the S fragments.
+    uint32_t pa[4];
+    pa[0] = pack2<T>(p_val[0][0], p_val[0][1]);
+    pa[1] = pack2<T>(p_val[0][2], p_val[0][3]);
+    pa[2] = pack2<T>(p_val[1][0], p_val[1][1]);
+    pa[3] = pack2<T>(p_val[1][2], p_val[1][3]);
+#if FLASHSERVE_DECODE_EXPERIMENT == 3  // ablation: no PV
+    acc[0][0] += __uint_as_float(pa[0] ^ pa[1] ^ pa[2] ^ pa[3]);
+    if (false)
+#endif
+#pragma unroll
+    for (int n = 0; n < kNTiles; n += 2) {
+      uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
+      const int m = lane / 8;
+      ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
+      mma_16816<T>(acc[n], pa, vf[0], vf[1]);
+      mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
   }
   FS_TRACE(t_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
-  // Merge the four warps' states (disjoint keys) through shared memory. A column's l is spread
-  // over its 8 lanes (one a key pair).
+  // Merge the four warps' states (disjoint keys) through shared memory.
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    l_run[c] += __shfl_xor_sync(0xffffffffu, l_run[c], 4);
-    l_run[c] += __shfl_xor_sync(0xffffffffu, l_run[c], 8);
-    l_run[c] += __shfl_xor_sync(0xffffffffu, l_run[c], 16);
+  for (int i = 0; i < 2; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
   }
   // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
   // then take the two wavefronts 256 bytes need, not eight).
@@ -394,18 +354,17 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kRedStride;     // [warps][16]
   float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const int r = col_row(c), nq = c >> 1, e = c & 1;
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
     if (r >= block_rows) continue;  // padding rows are never written out
-    float* o_row = red_o + (warp * kRowsPerBlock + r) * kRedStride + gid;
 #pragma unroll
-    for (int md = 0; md < kMTiles; ++md) {
-      o_row[md * 16] = acc[md][nq][e];
-      o_row[md * 16 + 8] = acc[md][nq][2 + e];
+    for (int n = 0; n < kNTiles; ++n) {
+      const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
     }
-    if (gid == 0) {
-      red_m[warp * kRowsPerBlock + r] = m_run[c];
-      red_l[warp * kRowsPerBlock + r] = l_run[c];
+    if (tig == 0) {
+      red_m[warp * kRowsPerBlock + r] = m_run[i];
+      red_l[warp * kRowsPerBlock + r] = l_run[i];
     }
   }
   __syncthreads();
