@@ -52,6 +52,10 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
 // start, when its first tile has landed, after its last tile and at its end, into the last
 // bytes of the workspace (the caller makes room: 5 words a CTA).
+// Build-time ablations, also off in every shipped build and producing wrong results (timing
+// only, bench/NOTES.md "Where the split kernel's time goes"): -DFLASHSERVE_DECODE_EXPERIMENT=
+// 1 copies only (no compute in the loop), 2 compute only (the first stages' data, no further
+// copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ.
 #ifdef FLASHSERVE_DECODE_TRACE
 __device__ __forceinline__ uint64_t trace_clock() {
   uint64_t t;
