@@ -9,6 +9,13 @@ namespace flashserve {
 // Runs decode attention, dispatched on params.device. On the CPU, stream must be null and
 // num_splits == 0 asks decode() to plan (plan_decode with the thread pool's size) and to use
 // a workspace of its own. Returns a status and writes nothing when the params are bad.
+// On CUDA, from sm_90 on, the kernels use programmatic dependent launch: the split kernel may
+// become resident while the kernel before it in the stream is finishing, but reads nothing (q,
+// lengths, table, K/V, workspace) before that kernel's writes are visible; the merge follows
+// the split kernel the same way and lets the next kernel launch early. A kernel after decode
+// that is itself launched as a programmatic dependent must wait on the device
+// (cudaGridDependencySynchronize / griddepcontrol.wait) before it reads decode's output, as
+// PDL requires anyway; ordinary launches and graph captures need nothing.
 Status decode(const DecodeParams& params, void* stream = nullptr);
 
 // Checks that need no tensor contents (shared by all devices).
