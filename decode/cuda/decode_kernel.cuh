@@ -46,11 +46,6 @@ inline constexpr int kTileKeys = 64;
 #ifndef FLASHSERVE_DECODE_MIN_BLOCKS
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
-// Registers a thread: FLASHSERVE_DECODE_MIN_BLOCKS split CTAs (128 threads) and one early-launched
-// merge CTA (<= 96 registers, merge_cuda.cu) must fit an SM's 64K: 2 × 208 × 128 + 96 × 128 =
-// 65536. Set with __maxnreg__ (which excludes __launch_bounds__; the kernel is always launched
-// with kDecodeThreads threads).
-inline constexpr int kDecodeMaxRegs = (65536 - 96 * 128) / (FLASHSERVE_DECODE_MIN_BLOCKS * kDecodeThreads) / 8 * 8;
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
@@ -88,7 +83,7 @@ struct DecodeTraits {
 };
 
 template <int kHeadDim, typename T>
-__global__ void __maxnreg__(kDecodeMaxRegs)
+__global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
@@ -133,19 +128,12 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
   // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
   KVSource src;
   src.init_paged(pv, b, kv_head, sizeof(T));
-  // Each warp copies, and alone reads, its own kWarpKeys keys of every tile (keys wkey0 ..
-  // wkey0 + 15): it waits for its own copies only (cp.async.wait_group + __syncwarp), never for
-  // the other warps', and reuses its slice of a stage without a CTA barrier. (v3.7 and before:
-  // the CTA's threads copied the whole tile together and met at a barrier every tile, so each
-  // warp waited for the slowest-served quarter of the tile.)
-  using Copier = KVTileCopier<32, kWarpKeys, Tr::kChunks>;
-  const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of a tile
-  const auto slice_lo = [&](int base, int tile) { return base + tile * kTileKeys + wkey0; };
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
   Copier first[kStages];
   const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
   const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
 #pragma unroll
-  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, slice_lo(spec_lo, s), spec_hi, 1, 0, lane);
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
 
   // The queries of the row block go to shared memory (rows past block_rows are zero) ahead of
   // every K/V copy: issued after them (v3.6 and before), the 4 KB waited behind the CTA's first
@@ -203,14 +191,12 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
   const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
   if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
 #pragma unroll
-    for (int s = 0; s < kStages; ++s)
-      first[s].fetch_ids(src, slice_lo(lo, s), hi, s < num_tiles ? 1 : 0, 0, lane);
+    for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
-    kv.copy(src, slice_lo(lo, tile), hi, 0, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, lane,
-            [&](int j, int c) { return swz<kHeadDim, T>(wkey0 + j, c); });
+    kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
   };
-
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) load_tile(first[s], s, s);
@@ -252,8 +238,7 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
 #endif
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
-    __syncwarp();  // the warp's slice of the tile has landed for all its lanes; its slice of the
-                   // stage it read last iteration is free (only this warp reads it)
+    __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
 #ifdef FLASHSERVE_DECODE_TRACE
     if (tile == 0) t_first = trace_clock();
 #endif
@@ -264,8 +249,7 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
 #endif
       load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
-    kv.fetch_ids(src, slice_lo(lo, tile + kStages), hi, tile + kStages < num_tiles ? 1 : 0, 0,
-                 lane);  // in flight while this tile computes
+    kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
 #if FLASHSERVE_DECODE_EXPERIMENT == 1  // copies only
     continue;
@@ -273,6 +257,7 @@ __global__ void __maxnreg__(kDecodeMaxRegs)
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
+    const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
     const int key0 = lo + tile * kTileKeys + wkey0;
 
     // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys). Even and odd k-steps go to separate
