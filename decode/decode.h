@@ -15,7 +15,9 @@ namespace flashserve {
 // the split kernel the same way and lets the next kernel launch early. A kernel after decode
 // that is itself launched as a programmatic dependent must wait on the device
 // (cudaGridDependencySynchronize / griddepcontrol.wait) before it reads decode's output, as
-// PDL requires anyway; ordinary launches and graph captures need nothing.
+// PDL requires anyway; and if the kernel just before decode is itself a programmatic dependent,
+// it must wait for its own predecessor before it ends, or decode's wait covers only that kernel.
+// Ordinary launches and graph captures of them need nothing.
 Status decode(const DecodeParams& params, void* stream = nullptr);
 
 // Checks that need no tensor contents (shared by all devices).

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attention/merge.h"
@@ -112,7 +113,9 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{28, 4, 128, 1, 8, DType::kBFloat16}, GpuCase{8, 8, 128, 1, 32, DType::kFloat16},
                       GpuCase{64, 8, 128, 1, 64, DType::kBFloat16}, GpuCase{32, 8, 64, 1, 128, DType::kBFloat16},
                       GpuCase{32, 8, 128, 4, 256, DType::kBFloat16}, GpuCase{64, 8, 128, 8, 16, DType::kFloat16},
-                      GpuCase{16, 1, 64, 3, 16, DType::kBFloat16}, GpuCase{8, 8, 64, 8, 8, DType::kFloat16}),
+                      GpuCase{16, 1, 64, 3, 16, DType::kBFloat16}, GpuCase{8, 8, 64, 8, 8, DType::kFloat16},
+                      // 12 rows a CTA (GQA 12; q_len 3 × GQA 4): fragment rows 8-11 live, 12-15 padding
+                      GpuCase{24, 2, 128, 1, 16, DType::kBFloat16}, GpuCase{32, 8, 128, 3, 32, DType::kFloat16}),
     [](const ::testing::TestParamInfo<GpuCase>& info) {
       const GpuCase& c = info.param;
       return "h" + std::to_string(c.h) + "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.dim) + "_q" +
@@ -323,53 +326,78 @@ TEST(DecodeCuda, QueriesOnlyElementAligned) {
 }
 
 // Calls back to back on one stream, no synchronisation between them, one workspace: on sm_90+
-// each split kernel is a programmatic dependent of the merge before it and overwrites the
-// partial states that merge reads, so it must wait on the device before touching memory. A
-// short call with few splits follows a long one with many (its writes come early, while the
-// long call's merge would still be reading).
+// each split kernel is a programmatic dependent of the kernel before it (here the previous
+// call's merge), so it must wait on the device before it reads its inputs or overwrites the
+// partial states that merge reads. Call A (70 splits) writes o_A; call B (one tile a split) takes
+// o_A as its queries, straight after A's merge, and shares A's workspace; four rounds, each with
+// outputs of its own. Every o_A must match the reference, and every chained o_B must equal, bit
+// for bit, B run again on its own once everything has finished (a read of o_A before A's merge
+// wrote it sees the NaN poison). (Built with -DFLASHSERVE_DECODE_EXPERIMENT=6, which drops the
+// split kernel's wait, this test fails.)
 TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
   FS_SKIP_WITHOUT_CUDA();
-  struct Call {
-    Problem p;
-    ProblemData d;
-    Reference ref;
-    Tolerance tol;
-    DeviceProblem g;
-    Outputs host;
-    DecodeParams dp;
-  };
-  std::vector<Call> calls(2);
-  calls[0].p = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 901);
-  calls[1].p = decode_problem({300, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902);
-  const int32_t splits[2] = {70, 3};
+  constexpr int kRounds = 4;
+  const Problem pa = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 901);
+  const Problem pb = decode_problem({40, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902);
+  ProblemData da = make_data(pa), db = make_data(pb);
+  const Reference ref_a = reference(pa, da);
+  Tolerance tol_a = tolerance_for(pa, ref_a);
+  tol_a.o_abs += 1e-5 + 2 * ref_a.p_rounding_err;
+  tol_a.lse_abs += 1e-5;
+  DeviceProblem ga = upload(pa, da), gb = upload(pb, db);
+  Outputs host_a = make_outputs(pa), host_b = make_outputs(pb);
+  DecodeParams dpa = device_decode_params(pa, da, host_a, ga);
+  DecodeParams dpb = device_decode_params(pb, db, host_b, gb);
+  dpa.num_splits = 70;
+  dpa.pages_per_split = (max_pages(pa) + 69) / 70;
+  dpb.num_splits = 3;
+  dpb.pages_per_split = (max_pages(pb) + 2) / 3;
   DeviceBuffer ws(decode_workspace_bytes(70, 3, 1, 32, 128));
-  for (int i = 0; i < 2; ++i) {
-    Call& c = calls[i];
-    c.d = make_data(c.p);
-    c.ref = reference(c.p, c.d);
-    c.tol = tolerance_for(c.p, c.ref);
-    c.tol.o_abs += 1e-5 + 2 * c.ref.p_rounding_err;
-    c.tol.lse_abs += 1e-5;
-    c.g = upload(c.p, c.d);
-    c.host = make_outputs(c.p);
-    c.dp = device_decode_params(c.p, c.d, c.host, c.g);
-    c.dp.num_splits = splits[i];
-    c.dp.pages_per_split = (max_pages(c.p) + splits[i] - 1) / splits[i];
-    c.dp.workspace = ws.get();
-    c.dp.workspace_bytes = ws.bytes();
-    FS_ASSERT_CUDA(cudaMemset(c.g.o.get(), 0xff, c.g.o.bytes()));
-    FS_ASSERT_CUDA(cudaMemset(c.g.lse.get(), 0xff, c.g.lse.bytes()));
+  dpa.workspace = dpb.workspace = ws.get();
+  dpa.workspace_bytes = dpb.workspace_bytes = ws.bytes();
+  ASSERT_EQ(dpb.q_row_stride, dpa.o_row_stride);  // o_A is laid out as B's q
+  ASSERT_EQ(dpb.q_head_stride, dpa.o_head_stride);
+  std::vector<DeviceBuffer> o_a, lse_a, o_b, lse_b;  // one a round, poisoned
+  for (int r = 0; r < kRounds; ++r) {
+    o_a.emplace_back(ga.o.bytes());
+    lse_a.emplace_back(ga.lse.bytes());
+    o_b.emplace_back(gb.o.bytes());
+    lse_b.emplace_back(gb.lse.bytes());
   }
+  auto run = [&](DecodeParams dp, DeviceBuffer& o, DeviceBuffer& lse, const void* q, cudaStream_t st) {
+    dp.o = o.get();
+    dp.lse = lse.as<float>();
+    if (q != nullptr) dp.q = q;
+    return decode(dp, st).ok();
+  };
   cudaStream_t stream = nullptr;
   FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   FS_ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads and poison above ran on the legacy stream
-  for (int round = 0; round < 4; ++round)
-    for (Call& c : calls) ASSERT_TRUE(decode(c.dp, stream).ok());
+  for (int r = 0; r < kRounds; ++r) {
+    ASSERT_TRUE(run(dpa, o_a[r], lse_a[r], nullptr, stream));
+    ASSERT_TRUE(run(dpb, o_b[r], lse_b[r], o_a[r].get(), stream));
+  }
   FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
   FS_ASSERT_CUDA(cudaStreamDestroy(stream));
-  for (int i = 0; i < 2; ++i)
-    EXPECT_EQ(compare(calls[i].p, download_outputs(calls[i].p, calls[i].g), calls[i].ref, calls[i].tol), "")
-        << "call " << i;
+  const int64_t b_bytes = pb.total_q() * pb.num_heads * pb.head_dim * dtype_size(pb.dtype);
+  for (int r = 0; r < kRounds; ++r) {
+    std::swap(ga.o, o_a[r]);
+    std::swap(ga.lse, lse_a[r]);
+    EXPECT_EQ(compare(pa, download_outputs(pa, ga), ref_a, tol_a), "") << "call A, round " << r;
+    std::swap(ga.o, o_a[r]);
+    DeviceBuffer o_alone(gb.o.bytes()), lse_alone(gb.lse.bytes());
+    ASSERT_TRUE(run(dpb, o_alone, lse_alone, o_a[r].get(), nullptr));
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> chained(b_bytes / 2), alone(b_bytes / 2);
+    o_b[r].download(chained.data(), b_bytes);
+    o_alone.download(alone.data(), b_bytes);
+    int64_t differ = 0;
+    for (size_t e = 0; e < chained.size(); ++e) differ += chained[e] != alone[e];
+    EXPECT_EQ(differ, 0) << "call B, round " << r << ": chained output differs from B run alone";
+    bool finite = true;
+    for (uint16_t x : alone) finite &= (x & 0x7f80) != 0x7f80;  // bf16: exponent all ones is inf/NaN
+    EXPECT_TRUE(finite) << "call B, round " << r;
+  }
 }
 
 TEST(DecodeCuda, UnsupportedShapesAreErrors) {

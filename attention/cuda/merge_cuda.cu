@@ -1,5 +1,7 @@
 // CUDA merge_states: partial attention states merged by logsumexp rescaling; one instance
 // per input storage type (the output type is a run-time switch at the store).
+#include <atomic>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -201,10 +203,31 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   config.attrs = attr;
   config.numAttrs = dependent_launch ? 1 : 0;
   void (*kernel)(MergeParams, bool) = nullptr;
+  int instance = narrow ? 0 : 1;
   switch (p.in_dtype) {
     case DType::kFloat32: kernel = narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>; break;
-    case DType::kFloat16: kernel = narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>; break;
-    case DType::kBFloat16: kernel = narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>; break;
+    case DType::kFloat16:
+      kernel = narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>;
+      instance += 2;
+      break;
+    case DType::kBFloat16:
+      kernel = narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>;
+      instance += 4;
+      break;
+  }
+  // The kernel waits for the split grid (griddepcontrol) only in code built for sm_90 or later:
+  // code for an older architecture (PTX JIT-compiled for a newer GPU, say) is launched plainly.
+  // Asked once an instance (-1: not yet).
+  static std::atomic<int> binary_version[6] = {-1, -1, -1, -1, -1, -1};
+  if (dependent_launch) {
+    int version = binary_version[instance].load(std::memory_order_relaxed);
+    if (version < 0) {
+      cudaFuncAttributes attr{};
+      FS_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+      version = attr.binaryVersion;
+      binary_version[instance].store(version, std::memory_order_relaxed);
+    }
+    config.numAttrs = version >= 90 ? 1 : 0;
   }
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, p, warp_rows);
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));

@@ -55,7 +55,8 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 // Build-time ablations, also off in every shipped build and producing wrong results (timing
 // only, bench/NOTES.md "Where the split kernel's time goes"): -DFLASHSERVE_DECODE_EXPERIMENT=
 // 1 copies only (no compute in the loop), 2 compute only (the first stages' data, no further
-// copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ.
+// copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ; 6 (a mutation check, not a timing): no
+// griddepcontrol.wait, which DecodeCuda.BackToBackCallsShareOneWorkspace must catch.
 #ifdef FLASHSERVE_DECODE_TRACE
 __device__ __forceinline__ uint64_t trace_clock() {
   uint64_t t;
@@ -102,7 +103,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // its CTAs may be resident before that kernel has finished, so nothing in global memory (q,
   // the lengths, the block table, K/V, the workspace the previous merge may still read) is
   // touched before that kernel's writes are visible. A no-op for an ordinary launch.
+#if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 #endif
   FS_TRACE(t_start);
   const int split = blockIdx.x;
@@ -452,6 +455,13 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
+  // The kernel waits for its predecessor (griddepcontrol) only in code built for sm_90 or later:
+  // code for an older architecture (PTX JIT-compiled for a newer GPU, say) is launched plainly.
+  static const int binary_version = [&] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess ? attr.binaryVersion : 0;
+  }();
+  dependent_launch = dependent_launch && binary_version >= 90;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
   config.blockDim = dim3(kDecodeThreads);
