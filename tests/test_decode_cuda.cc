@@ -73,14 +73,19 @@ GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pag
 
 
 // Reference and CPU decode once per problem; the GPU for three split choices.
-void check_problem(const Problem& p) {
-  ProblemData d = make_data(p);
-  const Reference ref = reference(p, d);
-  // The tensor-core kernel rounds softmax weights to the storage type before P·V (as
-  // FlashAttention does): allow twice the error of the float64 reference doing the same.
+// The tensor-core kernel rounds softmax weights to the storage type before P·V (as
+// FlashAttention does): allow twice the error of the float64 reference doing the same.
+Tolerance gpu_tolerance(const Problem& p, const Reference& ref) {
   Tolerance tol = tolerance_for(p, ref);
   tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;  // and __expf, another summation order
   tol.lse_abs += 1e-5;
+  return tol;
+}
+
+void check_problem(const Problem& p) {
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  const Tolerance tol = gpu_tolerance(p, ref);
   Outputs cpu = make_outputs(p);
   DecodeParams cp = decode_params(p, d, cpu);
   ASSERT_TRUE(decode(cp).ok());
@@ -275,9 +280,7 @@ TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
   Problem p = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 777);
   ProblemData d = make_data(p);
   const Reference ref = reference(p, d);
-  Tolerance tol = tolerance_for(p, ref);
-  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
-  tol.lse_abs += 1e-5;
+  const Tolerance tol = gpu_tolerance(p, ref);
   DeviceProblem g = upload(p, d);
   Outputs host = make_outputs(p);
   DecodeParams dp = device_decode_params(p, d, host, g);
@@ -303,9 +306,7 @@ TEST(DecodeCuda, QueriesOnlyElementAligned) {
   Problem p = decode_problem({700, 45}, 2, 32, 8, 128, DType::kBFloat16, 16, 31);
   ProblemData d = make_data(p);
   const Reference ref = reference(p, d);
-  Tolerance tol = tolerance_for(p, ref);
-  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
-  tol.lse_abs += 1e-5;
+  const Tolerance tol = gpu_tolerance(p, ref);
   DeviceProblem g = upload(p, d);
   Outputs host = make_outputs(p);
   DecodeParams dp = device_decode_params(p, d, host, g);
@@ -341,9 +342,7 @@ TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
   const Problem pb = decode_problem({40, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902);
   ProblemData da = make_data(pa), db = make_data(pb);
   const Reference ref_a = reference(pa, da);
-  Tolerance tol_a = tolerance_for(pa, ref_a);
-  tol_a.o_abs += 1e-5 + 2 * ref_a.p_rounding_err;
-  tol_a.lse_abs += 1e-5;
+  const Tolerance tol_a = gpu_tolerance(pa, ref_a);
   DeviceProblem ga = upload(pa, da), gb = upload(pb, db);
   Outputs host_a = make_outputs(pa), host_b = make_outputs(pb);
   DecodeParams dpa = device_decode_params(pa, da, host_a, ga);

@@ -13,6 +13,19 @@
 
 namespace flashserve::cuda {
 
+// The architecture a kernel's loaded code was built for (cudaFuncAttributes::binaryVersion, 90
+// for sm_90), asked once a kernel; 0 if the runtime cannot say. Kernels that wait for their
+// predecessor with griddepcontrol do so only in code for sm_90+: launch them as programmatic
+// dependents only when this is >= 90 (PTX of an older architecture may be JIT-run on a Hopper).
+template <auto Kernel>
+int binary_version() {
+  static const int version = [] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, Kernel) == cudaSuccess ? attr.binaryVersion : 0;
+  }();
+  return version;
+}
+
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>

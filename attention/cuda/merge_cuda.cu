@@ -1,10 +1,9 @@
 // CUDA merge_states: partial attention states merged by logsumexp rescaling; one instance
 // per input storage type (the output type is a run-time switch at the store).
-#include <atomic>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/merge_cuda.h"
 #include "attention/softmax_state.h"
 #include "common/cuda_check.h"
@@ -182,6 +181,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   if (p.lse_out != nullptr && threadIdx.x == 0) p.lse_out[row * p.lse_out_row_stride] = total;
 }
 
+// The instance for head_dim <= 128 (narrow: 4 dims a lane) or above, and its binary_version.
+template <typename TIn>
+void (*merge_instance(bool narrow, int& version))(MergeParams, bool) {
+  if (narrow) {
+    version = binary_version<merge_kernel<TIn, 4>>();
+    return merge_kernel<TIn, 4>;
+  }
+  version = binary_version<merge_kernel<TIn, 8>>();
+  return merge_kernel<TIn, 8>;
+}
+
 }  // namespace
 
 Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
@@ -203,32 +213,14 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   config.attrs = attr;
   config.numAttrs = dependent_launch ? 1 : 0;
   void (*kernel)(MergeParams, bool) = nullptr;
-  int instance = narrow ? 0 : 1;
+  int version = 0;  // the architecture the chosen instance was built for
   switch (p.in_dtype) {
-    case DType::kFloat32: kernel = narrow ? merge_kernel<float, 4> : merge_kernel<float, 8>; break;
-    case DType::kFloat16:
-      kernel = narrow ? merge_kernel<__half, 4> : merge_kernel<__half, 8>;
-      instance += 2;
-      break;
-    case DType::kBFloat16:
-      kernel = narrow ? merge_kernel<__nv_bfloat16, 4> : merge_kernel<__nv_bfloat16, 8>;
-      instance += 4;
-      break;
+    case DType::kFloat32: kernel = merge_instance<float>(narrow, version); break;
+    case DType::kFloat16: kernel = merge_instance<__half>(narrow, version); break;
+    case DType::kBFloat16: kernel = merge_instance<__nv_bfloat16>(narrow, version); break;
   }
-  // The kernel waits for the split grid (griddepcontrol) only in code built for sm_90 or later:
-  // code for an older architecture (PTX JIT-compiled for a newer GPU, say) is launched plainly.
-  // Asked once an instance (-1: not yet).
-  static std::atomic<int> binary_version[6] = {-1, -1, -1, -1, -1, -1};
-  if (dependent_launch) {
-    int version = binary_version[instance].load(std::memory_order_relaxed);
-    if (version < 0) {
-      cudaFuncAttributes attr{};
-      FS_CUDA_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
-      version = attr.binaryVersion;
-      binary_version[instance].store(version, std::memory_order_relaxed);
-    }
-    config.numAttrs = version >= 90 ? 1 : 0;
-  }
+  // Only code built for sm_90+ waits for the split grid (griddepcontrol).
+  if (version < 90) config.numAttrs = 0;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, p, warp_rows);
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
   FS_CUDA_CHECK_LAUNCH("merge kernel");

@@ -455,13 +455,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  // The kernel waits for its predecessor (griddepcontrol) only in code built for sm_90 or later:
-  // code for an older architecture (PTX JIT-compiled for a newer GPU, say) is launched plainly.
-  static const int binary_version = [&] {
-    cudaFuncAttributes attr{};
-    return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess ? attr.binaryVersion : 0;
-  }();
-  dependent_launch = dependent_launch && binary_version >= 90;
+  dependent_launch = dependent_launch && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
   config.blockDim = dim3(kDecodeThreads);
