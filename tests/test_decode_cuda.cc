@@ -18,6 +18,7 @@
 #include "decode/decode.h"
 #include "decode/planner.h"
 #include "tests/cuda_support.h"
+#include "tests/delayed_copy.h"
 
 namespace flashserve::test {
 namespace {
@@ -33,12 +34,10 @@ struct GpuRun {
   Status status;
 };
 
-// Runs decode on the GPU with the given split count and chunk (0: the planner's choice for
-// this GPU, two CTAs per SM), poisoned outputs and workspace.
-GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pages_per_split) {
-  DeviceProblem g = upload(p, d);
-  Outputs host = make_outputs(p);
-  DecodeParams dp = device_decode_params(p, d, host, g);
+// Sets dp's split count and chunk (num_splits 0: the planner's choice for this GPU, two CTAs
+// per SM) and, with more than one split, a poisoned workspace in ws.
+void configure_splits(DecodeParams& dp, const Problem& p, const ProblemData& d, int32_t num_splits,
+                      int32_t pages_per_split, DeviceBuffer& ws) {
   if (num_splits == 0) {
     DecodePlanInput in;
     in.batch = dp.batch;
@@ -56,12 +55,21 @@ GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pag
   }
   dp.num_splits = num_splits;
   dp.pages_per_split = pages_per_split;
-  DeviceBuffer ws;
   if (num_splits > 1) {
     dp.workspace_bytes = decode_workspace_bytes(num_splits, dp.batch, dp.q_len, dp.num_heads, dp.head_dim);
     ws.allocate(dp.workspace_bytes);
     dp.workspace = ws.get();
   }
+}
+
+// Runs decode on the GPU with the given split count and chunk (configure_splits), poisoned
+// outputs and workspace.
+GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pages_per_split) {
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  DeviceBuffer ws;
+  configure_splits(dp, p, d, num_splits, pages_per_split, ws);
   GpuRun r;
   r.status = validate_decode_lengths_host(decode_params(p, d, host));
   if (r.status.ok()) r.status = decode(dp, nullptr);
@@ -70,7 +78,6 @@ GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pag
   r.out = download_outputs(p, g);
   return r;
 }
-
 
 // Reference and CPU decode once per problem; the GPU for three split choices.
 // The tensor-core kernel rounds softmax weights to the storage type before P·V (as
@@ -397,6 +404,77 @@ TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
     for (uint16_t x : alone) finite &= (x & 0x7f80) != 0x7f80;  // bf16: exponent all ones is inf/NaN
     EXPECT_TRUE(finite) << "call B, round " << r;
   }
+}
+
+// Inputs written by the kernel just before decode (in a model step, the kernel that appends
+// the new K/V or updates the block table), when that kernel lets decode launch early: the
+// split kernel's CTAs may then start while it still runs, and must read nothing before
+// griddepcontrol.wait. Here the predecessor (delayed_copy.cu) lets decode launch, waits 30 us, then writes the true
+// block table (the buffer held each row rotated: ids of other pages), the true lengths (the
+// buffer held the table's capacity) and each sequence's last page of K and V (the buffer held
+// NaN, as before an append). The outputs must match the reference for the true inputs. (A
+// build without the split kernel's wait, -DFLASHSERVE_DECODE_EXPERIMENT=6, fails it.)
+TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
+  FS_SKIP_WITHOUT_CUDA();
+  const Problem p = decode_problem({3000, 700, 5001}, 1, 32, 8, 128, DType::kBFloat16, 16, 904);
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  const Tolerance tol = gpu_tolerance(p, ref);
+  DeviceProblem truth = upload(p, d);
+  const int batch = static_cast<int>(p.seqs.size());
+  const int64_t stride = d.table_stride;
+  std::vector<int32_t> decoy_table(d.block_table.size());
+  for (int b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < stride; ++i) decoy_table[b * stride + i] = d.block_table[b * stride + (i + 1 + b) % stride];
+  const std::vector<int32_t> decoy_lens(batch, static_cast<int32_t>(stride * p.block_size));
+  const int64_t page_bytes = int64_t{p.num_kv_heads} * p.block_size * p.head_dim * dtype_size(p.dtype);
+  // The device state before the predecessor's writes, and the writes.
+  auto stage = [&](DeviceProblem& g, DelayedCopies& c) {
+    g.block_table.upload(decoy_table.data(), decoy_table.size() * 4);
+    g.seq_lens.upload(decoy_lens.data(), batch * 4);
+    c.copies[c.count++] = {g.block_table.get(), truth.block_table.get(), static_cast<int64_t>(decoy_table.size() * 4)};
+    c.copies[c.count++] = {g.seq_lens.get(), truth.seq_lens.get(), batch * 4};
+    for (int b = 0; b < batch; ++b) {
+      const int64_t off = d.block_table[b * stride + (d.seq_lens[b] - 1) / p.block_size] * page_bytes;
+      for (DeviceBuffer* pool : {&g.k_pages, &g.v_pages}) {
+        char* page = static_cast<char*>(pool->get()) + off;
+        FS_ASSERT_CUDA(cudaMemset(page, 0xff, page_bytes));
+        const DeviceBuffer& src = pool == &g.k_pages ? truth.k_pages : truth.v_pages;
+        c.copies[c.count++] = {page, static_cast<const char*>(src.get()) + off, page_bytes};
+      }
+    }
+  };
+  {  // The decoy state alone gives other outputs: the test can fail.
+    DeviceProblem g = upload(p, d);
+    DelayedCopies c;
+    stage(g, c);
+    Outputs host = make_outputs(p);
+    DecodeParams dp = device_decode_params(p, d, host, g);
+    DeviceBuffer ws;
+    configure_splits(dp, p, d, 0, 0, ws);
+    ASSERT_TRUE(decode(dp, nullptr).ok());
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());
+    EXPECT_NE(compare(p, download_outputs(p, g), ref, tol), "");
+  }
+  cudaStream_t stream = nullptr;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int32_t splits : {0, 1, 7}) {
+    DeviceProblem g = upload(p, d);
+    DelayedCopies c;
+    c.delay_ns = 30000;
+    stage(g, c);
+    ASSERT_EQ(c.count, DelayedCopies::kMax);
+    Outputs host = make_outputs(p);
+    DecodeParams dp = device_decode_params(p, d, host, g);
+    DeviceBuffer ws;
+    configure_splits(dp, p, d, splits, splits == 0 ? 0 : (max_pages(p) + splits - 1) / splits, ws);
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());  // uploads and poison ran on the legacy stream
+    FS_ASSERT_CUDA(launch_delayed_copies(c, stream));
+    ASSERT_TRUE(decode(dp, stream).ok());
+    FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+    EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << "splits " << dp.num_splits;
+  }
+  FS_ASSERT_CUDA(cudaStreamDestroy(stream));
 }
 
 TEST(DecodeCuda, UnsupportedShapesAreErrors) {

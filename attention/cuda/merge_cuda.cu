@@ -38,42 +38,44 @@ constexpr int kMaxDimsPerLane = 8;  // head_dim <= 256
 constexpr int kValuesInFlight = 48;
 constexpr int kMergeMinBlocks = 5;
 
-// A lane's running logsumexp (max m, sum s of exp(x - m)) over some values; combined across
-// the warp by shuffles.
-struct LseAcc {
-  float m = -INFINITY, s = 0.f;
-  __device__ __forceinline__ void add(float x) {
-    if (x == -INFINITY) return;  // an empty state
-    if (x > m) {
-      s = s * __expf(m - x) + 1.f;  // exp(-inf) = 0 the first time
-      m = x;
-    } else {
-      s += __expf(x - m);
-    }
-  }
-  __device__ __forceinline__ float warp_total() {
+// A running merge of states: max m of their lse, sum s of exp(lse - m), and acc, the sum of
+// exp(lse - m) · o over a lane's dims. absorb() takes kStates more (lse l[u], dims v[u][k]; every
+// lane holds the same l, so m and s are warp-uniform). An empty state (lse -inf) weighs 0 and
+// its o (possibly garbage) is dropped by a select, never multiplied. Rescaling to the new max
+// once per batch of states, and normalising once at the end, keeps the chain short: no
+// logsumexp pass over the states before their weights (v3.1's merge), one exp a state.
+template <int kDims>
+struct MergeAcc {
+  float m = -INFINITY, s = 0.f, acc[kDims] = {};
+
+  template <int kStates>
+  __device__ __forceinline__ void absorb(const float (&l)[kStates], const float (&v)[kStates][kDims]) {
+    float mx = m;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      const float mx = fmaxf(m, m2);
-      if (mx != -INFINITY) {
-        s = (m == -INFINITY ? 0.f : s * __expf(m - mx)) + (m2 == -INFINITY ? 0.f : s2 * __expf(m2 - mx));
-        m = mx;
-      }
+    for (int u = 0; u < kStates; ++u) mx = fmaxf(mx, l[u]);
+    if (mx == -INFINITY) return;  // nothing but empty states so far
+    const float f = m == -INFINITY ? 0.f : __expf(m - mx);
+    s *= f;
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) acc[k] *= f;
+#pragma unroll
+    for (int u = 0; u < kStates; ++u) {
+      const float w = l[u] == -INFINITY ? 0.f : __expf(l[u] - mx);
+      s += w;
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
     }
-    return m == -INFINITY ? -INFINITY : m + __logf(s);
+    m = mx;
   }
 };
 
 // One CTA per row (with few states, warp_rows: a warp a row, below): lanes over head_dim
 // (dims lane + 32k), the kWarpsPerBlock warps over the states (warp w: states w, w + 4, ...). A
-// warp first issues the loads of its first kStatesInFlight states (o and lse), then every warp
-// reads all the row's lse (lanes over states, one pass of a running logsumexp, shuffles) while
-// those are in flight: the usual split counts (<= 48 states at head_dim <= 128) cost one L2
-// round trip, not one per state (v2.1) or per four states (v2.5). The warps' partial sums meet
-// in shared memory. An empty state's o (possibly garbage) is dropped by a select, never
-// multiplied; a load past head_dim is predicated off. kDims: dims a lane (head_dim <=
-// 32·kDims); kValuesInFlight / kDims states in flight.
+// warp issues the loads of kStatesInFlight states (o and lse) at once, so the usual split
+// counts (<= 48 states at head_dim <= 128) cost one L2 round trip; each warp merges its states
+// against its own max, and the four partial merges meet in shared memory (one barrier), where
+// they are rescaled to the row's max and normalised. A load past head_dim is predicated off.
+// kDims: dims a lane (head_dim <= 32·kDims); kValuesInFlight / kDims states in flight.
 template <typename TIn, int kDims>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
     merge_kernel(const __grid_constant__ MergeParams p, const bool warp_rows) {
@@ -88,59 +90,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   constexpr int kStatesInFlight = kValuesInFlight / kDims;
   constexpr int kRound = kWarpsPerBlock * kStatesInFlight;  // states of one round of all warps
   __shared__ float part[kWarpsPerBlock][kDims * 32];
+  __shared__ float part_m[kWarpsPerBlock], part_s[kWarpsPerBlock];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int num_states = p.num_states, head_dim = p.head_dim;
-  if (warp_rows) {
-    // Few states (<= kStatesInFlight, e.g. decode's batch-8 splits of 4): a warp a row, all its
-    // states' loads in one round, the total lse in every lane from the same values; a CTA takes
-    // kWarpsPerBlock rows, so the grid is a quarter as many CTAs (the early-launched merge CTAs
-    // fit beside the split kernel's in one round, not two).
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-    if (row >= p.num_rows) return;
-    const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
-    const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
-    float v[kStatesInFlight][kDims], l[kStatesInFlight];
-    LseAcc la;
-#pragma unroll
-    for (int s = 0; s < kStatesInFlight; ++s) {
-      const bool live = s < num_states;
-      l[s] = live ? lse_row[s * p.lse_in_state_stride] : -INFINITY;
-#pragma unroll
-      for (int k = 0; k < kDims; ++k) {
-        const int d = lane + 32 * k;
-        v[s][k] = live && d < head_dim ? to_float(o_in[s * p.o_in_state_stride + d]) : 0.f;
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < kStatesInFlight; ++s) la.add(l[s]);
-    const float total = la.m == -INFINITY ? -INFINITY : la.m + __logf(la.s);
-#pragma unroll
-    for (int k = 0; k < kDims; ++k) {
-      float o = 0.f;
-#pragma unroll
-      for (int s = 0; s < kStatesInFlight; ++s) {
-        const float w = merge_weight(l[s], total);
-        o += w != 0.f ? w * v[s][k] : 0.f;
-      }
-      const int d = lane + 32 * k;  // this lane read state 0's d above: o_out may alias it
-      if (d < head_dim) store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o);
-    }
-    if (p.lse_out != nullptr && lane == 0) p.lse_out[row * p.lse_out_row_stride] = total;
-    return;
-  }
-  const int64_t row = blockIdx.x;
-  const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
-  const int64_t lse_step = p.lse_in_state_stride, o_step = p.o_in_state_stride;
-  const TIn* o_in = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
-
   float v[kStatesInFlight][kDims], l[kStatesInFlight];
-  auto load_round = [&](int s0) {
+  // States s0 + u·step (u < kStatesInFlight) of a row into l and v; absent ones as empty.
+  auto load = [&](const float* lse_row, const TIn* o_row, int s0, int step) {
 #pragma unroll
     for (int u = 0; u < kStatesInFlight; ++u) {
-      const int s = s0 + u * kWarpsPerBlock;
+      const int s = s0 + u * step;
       const bool live = s < num_states;
-      const TIn* src = o_in + (live ? s : 0) * o_step;
-      l[u] = live ? lse_row[s * lse_step] : -INFINITY;
+      const TIn* src = o_row + (live ? s : 0) * p.o_in_state_stride;
+      l[u] = live ? lse_row[s * p.lse_in_state_stride] : -INFINITY;
 #pragma unroll
       for (int k = 0; k < kDims; ++k) {
         const int d = lane + 32 * k;
@@ -148,37 +109,60 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
       }
     }
   };
-  load_round(warp);
-
-  LseAcc la;
-  for (int s = lane; s < num_states; s += 32) la.add(lse_row[s * lse_step]);
-  const float total = la.warp_total();
-
-  float acc[kDims];
+  MergeAcc<kDims> ma;
+  if (warp_rows) {
+    // Few states (<= kStatesInFlight, e.g. decode's batch-8 splits of 4): a warp a row, all its
+    // states' loads in one round; a CTA takes kWarpsPerBlock rows, so the grid is a quarter as
+    // many CTAs (the early-launched merge CTAs fit beside the split kernel's in one round).
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+    if (row >= p.num_rows) return;
+    load(p.lse_in + row * p.lse_in_row_stride, static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride, 0, 1);
+    ma.absorb(l, v);
+    const float inv = ma.s > 0.f ? 1.f / ma.s : 0.f;
 #pragma unroll
-  for (int k = 0; k < kDims; ++k) acc[k] = 0.f;
-  for (int s0 = warp;;) {
-#pragma unroll
-    for (int u = 0; u < kStatesInFlight; ++u) {
-      const float w = merge_weight(l[u], total);  // 0 for an empty or absent state
-#pragma unroll
-      for (int k = 0; k < kDims; ++k) acc[k] += w != 0.f ? w * v[u][k] : 0.f;
+    for (int k = 0; k < kDims; ++k) {
+      const int d = lane + 32 * k;  // this lane read state 0's d above: o_out may alias it
+      if (d < head_dim) store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, ma.acc[k] * inv);
     }
+    if (p.lse_out != nullptr && lane == 0)
+      p.lse_out[row * p.lse_out_row_stride] = ma.s > 0.f ? ma.m + __logf(ma.s) : -INFINITY;
+    return;
+  }
+  const int64_t row = blockIdx.x;
+  const float* lse_row = p.lse_in + row * p.lse_in_row_stride;
+  const TIn* o_row = static_cast<const TIn*>(p.o_in) + row * p.o_in_row_stride;
+  for (int s0 = warp;;) {
+    load(lse_row, o_row, s0, kWarpsPerBlock);
+    ma.absorb(l, v);
     s0 += kRound;
     if (s0 >= num_states) break;
-    load_round(s0);
   }
 #pragma unroll
-  for (int k = 0; k < kDims; ++k) part[warp][lane + 32 * k] = acc[k];
+  for (int k = 0; k < kDims; ++k) part[warp][lane + 32 * k] = ma.acc[k];
+  if (lane == 0) {
+    part_m[warp] = ma.m;
+    part_s[warp] = ma.s;
+  }
   // Every read of this row is done (the barrier), so o_out may alias state 0.
   __syncthreads();
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarpsPerBlock; ++w) mx = fmaxf(mx, part_m[w]);
+  float f[kWarpsPerBlock], sum = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarpsPerBlock; ++w) {
+    f[w] = part_m[w] == -INFINITY ? 0.f : __expf(part_m[w] - mx);
+    sum += f[w] * part_s[w];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
   for (int d = threadIdx.x; d < head_dim; d += kWarpsPerBlock * 32) {
     float o = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarpsPerBlock; ++w) o += part[w][d];
-    store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o);
+    for (int w = 0; w < kWarpsPerBlock; ++w) o += f[w] * part[w][d];
+    store_f(p.o_out, p.out_dtype, row * p.o_out_row_stride + d, o * inv);
   }
-  if (p.lse_out != nullptr && threadIdx.x == 0) p.lse_out[row * p.lse_out_row_stride] = total;
+  if (p.lse_out != nullptr && threadIdx.x == 0)
+    p.lse_out[row * p.lse_out_row_stride] = sum > 0.f ? mx + __logf(sum) : -INFINITY;
 }
 
 // The instance for head_dim <= 128 (narrow: 4 dims a lane) or above, and its binary_version.
