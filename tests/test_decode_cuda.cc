@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/cuda/merge_cuda.h"
 #include "attention/merge.h"
 #include "common/cuda_device.h"
 #include "decode/decode.h"
@@ -152,8 +153,10 @@ TEST(DecodeCuda, MaskOptions) {
 
 // Merge on the GPU equals merge on the CPU: few and many states (a warp a row up to 12 states at
 // head_dim <= 128 and 6 above, the edges of that on both sides; more than one round of a warp's
-// loads; more than 32 for the lse reduction), head_dim 64/128/256 and odd ones, row counts that
-// are not multiples of the 4 rows a CTA takes, a row whose states are all empty.
+// loads), head_dim 64/128/256 and odd ones, row counts that are not multiples of the 4 rows a CTA
+// takes, a row whose states are all empty. bf16 out by merge_states; fp32 out (a tight check of
+// the weights) launched as decode launches it, a programmatic dependent, whose first CTAs run the
+// merge once dry before their wait.
 TEST(DecodeCuda, MergeStatesMatchesCpu) {
   FS_SKIP_WITHOUT_CUDA();
   for (auto [S, rows, D] : {std::tuple{5, 333, 128}, std::tuple{45, 37, 128}, std::tuple{3, 29, 256},
@@ -208,6 +211,37 @@ TEST(DecodeCuda, MergeStatesMatchesCpu) {
     }
     ASSERT_EQ(gpu_lse[1], -INFINITY);
     ASSERT_EQ(bf16_to_float(gpu_o[D]), 0.f);
+
+    MergeParams m32 = m;  // device pointers
+    m32.out_dtype = DType::kFloat32;
+    DeviceBuffer d_out32(rows * D * 4);
+    m32.o_out = d_out32.get();
+    cudaStream_t stream = nullptr;
+    FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads ran on the legacy stream
+    const Status st = cuda::merge_cuda(m32, stream, /*dependent_launch=*/true);
+    const cudaError_t sync = cudaStreamSynchronize(stream);
+    FS_ASSERT_CUDA(cudaStreamDestroy(stream));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    FS_ASSERT_CUDA(sync);
+    std::vector<float> cpu_o32(rows * D), gpu_o32(rows * D);
+    m32.device = Device::kCPU;
+    m32.o_in = o.data();
+    m32.lse_in = lse.data();
+    m32.o_out = cpu_o32.data();
+    m32.lse_out = cpu_lse.data();
+    ASSERT_TRUE(merge_states(m32).ok());
+    d_out32.download(gpu_o32.data(), rows * D * 4);
+    d_lse_out.download(gpu_lse.data(), rows * 4);
+    for (int r = 0; r < rows; ++r) {
+      if (cpu_lse[r] == -INFINITY)
+        ASSERT_EQ(gpu_lse[r], -INFINITY) << "fp32, row " << r;
+      else
+        ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "fp32, row " << r;
+      for (int x = 0; x < D; ++x)
+        ASSERT_NEAR(gpu_o32[r * D + x], cpu_o32[r * D + x], 2e-5 * (1 + std::fabs(cpu_o32[r * D + x])))
+            << "fp32, row " << r << " dim " << x;
+    }
   }
 }
 
@@ -430,6 +464,7 @@ TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
   const int64_t page_bytes = int64_t{p.num_kv_heads} * p.block_size * p.head_dim * dtype_size(p.dtype);
   // The device state before the predecessor's writes, and the writes.
   auto stage = [&](DeviceProblem& g, DelayedCopies& c) {
+    ASSERT_LE(c.count + 2 + 2 * batch, DelayedCopies::kMax);  // the copies below
     g.block_table.upload(decoy_table.data(), decoy_table.size() * 4);
     g.seq_lens.upload(decoy_lens.data(), batch * 4);
     c.copies[c.count++] = {g.block_table.get(), truth.block_table.get(), static_cast<int64_t>(decoy_table.size() * 4)};
@@ -447,7 +482,7 @@ TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
   {  // The decoy state alone gives other outputs: the test can fail.
     DeviceProblem g = upload(p, d);
     DelayedCopies c;
-    stage(g, c);
+    ASSERT_NO_FATAL_FAILURE(stage(g, c));
     Outputs host = make_outputs(p);
     DecodeParams dp = device_decode_params(p, d, host, g);
     DeviceBuffer ws;
@@ -462,7 +497,7 @@ TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
     DeviceProblem g = upload(p, d);
     DelayedCopies c;
     c.delay_ns = 30000;
-    stage(g, c);
+    ASSERT_NO_FATAL_FAILURE(stage(g, c));
     ASSERT_EQ(c.count, DelayedCopies::kMax);
     Outputs host = make_outputs(p);
     DecodeParams dp = device_decode_params(p, d, host, g);

@@ -73,7 +73,7 @@ struct MergeAcc {
 // (dims lane + 32k), the kWarpsPerBlock warps over the states (warp w: states w, w + 4, ...). A
 // warp issues the loads of kStatesInFlight states (o and lse) at once, so the usual split
 // counts (<= 48 states at head_dim <= 128) cost one L2 round trip; each warp merges its states
-// against its own max, and the four partial merges meet in shared memory (one barrier), where
+// against its own max, and the four partial merges meet in shared memory (a barrier), where
 // they are rescaled to the row's max and normalised. A load past head_dim is predicated off.
 // kDims: dims a lane (head_dim <= 32·kDims); kValuesInFlight / kDims states in flight.
 template <typename TIn, int kDims>
@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   // the split kernel still runs, reading no global memory (loads predicated off, zeros instead)
   // and writing nothing, so the second starts with this code in the SM's instruction cache
   // (0.15-0.3 us off the merge's tail after the split kernel: bench/NOTES.md, merge v3.9).
-  // Later CTAs start after the split kernel, on SMs already warm.
+  // The other CTAs skip it: most start once the split kernel has ended, on SMs that ran it (a
+  // heuristic: block indices are not bound to SMs, and an early CTA may also start late).
 #pragma unroll 1
   for (int pass = static_cast<int>(blockIdx.x) < warm_ctas ? 0 : 1; pass < 2; ++pass) {
     const bool dry = pass == 0;
@@ -219,7 +220,8 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   }
   // Only code built for sm_90+ waits for the split grid (griddepcontrol).
   if (version < 90) config.numAttrs = 0;
-  // A dependent launch's CTAs wait for the split grid; one a SM runs the code once dry meanwhile.
+  // A dependent launch's CTAs wait for the split grid; the first SM-count of them run the code
+  // once dry meanwhile.
   int warm_ctas = 0;
   if (config.numAttrs == 1) {
     int device = 0;
