@@ -1,7 +1,8 @@
 """Anatomy of the split kernel on one shape, from a build with -DFLASHSERVE_DECODE_TRACE (each
-CTA stamps the global timer at its start, when its first tile has landed, after its last tile,
-and at its end). Prints, over the CTAs of one eager call: start skew, ramp (start -> first tile),
-loop, epilogue, end spread, and the kernel's span; then the K/V bytes over the span.
+CTA stamps the global timer at its start, when its first stages' copies are issued, when its
+first tile has landed, after its last tile, and at its end). Prints, over the CTAs of one eager
+call: start skew, issue (start -> first copies issued), ramp (-> first tile), loop, epilogue, end
+spread, and the kernel's span; then the K/V bytes over the span.
 
 Usage: python3 bench/trace_decode.py --lib build-var/libflashserve_c.so [--shape 1,32768 ...]"""
 import argparse
@@ -15,8 +16,9 @@ import flashserve_ctypes as fsc  # noqa: E402
 
 
 def read_trace(ws, ctas):
-    """The trace words of the last call: [ctas, 5] (SM, start, first tile, loop end, end)."""
-    return ws[-40 * ctas:].view(torch.int64).view(ctas, 5).cpu()
+    """The trace words of the last call: [ctas, 6] (SM, start, copies issued, first tile, loop end,
+    end)."""
+    return ws[-48 * ctas:].view(torch.int64).view(ctas, 6).cpu()
 
 
 def stats(x):
@@ -39,9 +41,9 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(5)
     for batch, ctx in shapes:
         case = bd.Case([ctx] * batch, 16, torch.bfloat16, 1, gen)
-        # Room for the trace, 5 words a CTA, for the most splits the planner gives (64; one row
+        # Room for the trace, 6 words a CTA, for the most splits the planner gives (64; one row
         # block: group 4 × q_len 1); the kernel writes it at the end of the workspace.
-        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=40 * 64 * bd.KV_HEADS * batch)
+        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=48 * 64 * bd.KV_HEADS * batch)
         ctas = max(1, plan.num_splits) * bd.KV_HEADS * batch
         ws = keep[0]
         for _ in range(3):
@@ -54,12 +56,13 @@ def main():
             print(f"({batch},{ctx}): no trace (one split, or not a trace build)")
             continue
         t0 = t[:, 1].min()
-        start, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4)]  # us
+        start, issued, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4, 5)]  # us
         span = end.max().item()
         print(f"({batch},{ctx}): {plan.num_splits} splits, {ctas} CTAs on {len(set(t[:, 0].tolist()))} SMs; "
               f"span {span:.2f} us = {case.kv_bytes / span / 1e3:.0f} GB/s of K/V")
         print(f"  start     {stats(start)} us")
-        print(f"  ramp      {stats(first - start)} us (start -> first tile landed)")
+        print(f"  issue     {stats(issued - start)} us (start -> first stages' copies issued)")
+        print(f"  ramp      {stats(first - issued)} us (-> first tile landed)")
         print(f"  loop      {stats(loop - first)} us")
         print(f"  epilogue  {stats(end - loop)} us")
         print(f"  end       {stats(end)} us")
@@ -75,7 +78,7 @@ def dump(folder, batch, ctx, splits, call, ws, ctas, first):
     import os
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f"trace_{batch}x{ctx}.csv"), "w") as f:
-        f.write("call,cta,b,kv_head,split,sm,start,first,loop,end\n")
+        f.write("call,cta,b,kv_head,split,sm,start,issued,first,loop,end\n")
         t = first
         for c in range(3):
             if c > 0:
@@ -85,7 +88,7 @@ def dump(folder, batch, ctx, splits, call, ws, ctas, first):
             t0 = t[:, 1].min()
             for i in range(ctas):
                 split, unit = i % splits, i // splits
-                us = [(t[i, k] - t0).item() / 1e3 for k in (1, 2, 3, 4)]
+                us = [(t[i, k] - t0).item() / 1e3 for k in (1, 2, 3, 4, 5)]
                 f.write(f"{c},{i},{unit // bd.KV_HEADS},{unit % bd.KV_HEADS},{split},{t[i, 0].item()},"
                         + ",".join(f"{u:.3f}" for u in us) + "\n")
 

@@ -50,8 +50,9 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
-// start, when its first tile has landed, after its last tile and at its end, into the last
-// bytes of the workspace (the caller makes room: 5 words a CTA).
+// start (after griddepcontrol.wait), when its first stages' copies are issued, when its first
+// tile has landed, after its last tile and at its end, into the last bytes of the workspace
+// (the caller makes room: 6 words a CTA).
 // Build-time ablations, also off in every shipped build and producing wrong results (timing
 // only, bench/NOTES.md "Where the split kernel's time goes"): -DFLASHSERVE_DECODE_EXPERIMENT=
 // 1 copies only (no compute in the loop), 2 compute only (the first stages' data, no further
@@ -206,6 +207,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
+  FS_TRACE(t_issued);              // the first stages' copies issued
   if (!q_vec) {  // q only element-aligned: element loads, the first tiles already in flight
     for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
       const int r = i / Tr::kChunks, c = i % Tr::kChunks;
@@ -427,19 +429,20 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   }
 #ifdef FLASHSERVE_DECODE_TRACE
   // Only where the caller made room past the partial states (trace_decode.py does).
-  const int64_t trace_bytes = 40 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t trace_bytes = 48 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
   const int64_t states_bytes = static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4;
   if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
     const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-    uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 5 * ctas;
+    uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 6 * ctas;
     uint32_t smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    trace[5 * cta] = smid;
-    trace[5 * cta + 1] = t_start;
-    trace[5 * cta + 2] = t_first;
-    trace[5 * cta + 3] = t_loop;
-    trace[5 * cta + 4] = trace_clock();
+    trace[6 * cta] = smid;
+    trace[6 * cta + 1] = t_start;
+    trace[6 * cta + 2] = t_issued;
+    trace[6 * cta + 3] = t_first;
+    trace[6 * cta + 4] = t_loop;
+    trace[6 * cta + 5] = trace_clock();
   }
 #endif
 }
