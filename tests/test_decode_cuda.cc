@@ -199,11 +199,14 @@ TEST(DecodeCuda, MergeStatesMatchesCpu) {
     FS_ASSERT_CUDA(cudaDeviceSynchronize());
     d_out.download(gpu_o.data(), rows * D * 2);
     d_lse_out.download(gpu_lse.data(), rows * 4);
-    for (int r = 0; r < rows; ++r) {
+    auto expect_lse = [&](int r, const char* what) {  // row r's merged lse, GPU against CPU
       if (cpu_lse[r] == -INFINITY)
-        ASSERT_EQ(gpu_lse[r], -INFINITY) << "row " << r;
+        ASSERT_EQ(gpu_lse[r], -INFINITY) << what << "row " << r;
       else
-        ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "row " << r;
+        ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << what << "row " << r;
+    };
+    for (int r = 0; r < rows; ++r) {
+      ASSERT_NO_FATAL_FAILURE(expect_lse(r, ""));
       for (int x = 0; x < D; ++x) {
         const float a = bf16_to_float(gpu_o[r * D + x]), b = bf16_to_float(cpu_o[r * D + x]);
         ASSERT_LE(std::fabs(a - b), std::ldexp(1.f, -7) * std::fabs(b) + 1e-6f) << "row " << r << " dim " << x;
@@ -234,10 +237,7 @@ TEST(DecodeCuda, MergeStatesMatchesCpu) {
     d_out32.download(gpu_o32.data(), rows * D * 4);
     d_lse_out.download(gpu_lse.data(), rows * 4);
     for (int r = 0; r < rows; ++r) {
-      if (cpu_lse[r] == -INFINITY)
-        ASSERT_EQ(gpu_lse[r], -INFINITY) << "fp32, row " << r;
-      else
-        ASSERT_NEAR(gpu_lse[r], cpu_lse[r], 1e-5 * (1 + std::fabs(cpu_lse[r]))) << "fp32, row " << r;
+      ASSERT_NO_FATAL_FAILURE(expect_lse(r, "fp32, "));
       for (int x = 0; x < D; ++x)
         ASSERT_NEAR(gpu_o32[r * D + x], cpu_o32[r * D + x], 2e-5 * (1 + std::fabs(cpu_o32[r * D + x])))
             << "fp32, row " << r << " dim " << x;

@@ -5,7 +5,6 @@
 
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/merge_cuda.h"
-#include "attention/softmax_state.h"
 #include "common/cuda_check.h"
 
 namespace flashserve::cuda {
