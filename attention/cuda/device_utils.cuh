@@ -26,6 +26,29 @@ int binary_version() {
   return version;
 }
 
+// A cudaLaunchKernelEx configuration; `dependent`: launched as a programmatic dependent of the
+// previous kernel in the stream (programmatic stream serialization), so its CTAs may start
+// before that kernel ends. Such a kernel must execute griddepcontrol.wait before it reads what
+// the previous kernel writes (see binary_version). Not copyable: config.attrs points into it.
+struct LaunchConfig {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute attr[1] = {};
+
+  LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent) {
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = dependent ? 1 : 0;
+  }
+  LaunchConfig(const LaunchConfig&) = delete;
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+  bool dependent() const { return config.numAttrs == 1; }
+};
+
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>

@@ -201,15 +201,6 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
   if (blocks > 0x7fffffff) return unsupported("merge_states: too many rows for one launch");
   const auto st = static_cast<cudaStream_t>(stream);
   const unsigned grid = static_cast<unsigned>(blocks);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(kWarpsPerBlock * 32);
-  config.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = dependent_launch ? 1 : 0;
   void (*kernel)(MergeParams, bool, int) = nullptr;
   int version = 0;  // the architecture the chosen instance was built for
   switch (p.in_dtype) {
@@ -218,16 +209,16 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
     case DType::kBFloat16: kernel = merge_instance<__nv_bfloat16>(narrow, version); break;
   }
   // Only code built for sm_90+ waits for the split grid (griddepcontrol).
-  if (version < 90) config.numAttrs = 0;
+  LaunchConfig launch(dim3(grid), dim3(kWarpsPerBlock * 32), 0, st, dependent_launch && version >= 90);
   // A dependent launch's CTAs wait for the split grid; the first SM-count of them run the code
   // once dry meanwhile.
   int warm_ctas = 0;
-  if (config.numAttrs == 1) {
+  if (launch.dependent()) {
     int device = 0;
     FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&warm_ctas, cudaDevAttrMultiProcessorCount, device));
   }
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, p, warp_rows, warm_ctas);
+  const cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, p, warp_rows, warm_ctas);
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));
   FS_CUDA_CHECK_LAUNCH("merge kernel");
   return Status::Ok();

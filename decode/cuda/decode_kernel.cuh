@@ -459,17 +459,9 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   dependent_launch = dependent_launch && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch);
-  config.blockDim = dim3(kDecodeThreads);
-  config.dynamicSmemBytes = Tr::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = dependent_launch ? 1 : 0;
-  err = cudaLaunchKernelEx(&config, kernel, p, row_blocks);
+  LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
+                      Tr::kSmemBytes, stream, dependent_launch);
+  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
