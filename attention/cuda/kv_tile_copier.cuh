@@ -62,9 +62,16 @@ struct KVTileCopier {
     id = (tile < num_tiles && key < hi) ? s.table[key >> s.block_shift] : -1;
   }
 
-  template <typename T, typename Dst>
-  __device__ __forceinline__ void copy(const KVSource& s, int lo, int hi, int tile, T* sk, T* sv, int tid,
-                                       Dst dst) const {
+  // kHint: the copies carry the L2 cache policy `policy` (cp_async_16_hint).
+  template <bool kHint = false, typename T, typename Dst>
+  __device__ __forceinline__ void copy(const KVSource& s, int lo, int hi, int tile, T* sk, T* sv, int tid, Dst dst,
+                                       uint64_t policy = 0) const {
+    auto cp = [&](T* d, const char* g, bool valid) {
+      if constexpr (kHint)
+        cp_async_16_hint(d, g, valid, policy);
+      else
+        cp_async_16(d, g, valid);
+    };
     const int chunk = tid % kChunks, j0 = tid / kChunks;
     const int first = lo + tile * kKeys + j0;  // this thread's first key
     const int left = hi - first;               // keys i·kPass < left are in range
@@ -79,8 +86,8 @@ struct KVTileCopier {
         const uint32_t in_block = static_cast<uint32_t>(key & s.block_mask) * s.token_bytes + chunk * 16;
         const uint64_t off = static_cast<uint64_t>(page) * s.block_bytes + in_block;  // one IMAD.WIDE.U32
         const int d = dst(j0 + i * kPass, chunk);
-        cp_async_16(sk + d, s.k_base + off, valid);
-        cp_async_16(sv + d, s.v_base + off, valid);
+        cp(sk + d, s.k_base + off, valid);
+        cp(sv + d, s.v_base + off, valid);
       }
     } else {
       const char* ks = s.k_base + first * s.k_row_bytes + chunk * 16;
@@ -89,8 +96,8 @@ struct KVTileCopier {
       for (int i = 0; i < kRows; ++i) {
         const bool valid = i * kPass < left;  // src-size 0 when not: nothing is read
         const int d = dst(j0 + i * kPass, chunk);
-        cp_async_16(sk + d, ks, valid);
-        cp_async_16(sv + d, vs, valid);
+        cp(sk + d, ks, valid);
+        cp(sv + d, vs, valid);
         ks += kPass * s.k_row_bytes;
         vs += kPass * s.v_row_bytes;
       }

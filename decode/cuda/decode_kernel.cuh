@@ -47,6 +47,9 @@ inline constexpr int kTileKeys = 64;
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
+#ifndef FLASHSERVE_DECODE_KV_EVICT_FIRST
+#define FLASHSERVE_DECODE_KV_EVICT_FIRST 1
+#endif
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
@@ -197,9 +200,12 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
+  // K/V are read once a call: evict-first in L2 (FLASHSERVE_DECODE_KV_EVICT_FIRST, an A/B macro).
+  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
-    kv.copy(src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
-            [](int j, int c) { return swz<kHeadDim, T>(j, c); });
+    kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
+        src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
+        [](int j, int c) { return swz<kHeadDim, T>(j, c); }, kv_policy);
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
