@@ -20,7 +20,8 @@ import flashserve_ctypes as fsc  # noqa: E402
 
 
 def sampled(run_for, seconds):
-    """Runs run_for(seconds) under nvidia-smi sampling; returns (sm MHz, mem MHz, W) medians."""
+    """Runs run_for(seconds) under nvidia-smi sampling; returns the (SM MHz, memory MHz, W) medians
+    and the seconds run_for took."""
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,power.draw", "--format=csv,noheader,nounits",
                             "-lms", "100"], stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
@@ -36,7 +37,8 @@ def sampled(run_for, seconds):
             rows.append([float(x) for x in line.split(",")])
         except ValueError:
             continue
-    # Drop the idle samples before and after the load (lowest SM clock / power half of the edges).
+    # Drop the first and last 10% of the samples (the idle lead-in and tail); the median covers
+    # the odd idle sample left.
     n = len(rows)
     keep = rows[max(0, n // 10):n - max(1, n // 10)] if n > 10 else rows
     if not keep:

@@ -1,6 +1,8 @@
-// Device helpers shared by the CUDA attention kernels (decode and prefill): storage-type
-// conversions, cp.async, mma.sync m16n8k16 and ldmatrix, the swizzled tile layout, and the
-// mask rule of MaskParams.
+// Helpers shared by the CUDA attention kernels (decode and prefill): on the host, the
+// architecture a kernel was built for and the launch configuration (programmatic dependent
+// launch); on the device, storage-type conversions, cp.async (with an optional L2 cache
+// policy), mma.sync m16n8k16 and ldmatrix, the swizzled tile layout, and the mask rule of
+// MaskParams.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,7 +36,8 @@ struct LaunchConfig {
   cudaLaunchConfig_t config = {};
   cudaLaunchAttribute attr[1] = {};
 
-  LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent) {
+  LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent)
+      : dependent_(dependent) {
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem_bytes;
@@ -46,7 +49,10 @@ struct LaunchConfig {
   }
   LaunchConfig(const LaunchConfig&) = delete;
   LaunchConfig& operator=(const LaunchConfig&) = delete;
-  bool dependent() const { return config.numAttrs == 1; }
+  bool dependent() const { return dependent_; }
+
+ private:
+  bool dependent_;
 };
 
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
@@ -63,15 +69,21 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
   const int src_size = valid ? 16 : 0;  // 0: zero-fill, nothing read
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_size));
 }
-// An L2 cache policy for data a kernel reads once (decode's K/V stream): its lines are evicted
-// first, so the small data read every call (lengths, block tables, queries, partial states)
-// stays in L2 beside a stream larger than it.
+// L2 cache policies. evict_first: for data a kernel reads once (decode's K/V stream when one
+// CTA reads each byte), so that the small data read every call (lengths, block tables,
+// queries, partial states) stays in L2 beside a stream larger than it; evict_normal: the
+// default behaviour, as a policy value.
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
-// cp_async_16 with an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ uint64_t l2_evict_normal_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// cp_async_16 with an L2 cache policy (l2_evict_first_policy, l2_evict_normal_policy).
 __device__ __forceinline__ void cp_async_16_hint(void* smem, const void* gmem, bool valid, uint64_t policy) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int src_size = valid ? 16 : 0;  // 0: zero-fill, nothing read

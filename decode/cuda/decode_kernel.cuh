@@ -8,7 +8,9 @@
 //
 // K/V tiles of kTileKeys keys stream through shared memory with cp.async (16-byte chunks,
 // coalesced: 16 consecutive threads copy one key's 256 bytes at head_dim 128), kStages deep,
-// straight from the pages through the block table; slots past the range are zero-filled.
+// straight from the pages through the block table; slots past the range are zero-filled. With
+// one row block (the usual decode: q_len × group <= 16) the copies are evict-first in L2, as no
+// other CTA of the call reads those bytes.
 // Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
 // banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
 // held in registers for the whole split), logits/mask/online softmax on the fragments
@@ -39,7 +41,8 @@ inline constexpr int kDecodeWarps = kDecodeThreads / 32;
 inline constexpr int kRowsPerBlock = 16;  // query rows per CTA
 inline constexpr int kTileKeys = 64;
 // Stages and CTAs per SM: 3 stages × 32 KB (head_dim 128, bf16) and 2 CTAs per SM measured
-// best; the macros exist for A/B builds (bench/NOTES.md), not for users.
+// best; the K/V copies' evict-first L2 policy measured better (v4.1). The macros exist for A/B
+// builds (bench/NOTES.md), not for users.
 #ifndef FLASHSERVE_DECODE_STAGES
 #define FLASHSERVE_DECODE_STAGES 3
 #endif
@@ -175,10 +178,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t k_begin = min(seq_len, split * split_keys);
   const int64_t k_end = min(seq_len, (split + 1) * split_keys);
 
-  // Each lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
-  // constants (ALiBi slopes differ by head). The CTA's range is the union of its rows'; tiles
-  // inside every row's range (lo_max .. hi_min) need no mask.
-  int row_lo[2], row_hi[2], row_pos[2];
+  // The CTA's range is the union of its rows'; tiles inside every row's range (lo_max ..
+  // hi_min) need no mask.
   int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
   // Rows of one token share its range: a pass per token of the block (one when q_len is 1).
   const int t_last = (row0 + block_rows - 1) / group;
@@ -200,8 +201,11 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
-  // K/V are read once a call: evict-first in L2 (FLASHSERVE_DECODE_KV_EVICT_FIRST, an A/B macro).
-  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
+  // With one row block, this CTA is the only reader of its K/V in the call: evict-first in L2.
+  // With more (q_len × group > 16) the other row blocks' CTAs read the same bytes: the normal
+  // policy. (FLASHSERVE_DECODE_KV_EVICT_FIRST=0: the normal policy always, an A/B build.)
+  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST && row_blocks == 1 ? l2_evict_first_policy()
+                                                                                   : l2_evict_normal_policy();
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
         src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
@@ -215,18 +219,19 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
   FS_TRACE(t_issued);              // the first stages' copies issued
 
-  // This lane's fragment rows' positions, ranges and logit constants: only the compute needs
-  // them, so after the first copies.
+  // This lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
+  // constants (ALiBi slopes differ by head). Only the compute needs them: after the first copies.
+  int row_lo[2], row_hi[2], row_pos[2];
   LogitArgs la[2] = {LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group),
                      LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group)};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = gid + 8 * i;
     row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
-    int64_t lo = 0, hi = 0;  // padding row: sees nothing
-    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, lo, hi);
-    row_lo[i] = static_cast<int>(lo);
-    row_hi[i] = static_cast<int>(hi);
+    int64_t r_lo = 0, r_hi = 0;  // padding row: sees nothing
+    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, r_lo, r_hi);
+    row_lo[i] = static_cast<int>(r_lo);
+    row_hi[i] = static_cast<int>(r_hi);
   }
   if (!q_vec) {  // q only element-aligned: element loads, the first tiles already in flight
     for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
