@@ -94,10 +94,11 @@ def rotation_copies(lens):
 
 
 class Case:
-    """One decode shape: `copies` independent caches (pages + contiguous) for rotation."""
+    """One decode shape: `copies` independent caches (pages + contiguous) for rotation; q_len new
+    tokens a sequence (more than 1: speculative decoding; ours only, no contiguous copies)."""
 
-    def __init__(self, lens, page, dtype, copies, gen):
-        self.lens, self.page, self.dtype = lens, page, dtype
+    def __init__(self, lens, page, dtype, copies, gen, q_len=1):
+        self.lens, self.page, self.dtype, self.q_len = lens, page, dtype, q_len
         self.batch = len(lens)
         pages_per_seq = [math.ceil(l / page) for l in lens]
         self.max_pages = max(pages_per_seq)
@@ -109,7 +110,7 @@ class Case:
         perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
         self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
         self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-        uniform = len(set(lens)) == 1
+        uniform = len(set(lens)) == 1 and q_len == 1
         at = 0
         for c in range(copies):
             table = torch.zeros(self.batch, self.max_pages, dtype=torch.int32, device="cuda")
@@ -117,9 +118,9 @@ class Case:
                 table[b, :n] = perm[at:at + n]
                 at += n
             self.tables.append(table)
-            self.qs.append(torch.randn(self.batch, 1, HEADS, HEAD_DIM, dtype=dtype, device="cuda", generator=gen))
+            self.qs.append(torch.randn(self.batch, q_len, HEADS, HEAD_DIM, dtype=dtype, device="cuda", generator=gen))
             self.os.append(torch.empty_like(self.qs[-1]))
-            self.lses.append(torch.empty(self.batch, HEADS, dtype=torch.float32, device="cuda"))
+            self.lses.append(torch.empty(self.batch, q_len, HEADS, dtype=torch.float32, device="cuda"))
             if uniform:  # the peers' contiguous [batch, kv_heads, len, head_dim] copies of the same keys
                 L = lens[0]
                 idx = table.long()
@@ -132,14 +133,14 @@ class Case:
 def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0):
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
-    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), 1, HEADS, KV_HEADS, HEAD_DIM, case.page,
+    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS, KV_HEADS, HEAD_DIM, case.page,
                                              num_workers, min_pages, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
         ws = torch.empty(max(16, plan.workspace_bytes + extra_ws), dtype=torch.uint8, device="cuda")
         a = fsc.DecodeArgs()
-        a.device, a.dtype, a.batch, a.q_len = fsc.FS_DEVICE_CUDA, dtype, case.batch, 1
+        a.device, a.dtype, a.batch, a.q_len = fsc.FS_DEVICE_CUDA, dtype, case.batch, case.q_len
         a.num_heads, a.num_kv_heads, a.head_dim = HEADS, KV_HEADS, HEAD_DIM
         a.q, a.q_row_stride, a.q_head_stride = case.qs[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
         pg = a.pages
@@ -272,23 +273,28 @@ def main():
     rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
             ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),
             ("mixed", 16, bf16), ((1, 32768), 64, bf16), ((32, 4096), 64, bf16), ((1, 32768), 16, fp16),
-            ((64, 8192), 16, fp16)]
+            ((64, 8192), 16, fp16),
+            # Speculative decoding, 8 new tokens a sequence: 32 query rows a kv head, two row
+            # blocks (CTAs) reading the same K/V; ours only (the peers' causal mask is not
+            # bottom-right aligned for q_len > 1).
+            ((8, 8192), 16, bf16, 8), ((32, 4096), 16, bf16, 8)]
     if args.quick:
         rows = [rows[0], rows[1], rows[4], rows[8]]
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
              "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants)
-    for shape, page, dtype in rows:
+    for shape, page, dtype, *rest in rows:
+        q_len = rest[0] if rest else 1
         if shape == "mixed":
             g = torch.Generator().manual_seed(7)
             lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
             label = f"mixed {len(lens)}"
         else:
             lens = [shape[1]] * shape[0]
-            label = f"({shape[0]},{shape[1] // 1024}k)"
+            label = f"({shape[0]},{shape[1] // 1024}k)" + (f" q{q_len}" if q_len > 1 else "")
         copies = rotation_copies(lens)
-        case = Case(lens, page, dtype, copies, gen)
+        case = Case(lens, page, dtype, copies, gen, q_len)
         fns, keep, plan = ours(lib, case, workers)
         t_ours = graph_time(fns)
         t_eager = eager_time(fns)

@@ -69,21 +69,15 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
   const int src_size = valid ? 16 : 0;  // 0: zero-fill, nothing read
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_size));
 }
-// L2 cache policies. evict_first: for data a kernel reads once (decode's K/V stream when one
-// CTA reads each byte), so that the small data read every call (lengths, block tables,
-// queries, partial states) stays in L2 beside a stream larger than it; evict_normal: the
-// default behaviour, as a policy value.
+// An L2 cache policy for a stream a kernel reads once from DRAM (decode's K/V): its lines are
+// evicted first, so the small data read every call (lengths, block tables, queries, partial
+// states) stays in L2 beside a stream larger than it.
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
-__device__ __forceinline__ uint64_t l2_evict_normal_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-// cp_async_16 with an L2 cache policy (l2_evict_first_policy, l2_evict_normal_policy).
+// cp_async_16 with an L2 cache policy (l2_evict_first_policy).
 __device__ __forceinline__ void cp_async_16_hint(void* smem, const void* gmem, bool valid, uint64_t policy) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const int src_size = valid ? 16 : 0;  // 0: zero-fill, nothing read

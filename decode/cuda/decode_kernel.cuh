@@ -8,9 +8,8 @@
 //
 // K/V tiles of kTileKeys keys stream through shared memory with cp.async (16-byte chunks,
 // coalesced: 16 consecutive threads copy one key's 256 bytes at head_dim 128), kStages deep,
-// straight from the pages through the block table; slots past the range are zero-filled. With
-// one row block (the usual decode: q_len × group <= 16) the copies are evict-first in L2, as no
-// other CTA of the call reads those bytes.
+// straight from the pages through the block table; slots past the range are zero-filled. The
+// copies are evict-first in L2: the K/V stream passes, the lengths, tables and queries stay.
 // Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
 // banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
 // held in registers for the whole split), logits/mask/online softmax on the fragments
@@ -201,11 +200,10 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
     for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
   }
-  // With one row block, this CTA is the only reader of its K/V in the call: evict-first in L2.
-  // With more (q_len × group > 16) the other row blocks' CTAs read the same bytes: the normal
-  // policy. (FLASHSERVE_DECODE_KV_EVICT_FIRST=0: the normal policy always, an A/B build.)
-  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST && row_blocks == 1 ? l2_evict_first_policy()
-                                                                                   : l2_evict_normal_policy();
+  // K/V evict-first in L2 (FLASHSERVE_DECODE_KV_EVICT_FIRST, an A/B macro). Each byte comes from
+  // DRAM once a call; where several row blocks (q_len × group > 16) read the same bytes, their
+  // CTAs run together, and evict-first measured faster there too (bench/NOTES.md, v4.2).
+  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
         src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
