@@ -105,15 +105,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
   // for this grid's writes, so its launch latency hides under this kernel.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  // This kernel is itself launched as a programmatic dependent of the kernel before it (sm_90+):
-  // its CTAs may be resident before that kernel has finished, so nothing in global memory (q,
-  // the lengths, the block table, K/V, the workspace the previous merge may still read) is
-  // touched before that kernel's writes are visible. A no-op for an ordinary launch.
-#if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-#endif
-  FS_TRACE(t_start);
   const int split = blockIdx.x;
   const int kv_head = blockIdx.y / row_blocks;
   const int row_block = blockIdx.y % row_blocks;
@@ -126,34 +118,15 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int block_rows = min(kRowsPerBlock, rows - row0);
 
   const KVPageView& pv = p.pages;
-  // The sequence's length first: the copies' range waits on it (issued after the queries'
-  // copies, its L2 round trip was the start's critical path: trace of v3.9, 2.4 us from the
-  // wait to the first K/V copies at (1,32k)).
-  const int seq_len_raw = pv.seq_lens[b];
   const int64_t capacity = pv.block_table_stride * pv.block_size;
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
-
-  // The first kStages tiles' page ids are read before the sequence's length is known, for the
-  // range the split starts at when no window moves it (the table row holds capacity entries,
-  // so these reads are in bounds; ids of keys past the length are never used): the first
-  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
-  // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
-  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
   KVSource src;
-  src.init_paged(pv, b, kv_head, sizeof(T));
-  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
-  Copier first[kStages];
+  src.init_paged(pv, b, kv_head, sizeof(T));  // kernel parameters only
   const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
   const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
-#pragma unroll
-  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
-
-  // The queries of the row block go to shared memory (rows past block_rows are zero) ahead of
-  // every K/V copy: issued after them (v3.6 and before), the 4 KB waited behind the CTA's first
-  // 64 KB of K/V in the memory queue, and the first tile's compute with it (ncu at (1,32k): 12% of
-  // the kernel's stall samples were warps waiting for q, or at the barrier after it). 16-byte
-  // copies where q's rows and heads are 16-byte aligned (one commit group, the first), element
-  // loads otherwise (after the K/V copies, and an empty group here).
+  // The queries' source: 16-byte copies where q's rows and heads are 16-byte aligned (one commit
+  // group, the first, issued after the wait), element loads otherwise (after the K/V copies,
+  // and an empty group).
   const bool q_vec = ((reinterpret_cast<uintptr_t>(p.q) | static_cast<uintptr_t>(p.q_row_stride * sizeof(T)) |
                        static_cast<uintptr_t>(p.q_head_stride * sizeof(T))) & 15) == 0;
   auto q_src = [&](int r, int c) {  // row r < block_rows of the block, chunk c
@@ -161,15 +134,56 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     return static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
            static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
   };
-  if (q_vec) {
-    constexpr int kQPasses = kRowsPerBlock * Tr::kChunks / kDecodeThreads;  // a fixed count: no remainder code
-    static_assert(kQPasses * kDecodeThreads == kRowsPerBlock * Tr::kChunks, "q chunks");
+  // This thread's query chunks (a fixed count: no remainder code), addressed before the wait.
+  constexpr int kQPasses = kRowsPerBlock * Tr::kChunks / kDecodeThreads;
+  static_assert(kQPasses * kDecodeThreads == kRowsPerBlock * Tr::kChunks, "q chunks");
+  const T* q_from[kQPasses];
+  int q_dst[kQPasses];
+  bool q_live[kQPasses];
 #pragma unroll
-    for (int k = 0; k < kQPasses; ++k) {
-      const int i = tid + k * kDecodeThreads;
-      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
-      cp_async_16(smem_q + swz<kHeadDim, T>(r, c), r < block_rows ? q_src(r, c) : p.q, r < block_rows);
-    }
+  for (int k = 0; k < kQPasses; ++k) {
+    const int i = tid + k * kDecodeThreads;
+    const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+    q_live[k] = r < block_rows;
+    q_from[k] = q_live[k] ? q_src(r, c) : static_cast<const T*>(p.q);
+    q_dst[k] = swz<kHeadDim, T>(r, c);
+  }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // This kernel is itself launched as a programmatic dependent of the kernel before it (sm_90+):
+  // its CTAs may be resident before that kernel has finished, so nothing in global memory (q,
+  // the lengths, the block table, K/V, the workspace the previous merge may still read) is
+  // touched before that kernel's writes are visible. A no-op for an ordinary launch. The index
+  // arithmetic above (kernel parameters and block ids only) runs before it, while the previous
+  // kernel ends.
+#if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+#endif
+  FS_TRACE(t_start);
+  // The sequence's length first: the copies' range waits on it (issued after the queries'
+  // copies, its L2 round trip was the start's critical path: trace of v3.9, 2.4 us from the
+  // wait to the first K/V copies at (1,32k)).
+  const int seq_len_raw = pv.seq_lens[b];
+
+  // The first kStages tiles' page ids are read before the sequence's length is known, for the
+  // range the split starts at when no window moves it (the table row holds capacity entries,
+  // so these reads are in bounds; ids of keys past the length are never used): the first
+  // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
+  // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
+  // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
+  Copier first[kStages];
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
+
+  // The queries of the row block go to shared memory (rows past block_rows are zero) ahead of
+  // every K/V copy: issued after them (v3.6 and before), the 4 KB waited behind the CTA's first
+  // 64 KB of K/V in the memory queue, and the first tile's compute with it (ncu at (1,32k): 12% of
+  // the kernel's stall samples were warps waiting for q, or at the barrier after it).
+  if (q_vec) {
+#pragma unroll
+    for (int k = 0; k < kQPasses; ++k) cp_async_16(smem_q + q_dst[k], q_from[k], q_live[k]);
   }
   cp_async_commit();
 
