@@ -467,7 +467,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #ifdef FLASHSERVE_DECODE_TRACE
   // Only where the caller made room past the partial states (trace_decode.py does).
   const int64_t trace_bytes = 48 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t states_bytes = static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4;
+  // (With one split there are no partial states: the whole workspace is the caller's room.)
+  const int64_t states_bytes =
+      p.num_splits > 1 ? static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4 : 0;
   if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
     const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
