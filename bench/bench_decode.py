@@ -45,8 +45,9 @@ def copy_bandwidth():
     return 2 * n / times[len(times) // 2]
 
 
-def graph_time(fns, reps=3):
-    """Median time of one call: capture all fns (one per input copy) in a graph, replay."""
+def capture_graph(fns):
+    """A CUDA graph of ~40 calls rotating among fns (one per input copy), each fn run once first
+    outside the capture (compilation, autotuning, handles); returns (graph, calls)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -59,6 +60,12 @@ def graph_time(fns, reps=3):
     with torch.cuda.graph(g):
         for i in range(calls):
             fns[i % len(fns)]()
+    return g, calls
+
+
+def graph_time(fns, reps=3):
+    """Median time of one call: capture all fns (one per input copy) in a graph, replay."""
+    g, calls = capture_graph(fns)
     g.replay()
     torch.cuda.synchronize()
     times = []

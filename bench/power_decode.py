@@ -47,22 +47,6 @@ def sampled(run_for, seconds):
             statistics.median(r[2] for r in keep), t1 - t0)
 
 
-def graph_of(fns):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for f in fns:
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    calls = max(1, 40 // len(fns)) * len(fns)
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fns[i % len(fns)]()
-    return g, calls
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -86,7 +70,7 @@ def main():
             runs.append((name, fns))
         runs.append(("cudnn", bd.sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)))
         for name, fns in runs:
-            g, calls = graph_of(fns)
+            g, calls = bd.capture_graph(fns)
             done = [0]
 
             def run_for(seconds, g=g, done=done):
