@@ -137,11 +137,16 @@ class Case:
                 self.vs.append(v.contiguous())
 
 
-def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0):
+def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0, splits=None):
+    """Our calls on the case's input copies, as planned for num_workers (splits: that many even
+    splits instead of the plan's)."""
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
     fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS, KV_HEADS, HEAD_DIM, case.page,
                                              num_workers, min_pages, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
+    if splits is not None:
+        plan.num_splits, plan.pages_per_split = splits, math.ceil(case.max_pages / splits)
+        plan.workspace_bytes = 0 if splits == 1 else splits * case.batch * case.q_len * HEADS * (HEAD_DIM + 1) * 4
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
@@ -223,6 +228,24 @@ def kernel_breakdown(fns):
     return out
 
 
+def split_sweep(lib, workers, gen):
+    """The batch rows (units that fill the GPU, where the planner does not split) at 1-4 even
+    splits a sequence, each next to cuDNN."""
+    print("split sweep: GB/s at 1..4 even splits (the planner's: 1), cuDNN")
+    for batch, ctx in ((32, 4096), (64, 8192), (128, 2048), (256, 1024)):
+        lens = [ctx] * batch
+        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen)
+        line = f"({batch},{ctx // 1024}k)".ljust(12)
+        for n in (1, 2, 3, 4):
+            fns, keep, _ = ours(lib, case, workers, splits=n)
+            line += f"{case.kv_bytes / graph_time(fns) / 1e9:8.0f}"
+            del fns, keep
+        line += f"   cudnn {case.kv_bytes / graph_time(sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)) / 1e9:6.0f}"
+        print(line, flush=True)
+        del case
+        torch.cuda.empty_cache()
+
+
 def sweep(lib, sms, gen):
     """Ours at several split choices: the worker count and the minimum pages a split given to
     the planner (0: its default, 256 keys)."""
@@ -256,6 +279,7 @@ def main():
     ap.add_argument("--ctas-per-sm", type=int, default=2, help="resident split CTAs per SM (planner workers)")
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
+    ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -276,6 +300,9 @@ def main():
     bf16, fp16 = torch.bfloat16, torch.float16
     if args.sweep:
         sweep(lib, sms.value, gen)
+        return
+    if args.split_sweep:
+        split_sweep(lib, workers, gen)
         return
     rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
             ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),
@@ -345,7 +372,7 @@ def main():
         print(f"{r['shape']:<18}{r['page']:>5}{r['dtype']:>6}{r['splits']:>7}{fmt(r['ours_s'] * 1e6, 9, 1)}"
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
-              f"{fmt(ratio, 8, 2)}{fmt(r.get('maxerr'), 9, 4)}" +
+              f"{fmt(ratio, 8, 3)}{fmt(r.get('maxerr'), 9, 4)}" +
               "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants))
     if args.json:
         with open(args.json, "w") as f:

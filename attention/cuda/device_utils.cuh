@@ -84,6 +84,15 @@ __device__ __forceinline__ void cp_async_16_hint(void* smem, const void* gmem, b
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(gmem),
                "r"(src_size), "l"(policy));
 }
+// Prefetches bytes (a multiple of 16) from gmem (16-byte aligned) into L2 (sm_90's bulk
+// prefetch; a no-op before): no register result and no L1 line, so it may run on data another
+// kernel is still writing (L2 is the GPU's point of coherence; the data is read later, after
+// the kernels' ordering is established).
+__device__ __forceinline__ void prefetch_l2(const void* gmem, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes));
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }

@@ -11,10 +11,10 @@
 namespace flashserve::cuda {
 
 // Declared here, instantiated one per file (decode_hd*_*.cu).
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool);
+extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool, int);
+extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
+extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool, int);
+extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
 
 Status validate_decode_cuda(const DecodeParams& p) {
   if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
@@ -31,17 +31,18 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   // Programmatic dependent launch exists from Hopper (sm_90) on: the split kernel follows the
   // previous kernel in the stream that way, and the merge follows the split kernel.
-  int device = 0, cc_major = 0;
+  int device = 0, cc_major = 0, sms = 0;
   FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const bool pdl = cc_major >= 9;
   cudaError_t err;
   if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream, pdl)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, stream, pdl);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream, pdl, sms)
+                                     : launch_decode_split<64, __nv_bfloat16>(p, stream, pdl, sms);
   } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream, pdl)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, stream, pdl);
+    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream, pdl, sms)
+                                     : launch_decode_split<128, __nv_bfloat16>(p, stream, pdl, sms);
   }
   FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
   if (p.num_splits == 1) return Status::Ok();

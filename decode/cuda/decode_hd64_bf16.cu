@@ -2,5 +2,5 @@
 #include "decode/cuda/decode_kernel.cuh"
 
 namespace flashserve::cuda {
-template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool);
+template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
 }  // namespace flashserve::cuda

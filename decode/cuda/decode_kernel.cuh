@@ -52,6 +52,13 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 #ifndef FLASHSERVE_DECODE_KV_EVICT_FIRST
 #define FLASHSERVE_DECODE_KV_EVICT_FIRST 1
 #endif
+// Tiles of K/V that the first wave's CTAs prefetch into L2 before griddepcontrol.wait (v4.4,
+// first_tiles_piece), at most: no more than a quarter of a split, and at least one tile
+// ((1,4k), 4-tile splits: +7% with 1 tile, -1% with 2, -3% with 3; 3 the best on every longer
+// row measured); 0: none (v4.3).
+#ifndef FLASHSERVE_DECODE_PREFETCH_TILES
+#define FLASHSERVE_DECODE_PREFETCH_TILES 3
+#endif
 
 // Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
 // build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
@@ -89,9 +96,55 @@ struct DecodeTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
+// This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the CTA at
+// linear launch index cta (blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
+// the length and the block table as they read now (L2 loads, no L1 line): bytes from addr, to
+// prefetch into L2 (0 bytes: none). Only for a prefetch: a stale length or page id (a previous
+// kernel may still be appending) costs bandwidth, never a value. One piece a thread: a page's
+// keys of K or V when a page's keys are contiguous, else one key of K or V; the range's first 64
+// pages (all of them from block size 4 on) or keys.
+template <int kHeadDim, typename T>
+__device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta, int tid, const char*& addr,
+                                                  uint32_t& bytes) {
+  // The CTA's coordinates from an opaque index: the compiler then cannot merge this view of the
+  // pages with the kernel's own (src), whose values the main loop holds, and keep them live.
+  asm volatile("" : "+r"(cta), "+r"(tid));
+  const int row_blocks = gridDim.y / p.num_kv_heads;
+  const int split = cta % gridDim.x;
+  const int b = cta / (gridDim.x * gridDim.y);
+  const int kv_head = (cta / gridDim.x) % gridDim.y / row_blocks;
+  const KVPageView& pv = p.pages;
+  KVSource pf;
+  pf.init_paged(pv, b, kv_head, sizeof(T));
+  constexpr int kPrefetchKeys = FLASHSERVE_DECODE_PREFETCH_TILES * kTileKeys;
+  const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
+  const int64_t capacity = pv.block_table_stride * pv.block_size;
+  const int lo = static_cast<int>(min(capacity, split * split_keys));
+  const int64_t keys = min(static_cast<int64_t>(kPrefetchKeys), max(static_cast<int64_t>(kTileKeys), split_keys / 4));
+  const int spec_hi = static_cast<int>(min(min(capacity, (split + 1) * split_keys), lo + keys));
+  constexpr uint32_t kRowBytes = kHeadDim * sizeof(T);
+  const bool by_page = pf.token_bytes == kRowBytes;
+  const int i = tid / 2;  // page (by_page) or key of the range; K for even threads, V for odd
+  const int page0 = lo >> pf.block_shift;
+  const int first = by_page ? max(lo, (page0 + i) << pf.block_shift) : lo + i;
+  // The length and the page id, two loads in flight together.
+  const bool live = first < spec_hi && (by_page || i < kTileKeys);
+  const int len_now = __ldcg(pv.seq_lens + b);
+  const uint32_t id = live ? static_cast<uint32_t>(__ldcg(pf.table + (first >> pf.block_shift))) : ~0u;
+  const int hi = min(spec_hi, max(len_now, 0));
+  const int last = by_page ? min(hi, (page0 + i + 1) << pf.block_shift) : min(hi, first + 1);
+  bytes = 0;
+  addr = pf.k_base;
+  if (live && first < last && id < static_cast<uint32_t>(pf.num_blocks)) {
+    addr = (tid % 2 ? pf.v_base : pf.k_base) + static_cast<uint64_t>(id) * pf.block_bytes +
+           static_cast<uint32_t>(first & pf.block_mask) * pf.token_bytes;
+    bytes = static_cast<uint32_t>(last - first) * kRowBytes;
+  }
+}
+
 template <int kHeadDim, typename T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
-    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks) {
+    decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int resident) {
   using Tr = DecodeTraits<kHeadDim, T>;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -149,13 +202,30 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     q_dst[k] = swz<kHeadDim, T>(r, c);
   }
 
+#if FLASHSERVE_DECODE_PREFETCH_TILES > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Before the wait, the first wave's CTAs (launch order; resident = the CTAs the GPU holds at
+  // once) prefetch their first tiles into L2 (first_tiles_piece): launched as a programmatic
+  // dependent, the CTAs that become resident on the SMs the previous kernel frees start the
+  // stream during its tail. A later CTA starts after this kernel's own, its wait already
+  // satisfied, and a prefetch would only put an L2 round trip before its copies ((256,1k), 8
+  // waves: -1.7% with every CTA prefetching; prefetching a successor's first tiles near a
+  // CTA's end measured -2.4% and -3.9% at (128,2k) and (256,1k): bench/NOTES.md, v4.4).
+  const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (cta < resident) {
+    const char* addr;
+    uint32_t bytes;
+    first_tiles_piece<kHeadDim, T>(p, cta, tid, addr, bytes);
+    if (bytes > 0) prefetch_l2(addr, bytes);
+  }
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // This kernel is itself launched as a programmatic dependent of the kernel before it (sm_90+):
   // its CTAs may be resident before that kernel has finished, so nothing in global memory (q,
-  // the lengths, the block table, K/V, the workspace the previous merge may still read) is
-  // touched before that kernel's writes are visible. A no-op for an ordinary launch. The index
-  // arithmetic above (kernel parameters and block ids only) runs before it, while the previous
-  // kernel ends.
+  // the lengths, the block table, K/V, the workspace the previous merge may still read) that
+  // the kernel computes with is read before that kernel's writes are visible (the prefetch
+  // above reads a length and page ids only to warm L2, and never uses them after). A no-op for
+  // an ordinary launch. The index arithmetic above (kernel parameters and block ids only) runs
+  // before it, while the previous kernel ends.
 #if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
@@ -489,8 +559,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 // Launches the split kernel for one instance; defined by the instance files. dependent_launch
 // (sm_90+): as a programmatic dependent of the previous kernel in the stream, so the launch and
 // the CTAs' start overlap that kernel's tail (the kernel waits on the device before reading).
+// sm_count: the device's SMs (the CTAs resident at once, for the first tiles' prefetch).
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch) {
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch, int sm_count) {
   using Tr = DecodeTraits<kHeadDim, T>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -500,7 +571,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   dependent_launch = dependent_launch && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90;
   LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
                       Tr::kSmemBytes, stream, dependent_launch);
-  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks);
+  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * FLASHSERVE_DECODE_MIN_BLOCKS);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
