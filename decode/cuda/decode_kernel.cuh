@@ -102,12 +102,16 @@ struct DecodeTraits {
 // prefetch into L2 (0 bytes: none). Only for a prefetch: a stale length or page id (a previous
 // kernel may still be appending) costs bandwidth, never a value. One piece a thread: a page's
 // keys of K or V when a page's keys are contiguous, else one key of K or V; the range's first 64
-// pages (all of them from block size 4 on) or keys.
+// pages (all of them from block size 4 on) or keys (one tile). Consecutive pieces go to
+// different warps: the bulk prefetch takes uniform operands, so a warp issues its lanes' one
+// after another, and 24 pieces (3 tiles of 16-key pages) in one warp made a 24-step loop.
 template <int kHeadDim, typename T>
 __device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta, int tid, const char*& addr,
                                                   uint32_t& bytes) {
-  // The CTA's coordinates from an opaque index: the compiler then cannot merge this view of the
-  // pages with the kernel's own (src), whose values the main loop holds, and keep them live.
+  // The CTA's coordinates from an opaque index: the front end then cannot merge this view of the
+  // pages with the kernel's own (src), whose values the main loop holds, and keep them live
+  // (ptxas sees through the empty asm, but the build measured 204 registers with it, 212-216
+  // without).
   asm volatile("" : "+r"(cta), "+r"(tid));
   const int row_blocks = gridDim.y / p.num_kv_heads;
   const int split = cta % gridDim.x;
@@ -124,19 +128,21 @@ __device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta
   const int spec_hi = static_cast<int>(min(min(capacity, (split + 1) * split_keys), lo + keys));
   constexpr uint32_t kRowBytes = kHeadDim * sizeof(T);
   const bool by_page = pf.token_bytes == kRowBytes;
-  const int i = tid / 2;  // page (by_page) or key of the range; K for even threads, V for odd
-  const int page0 = lo >> pf.block_shift;
-  const int first = by_page ? max(lo, (page0 + i) << pf.block_shift) : lo + i;
+  const int piece = (tid % 32) * kDecodeWarps + tid / 32;  // warp w: pieces w, w + 4, ...
+  const int i = piece / 2;  // page (by_page) or key of the range; K for even pieces, V for odd
+  const int64_t page0 = lo >> pf.block_shift;
+  const int first = by_page ? static_cast<int>(max(static_cast<int64_t>(lo), (page0 + i) << pf.block_shift)) : lo + i;
   // The length and the page id, two loads in flight together.
-  const bool live = first < spec_hi && (by_page || i < kTileKeys);
+  const bool live = first < spec_hi;
   const int len_now = __ldcg(pv.seq_lens + b);
   const uint32_t id = live ? static_cast<uint32_t>(__ldcg(pf.table + (first >> pf.block_shift))) : ~0u;
   const int hi = min(spec_hi, max(len_now, 0));
-  const int last = by_page ? min(hi, (page0 + i + 1) << pf.block_shift) : min(hi, first + 1);
+  const int last = by_page ? static_cast<int>(min(static_cast<int64_t>(hi), (page0 + i + 1) << pf.block_shift))
+                           : min(hi, first + 1);
   bytes = 0;
   addr = pf.k_base;
   if (live && first < last && id < static_cast<uint32_t>(pf.num_blocks)) {
-    addr = (tid % 2 ? pf.v_base : pf.k_base) + static_cast<uint64_t>(id) * pf.block_bytes +
+    addr = (piece % 2 ? pf.v_base : pf.k_base) + static_cast<uint64_t>(id) * pf.block_bytes +
            static_cast<uint32_t>(first & pf.block_mask) * pf.token_bytes;
     bytes = static_cast<uint32_t>(last - first) * kRowBytes;
   }
@@ -224,8 +230,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // the lengths, the block table, K/V, the workspace the previous merge may still read) that
   // the kernel computes with is read before that kernel's writes are visible (the prefetch
   // above reads a length and page ids only to warm L2, and never uses them after). A no-op for
-  // an ordinary launch. The index arithmetic above (kernel parameters and block ids only) runs
-  // before it, while the previous kernel ends.
+  // an ordinary launch. The index arithmetic above (kernel parameters and block ids only) and
+  // the first wave's prefetch run before it, while the previous kernel ends.
 #if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
@@ -559,7 +565,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 // Launches the split kernel for one instance; defined by the instance files. dependent_launch
 // (sm_90+): as a programmatic dependent of the previous kernel in the stream, so the launch and
 // the CTAs' start overlap that kernel's tail (the kernel waits on the device before reading).
-// sm_count: the device's SMs (the CTAs resident at once, for the first tiles' prefetch).
+// sm_count: the device's SMs (× the CTAs an SM holds: the first wave, for the first tiles'
+// prefetch).
 template <int kHeadDim, typename T>
 cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch, int sm_count) {
   using Tr = DecodeTraits<kHeadDim, T>;
@@ -571,7 +578,16 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   dependent_launch = dependent_launch && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90;
   LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
                       Tr::kSmemBytes, stream, dependent_launch);
-  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * FLASHSERVE_DECODE_MIN_BLOCKS);
+  // CTAs an SM holds: 2 at head_dim 128, 4 at 64 (registers, shared memory); one query per
+  // instance (the kernel's resources are fixed; the device's SM limits are sm_90's or sm_80's).
+  static const int per_sm = [&] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kDecodeThreads, Tr::kSmemBytes) == cudaSuccess &&
+                   n > 0
+               ? n
+               : FLASHSERVE_DECODE_MIN_BLOCKS;
+  }();
+  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * per_sm);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
