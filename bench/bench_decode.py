@@ -104,7 +104,7 @@ class Case:
     """One decode shape: `copies` independent caches (pages + contiguous) for rotation; q_len new
     tokens a sequence (more than 1: speculative decoding; ours only, no contiguous copies)."""
 
-    def __init__(self, lens, page, dtype, copies, gen, q_len=1):
+    def __init__(self, lens, page, dtype, copies, gen, q_len=1, sequential=False):
         self.lens, self.page, self.dtype, self.q_len = lens, page, dtype, q_len
         self.batch = len(lens)
         pages_per_seq = [math.ceil(l / page) for l in lens]
@@ -115,6 +115,8 @@ class Case:
         self.k_pool = torch.randn(num_blocks, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
         self.v_pool = torch.randn_like(self.k_pool)
         perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
+        if sequential:  # a sequence's pages one after another in the pool (a diagnostic)
+            perm = torch.arange(1, num_blocks, dtype=torch.int32, device="cuda")
         self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
         self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
         uniform = len(set(lens)) == 1 and q_len == 1
@@ -280,6 +282,9 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
+    ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
+    ap.add_argument("--sequential-pages", action="store_true",
+                    help="each sequence's pages consecutive in the pool instead of scattered (a diagnostic)")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -327,8 +332,10 @@ def main():
         else:
             lens = [shape[1]] * shape[0]
             label = f"({shape[0]},{shape[1] // 1024}k)" + (f" q{q_len}" if q_len > 1 else "")
+        if args.only and label not in args.only:
+            continue
         copies = rotation_copies(lens)
-        case = Case(lens, page, dtype, copies, gen, q_len)
+        case = Case(lens, page, dtype, copies, gen, q_len, args.sequential_pages)
         fns, keep, plan = ours(lib, case, workers)
         t_ours = graph_time(fns)
         t_eager = eager_time(fns)
