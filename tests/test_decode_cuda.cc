@@ -91,6 +91,35 @@ Tolerance gpu_tolerance(const Problem& p, const Reference& ref) {
   return tol;
 }
 
+// A problem with its data, float64 reference and tolerance, device copies, and decode params
+// over them (dp points into g; not copyable).
+struct GpuProblem {
+  Problem p;
+  ProblemData d;
+  Reference ref;
+  Tolerance tol;
+  DeviceProblem g;
+  Outputs host;
+  DecodeParams dp;
+  explicit GpuProblem(Problem problem)
+      : p(std::move(problem)), d(make_data(p)), ref(reference(p, d)), tol(gpu_tolerance(p, ref)), g(upload(p, d)),
+        host(make_outputs(p)), dp(device_decode_params(p, d, host, g)) {}
+  GpuProblem(const GpuProblem&) = delete;
+  GpuProblem& operator=(const GpuProblem&) = delete;
+
+  // Poisons the outputs, runs dp, and compares with the reference ("" when they agree).
+  std::string run_and_compare() {
+    if (cudaMemset(g.o.get(), 0xff, g.o.bytes()) != cudaSuccess ||
+        cudaMemset(g.lse.get(), 0xff, g.lse.bytes()) != cudaSuccess)
+      return "cudaMemset failed";
+    const Status st = decode(dp, nullptr);
+    if (!st.ok()) return st.to_string();
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    return compare(p, download_outputs(p, g), ref, tol);
+  }
+};
+
 void check_problem(const Problem& p) {
   ProblemData d = make_data(p);
   const Reference ref = reference(p, d);
@@ -358,25 +387,15 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
 // (each call's flags meet the previous call's leftovers: partials, reset flags, poison).
 TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
   FS_SKIP_WITHOUT_CUDA();
-  Problem p = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 777);
-  ProblemData d = make_data(p);
-  const Reference ref = reference(p, d);
-  const Tolerance tol = gpu_tolerance(p, ref);
-  DeviceProblem g = upload(p, d);
-  Outputs host = make_outputs(p);
-  DecodeParams dp = device_decode_params(p, d, host, g);
-  const int32_t pages = max_pages(p);
-  DeviceBuffer ws(decode_workspace_bytes(70, dp.batch, dp.q_len, dp.num_heads, dp.head_dim));
+  GpuProblem t(decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 777));
+  const int32_t pages = max_pages(t.p);
+  DeviceBuffer ws(decode_workspace_bytes(70, t.dp.batch, t.dp.q_len, t.dp.num_heads, t.dp.head_dim));
   for (int32_t splits : {70, 7, 70, 2, 70}) {
-    dp.num_splits = splits;
-    dp.pages_per_split = (pages + splits - 1) / splits;
-    dp.workspace = ws.get();
-    dp.workspace_bytes = ws.bytes();
-    FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
-    FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
-    ASSERT_TRUE(decode(dp, nullptr).ok());
-    FS_ASSERT_CUDA(cudaDeviceSynchronize());
-    EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << splits << " splits";
+    t.dp.num_splits = splits;
+    t.dp.pages_per_split = (pages + splits - 1) / splits;
+    t.dp.workspace = ws.get();
+    t.dp.workspace_bytes = ws.bytes();
+    EXPECT_EQ(t.run_and_compare(), "") << splits << " splits";
   }
 }
 
@@ -384,27 +403,17 @@ TEST(DecodeCuda, ManySplitsAndReusedWorkspace) {
 // (16-byte copies need 16-byte aligned rows and heads), with q_len 2 so a CTA has 8 rows.
 TEST(DecodeCuda, QueriesOnlyElementAligned) {
   FS_SKIP_WITHOUT_CUDA();
-  Problem p = decode_problem({700, 45}, 2, 32, 8, 128, DType::kBFloat16, 16, 31);
-  ProblemData d = make_data(p);
-  const Reference ref = reference(p, d);
-  const Tolerance tol = gpu_tolerance(p, ref);
-  DeviceProblem g = upload(p, d);
-  Outputs host = make_outputs(p);
-  DecodeParams dp = device_decode_params(p, d, host, g);
-  DeviceBuffer shifted(g.q.bytes() + 16);
+  GpuProblem t(decode_problem({700, 45}, 2, 32, 8, 128, DType::kBFloat16, 16, 31));
+  DeviceBuffer shifted(t.g.q.bytes() + 16);
   char* q_odd = static_cast<char*>(shifted.get()) + 2;
-  FS_ASSERT_CUDA(cudaMemcpy(q_odd, g.q.get(), g.q.bytes(), cudaMemcpyDeviceToDevice));
-  dp.q = q_odd;
-  dp.num_splits = 3;
-  dp.pages_per_split = (max_pages(p) + 2) / 3;
-  DeviceBuffer ws(decode_workspace_bytes(3, dp.batch, dp.q_len, dp.num_heads, dp.head_dim));
-  dp.workspace = ws.get();
-  dp.workspace_bytes = ws.bytes();
-  FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
-  FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
-  ASSERT_TRUE(decode(dp, nullptr).ok());
-  FS_ASSERT_CUDA(cudaDeviceSynchronize());
-  EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "");
+  FS_ASSERT_CUDA(cudaMemcpy(q_odd, t.g.q.get(), t.g.q.bytes(), cudaMemcpyDeviceToDevice));
+  t.dp.q = q_odd;
+  t.dp.num_splits = 3;
+  t.dp.pages_per_split = (max_pages(t.p) + 2) / 3;
+  DeviceBuffer ws(decode_workspace_bytes(3, t.dp.batch, t.dp.q_len, t.dp.num_heads, t.dp.head_dim));
+  t.dp.workspace = ws.get();
+  t.dp.workspace_bytes = ws.bytes();
+  EXPECT_EQ(t.run_and_compare(), "");
 }
 
 // Calls back to back on one stream, no synchronisation between them, one workspace: on sm_90+
@@ -419,15 +428,11 @@ TEST(DecodeCuda, QueriesOnlyElementAligned) {
 TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
   FS_SKIP_WITHOUT_CUDA();
   constexpr int kRounds = 4;
-  const Problem pa = decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 901);
-  const Problem pb = decode_problem({40, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902);
-  ProblemData da = make_data(pa), db = make_data(pb);
-  const Reference ref_a = reference(pa, da);
-  const Tolerance tol_a = gpu_tolerance(pa, ref_a);
-  DeviceProblem ga = upload(pa, da), gb = upload(pb, db);
-  Outputs host_a = make_outputs(pa), host_b = make_outputs(pb);
-  DecodeParams dpa = device_decode_params(pa, da, host_a, ga);
-  DecodeParams dpb = device_decode_params(pb, db, host_b, gb);
+  GpuProblem a(decode_problem({5000, 33, 1200}, 1, 32, 8, 128, DType::kBFloat16, 16, 901));
+  GpuProblem b(decode_problem({40, 17, 90}, 1, 32, 8, 128, DType::kBFloat16, 16, 902));
+  const Problem &pa = a.p, &pb = b.p;
+  DeviceProblem &ga = a.g, &gb = b.g;
+  DecodeParams &dpa = a.dp, &dpb = b.dp;
   dpa.num_splits = 70;
   dpa.pages_per_split = (max_pages(pa) + 69) / 70;
   dpb.num_splits = 3;
@@ -463,7 +468,7 @@ TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
   for (int r = 0; r < kRounds; ++r) {
     std::swap(ga.o, o_a[r]);
     std::swap(ga.lse, lse_a[r]);
-    EXPECT_EQ(compare(pa, download_outputs(pa, ga), ref_a, tol_a), "") << "call A, round " << r;
+    EXPECT_EQ(compare(pa, download_outputs(pa, ga), a.ref, a.tol), "") << "call A, round " << r;
     std::swap(ga.o, o_a[r]);
     DeviceBuffer o_alone(gb.o.bytes()), lse_alone(gb.lse.bytes());
     ASSERT_TRUE(run(dpb, o_alone, lse_alone, o_a[r].get(), nullptr));
