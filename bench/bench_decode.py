@@ -104,7 +104,7 @@ class Case:
     """One decode shape: `copies` independent caches (pages + contiguous) for rotation; q_len new
     tokens a sequence (more than 1: speculative decoding; ours only, no contiguous copies)."""
 
-    def __init__(self, lens, page, dtype, copies, gen, q_len=1, sequential=False):
+    def __init__(self, lens, page, dtype, copies, gen, q_len=1, order="scattered"):
         self.lens, self.page, self.dtype, self.q_len = lens, page, dtype, q_len
         self.batch = len(lens)
         pages_per_seq = [math.ceil(l / page) for l in lens]
@@ -115,8 +115,13 @@ class Case:
         self.k_pool = torch.randn(num_blocks, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
         self.v_pool = torch.randn_like(self.k_pool)
         perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
-        if sequential:  # a sequence's pages one after another in the pool (a diagnostic)
+        if order == "sequential":  # a sequence's pages one after another in the pool (a diagnostic)
             perm = torch.arange(1, num_blocks, dtype=torch.int32, device="cuda")
+        elif order == "grouped":  # scattered 2 MiB groups of consecutive blocks (a diagnostic)
+            per = max(1, 2**21 // (self.k_pool[0].numel() * self.k_pool.element_size()))
+            groups = torch.randperm(math.ceil((num_blocks - 1) / per), generator=gen, device="cuda")
+            perm = (groups[:, None] * per + torch.arange(per, device="cuda")).flatten()
+            perm = (perm[perm < num_blocks - 1] + 1).to(torch.int32)
         self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
         self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
         uniform = len(set(lens)) == 1 and q_len == 1
@@ -283,8 +288,9 @@ def main():
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
-    ap.add_argument("--sequential-pages", action="store_true",
-                    help="each sequence's pages consecutive in the pool instead of scattered (a diagnostic)")
+    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped"], default="scattered",
+                    help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
+                         "consecutive, or random 2 MiB groups of consecutive blocks (diagnostics)")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -335,7 +341,7 @@ def main():
         if args.only and label not in args.only:
             continue
         copies = rotation_copies(lens)
-        case = Case(lens, page, dtype, copies, gen, q_len, args.sequential_pages)
+        case = Case(lens, page, dtype, copies, gen, q_len, args.page_order)
         fns, keep, plan = ours(lib, case, workers)
         t_ours = graph_time(fns)
         t_eager = eager_time(fns)
