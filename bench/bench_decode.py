@@ -117,10 +117,18 @@ class Case:
         perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
         if order == "sequential":  # a sequence's pages one after another in the pool (a diagnostic)
             perm = torch.arange(1, num_blocks, dtype=torch.int32, device="cuda")
-        elif order == "grouped":  # scattered 2 MiB groups of consecutive blocks (a diagnostic)
+        elif order in ("grouped", "ingroup"):  # diagnostics at 2 MiB granularity
+            # grouped: random 2 MiB groups of consecutive blocks; ingroup: the groups in order, the
+            # blocks random inside each (2 MiB locality kept, none beyond a block)
             per = max(1, 2**21 // (self.k_pool[0].numel() * self.k_pool.element_size()))
-            groups = torch.randperm(math.ceil((num_blocks - 1) / per), generator=gen, device="cuda")
-            perm = (groups[:, None] * per + torch.arange(per, device="cuda")).flatten()
+            n_groups = math.ceil((num_blocks - 1) / per)
+            if order == "grouped":
+                groups = torch.randperm(n_groups, generator=gen, device="cuda")
+                inner = torch.arange(per, device="cuda").expand(n_groups, per)
+            else:
+                groups = torch.arange(n_groups, device="cuda")
+                inner = torch.argsort(torch.rand(n_groups, per, generator=gen, device="cuda"), dim=1)
+            perm = (groups[:, None] * per + inner).flatten()
             perm = (perm[perm < num_blocks - 1] + 1).to(torch.int32)
         self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
         self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
@@ -288,9 +296,10 @@ def main():
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
-    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped"], default="scattered",
+    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup"], default="scattered",
                     help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
-                         "consecutive, or random 2 MiB groups of consecutive blocks (diagnostics)")
+                         "consecutive, random 2 MiB groups of consecutive blocks, or the groups in order with "
+                         "the blocks random inside each (diagnostics)")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
