@@ -36,8 +36,7 @@ struct LaunchConfig {
   cudaLaunchConfig_t config = {};
   cudaLaunchAttribute attr[1] = {};
 
-  LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent)
-      : dependent_(dependent) {
+  LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent) {
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem_bytes;
@@ -49,10 +48,7 @@ struct LaunchConfig {
   }
   LaunchConfig(const LaunchConfig&) = delete;
   LaunchConfig& operator=(const LaunchConfig&) = delete;
-  bool dependent() const { return dependent_; }
-
- private:
-  bool dependent_;
+  bool dependent() const { return config.numAttrs > 0; }
 };
 
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
