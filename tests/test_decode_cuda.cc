@@ -158,7 +158,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{32, 8, 128, 4, 256, DType::kBFloat16}, GpuCase{64, 8, 128, 8, 16, DType::kFloat16},
                       GpuCase{16, 1, 64, 3, 16, DType::kBFloat16}, GpuCase{8, 8, 64, 8, 8, DType::kFloat16},
                       // 12 rows a CTA (GQA 12; q_len 3 × GQA 4): fragment rows 8-11 live, 12-15 padding
-                      GpuCase{24, 2, 128, 1, 16, DType::kBFloat16}, GpuCase{32, 8, 128, 3, 32, DType::kFloat16}),
+                      GpuCase{24, 2, 128, 1, 16, DType::kBFloat16}, GpuCase{32, 8, 128, 3, 32, DType::kFloat16},
+                      // 2 row blocks a kv head (q_len 8 × GQA 4): launched in clusters of two CTAs
+                      // (the 64/8 q8 case above: 4 row blocks, two clusters a head; 16/1 q3: 3, none)
+                      GpuCase{32, 8, 128, 8, 16, DType::kBFloat16}, GpuCase{16, 4, 64, 8, 16, DType::kFloat16}),
     [](const ::testing::TestParamInfo<GpuCase>& info) {
       const GpuCase& c = info.param;
       return "h" + std::to_string(c.h) + "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.dim) + "_q" +

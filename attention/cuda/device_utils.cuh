@@ -34,21 +34,37 @@ int binary_version() {
 // the previous kernel writes (see binary_version). Not copyable: config.attrs points into it.
 struct LaunchConfig {
   cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute attr[1] = {};
+  cudaLaunchAttribute attr[2] = {};
 
   LaunchConfig(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream, bool dependent) {
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem_bytes;
     config.stream = stream;
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
-    config.numAttrs = dependent ? 1 : 0;
+    if (dependent) {
+      attr[config.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[config.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+      ++config.numAttrs;
+    }
   }
   LaunchConfig(const LaunchConfig&) = delete;
   LaunchConfig& operator=(const LaunchConfig&) = delete;
-  bool dependent() const { return config.numAttrs > 0; }
+  // Launch in thread-block clusters of dims (sm_90+; the grid a multiple of dims): a cluster's
+  // CTAs are placed on the SMs of one GPC together.
+  void cluster(dim3 dims) {
+    attr[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[config.numAttrs].val.clusterDim.x = dims.x;
+    attr[config.numAttrs].val.clusterDim.y = dims.y;
+    attr[config.numAttrs].val.clusterDim.z = dims.z;
+    ++config.numAttrs;
+  }
+  bool dependent() const {
+    for (unsigned i = 0; i < config.numAttrs; ++i) {
+      if (attr[i].id == cudaLaunchAttributeProgrammaticStreamSerialization) return true;
+    }
+    return false;
+  }
 };
 
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
