@@ -137,7 +137,10 @@ class Case:
         for c in range(copies):
             table = torch.zeros(self.batch, self.max_pages, dtype=torch.int32, device="cuda")
             for b, n in enumerate(pages_per_seq):
-                table[b, :n] = perm[at:at + n]
+                ids = perm[at:at + n]
+                # sorted: the scattered blocks, a sequence's in ascending order (a diagnostic: every
+                # CTA then sweeps the pool from its start, the CTAs in flight in a narrow window)
+                table[b, :n] = torch.sort(ids).values if order == "sorted" else ids
                 at += n
             self.tables.append(table)
             self.qs.append(torch.randn(self.batch, q_len, HEADS, HEAD_DIM, dtype=dtype, device="cuda", generator=gen))
@@ -296,10 +299,10 @@ def main():
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
-    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup"], default="scattered",
+    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup", "sorted"], default="scattered",
                     help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
                          "consecutive, random 2 MiB groups of consecutive blocks, or the groups in order with "
-                         "the blocks random inside each (diagnostics)")
+                         "the blocks random inside each, or the scattered blocks in ascending order a sequence (diagnostics)")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
