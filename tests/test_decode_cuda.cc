@@ -173,37 +173,32 @@ INSTANTIATE_TEST_SUITE_P(
 // L2 prefetch takes its one-key-at-a-time path. Against the reference, splits 1 and 5.
 TEST(DecodeCuda, TokenMajorPages) {
   FS_SKIP_WITHOUT_CUDA();
-  Problem p = decode_problem({1, 17, 300, 1000}, 2, 16, 4, 128, DType::kBFloat16, 16, 4242);
-  ProblemData d = make_data(p);
-  const Reference ref = reference(p, d);
-  const Tolerance tol = gpu_tolerance(p, ref);
+  GpuProblem t(decode_problem({1, 17, 300, 1000}, 2, 16, 4, 128, DType::kBFloat16, 16, 4242));
+  const Problem& p = t.p;
   const int64_t elem = dtype_size(p.dtype), row = p.head_dim * elem;
   auto token_major = [&](const Buffer& pool) {  // [blocks, Hkv, bs, D] -> [blocks, bs, Hkv, D]
     Buffer out;
     out.resize(static_cast<int64_t>(pool.storage.size()) * 8);
     const char* src = static_cast<const char*>(pool.data());
     char* dst = static_cast<char*>(out.data());
-    for (int64_t blk = 0; blk < d.num_blocks; ++blk)
+    for (int64_t blk = 0; blk < t.d.num_blocks; ++blk)
       for (int64_t h = 0; h < p.num_kv_heads; ++h)
-        for (int64_t t = 0; t < p.block_size; ++t)
-          std::memcpy(dst + ((blk * p.block_size + t) * p.num_kv_heads + h) * row,
-                      src + ((blk * p.num_kv_heads + h) * p.block_size + t) * row, static_cast<size_t>(row));
+        for (int64_t tok = 0; tok < p.block_size; ++tok)
+          std::memcpy(dst + ((blk * p.block_size + tok) * p.num_kv_heads + h) * row,
+                      src + ((blk * p.num_kv_heads + h) * p.block_size + tok) * row, static_cast<size_t>(row));
     return out;
   };
+  t.g.k_pages = to_device(token_major(t.d.k_pages));
+  t.g.v_pages = to_device(token_major(t.d.v_pages));
+  t.dp.pages.k_pages = t.g.k_pages.get();
+  t.dp.pages.v_pages = t.g.v_pages.get();
+  t.dp.pages.token_stride = int64_t{p.num_kv_heads} * p.head_dim;
+  t.dp.pages.head_stride = p.head_dim;
+  t.dp.pages.block_stride = int64_t{p.block_size} * p.num_kv_heads * p.head_dim;
   for (int32_t splits : {1, 5}) {
-    DeviceProblem g = upload(p, d);
-    g.k_pages = to_device(token_major(d.k_pages));
-    g.v_pages = to_device(token_major(d.v_pages));
-    Outputs host = make_outputs(p);
-    DecodeParams dp = device_decode_params(p, d, host, g);
-    dp.pages.token_stride = int64_t{p.num_kv_heads} * p.head_dim;
-    dp.pages.head_stride = p.head_dim;
-    dp.pages.block_stride = int64_t{p.block_size} * p.num_kv_heads * p.head_dim;
     DeviceBuffer ws;
-    configure_splits(dp, p, d, splits, (max_pages(p) + splits - 1) / splits, ws);
-    ASSERT_TRUE(decode(dp, nullptr).ok());
-    FS_ASSERT_CUDA(cudaDeviceSynchronize());
-    EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << "splits " << splits;
+    configure_splits(t.dp, p, t.d, splits, (max_pages(p) + splits - 1) / splits, ws);
+    EXPECT_EQ(t.run_and_compare(), "") << "splits " << splits;
   }
 }
 
