@@ -264,6 +264,25 @@ def split_sweep(lib, workers, gen):
         torch.cuda.empty_cache()
 
 
+def q8_sweep(lib, workers, gen):
+    """The q8 rows (q_len 8 × GQA 4: two row blocks a kv head) at 1-8 even splits, the planner's
+    choice first."""
+    print("q8 sweep: GB/s at the planner's splits, then 1..8 even splits")
+    for batch, ctx in ((8, 8192), (32, 4096)):
+        lens = [ctx] * batch
+        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen, q_len=8)
+        fns, keep, plan = ours(lib, case, workers)
+        line = f"({batch},{ctx // 1024}k) q8".ljust(14) + f"planner {plan.num_splits}: {case.kv_bytes / graph_time(fns) / 1e9:6.0f} |"
+        del fns, keep
+        for n in range(1, 9):
+            fns, keep, _ = ours(lib, case, workers, splits=n)
+            line += f" {n}: {case.kv_bytes / graph_time(fns) / 1e9:5.0f}"
+            del fns, keep
+        print(line, flush=True)
+        del case
+        torch.cuda.empty_cache()
+
+
 def sweep(lib, sms, gen):
     """Ours at several split choices: the worker count and the minimum pages a split given to
     the planner (0: its default, 256 keys)."""
@@ -298,6 +317,7 @@ def main():
     ap.add_argument("--sweep", action="store_true",
                     help="time ours at several worker counts (split choices) and print the kernel breakdown")
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
+    ap.add_argument("--q8-sweep", action="store_true", help="the q8 rows at the planner's and 1-8 even splits")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
     ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup", "sorted"], default="scattered",
                     help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
@@ -326,6 +346,9 @@ def main():
         return
     if args.split_sweep:
         split_sweep(lib, workers, gen)
+        return
+    if args.q8_sweep:
+        q8_sweep(lib, workers, gen)
         return
     rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
             ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),

@@ -117,6 +117,7 @@ Status decode(const DecodeParams& params, void* stream) {
   in.head_dim = params.head_dim;
   in.block_size = params.pages.block_size;
   in.num_workers = ThreadPool::global().num_threads();
+  in.rows_per_worker = 0;  // a CPU item takes all its rows
   DecodePlan plan;
   FS_RETURN_IF_ERROR(plan_decode(in, &plan));
   std::vector<float> workspace(static_cast<size_t>(plan.workspace_bytes / sizeof(float)));

@@ -24,25 +24,36 @@ int64_t pages_of(const DecodePlanInput& in, int32_t b) { return ceil_div(in.seq_
 
 int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ceil_div(pages, chunk)); }
 
+// Workers one item takes at once: its query rows (q_len × GQA group) over rows_per_worker.
+int64_t workers_per_item(const DecodePlanInput& in) {
+  if (in.rows_per_worker <= 0) return 1;
+  const int64_t rows = static_cast<int64_t>(in.q_len) * (in.num_heads / in.num_kv_heads);
+  return std::max<int64_t>(1, ceil_div(rows, in.rows_per_worker));
+}
+
 }  // namespace
 
 double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
   const double overhead = static_cast<double>(in.overhead_keys) / in.block_size;
   int64_t num_splits = 1;
   for (int32_t b = 0; b < in.batch; ++b) num_splits = std::max(num_splits, splits_of(pages_of(in, b), chunk));
-  // Workers' finish times; items in launch order: split fastest, then kv head, then sequence.
+  // Workers' finish times; items in launch order: split fastest, then kv head (its workers
+  // together), then sequence.
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
   for (int32_t w = 0; w < in.num_workers; ++w) free_at.push(0.0);
+  const int64_t per_item = workers_per_item(in);
   double makespan = 0.0;
   for (int32_t b = 0; b < in.batch; ++b) {
     const int64_t pages = pages_of(in, b);
     for (int32_t h = 0; h < in.num_kv_heads; ++h) {
-      for (int64_t s = 0; s < num_splits; ++s) {
-        const int64_t mine = std::clamp<int64_t>(pages - s * chunk, 0, chunk);  // 0: an empty split
-        const double t = free_at.top() + static_cast<double>(mine) + (mine > 0 ? overhead : overhead / 4);
-        free_at.pop();
-        free_at.push(t);
-        makespan = std::max(makespan, t);
+      for (int64_t r = 0; r < per_item; ++r) {
+        for (int64_t s = 0; s < num_splits; ++s) {
+          const int64_t mine = std::clamp<int64_t>(pages - s * chunk, 0, chunk);  // 0: an empty split
+          const double t = free_at.top() + static_cast<double>(mine) + (mine > 0 ? overhead : overhead / 4);
+          free_at.pop();
+          free_at.push(t);
+          makespan = std::max(makespan, t);
+        }
       }
     }
   }
@@ -60,6 +71,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.max_splits <= 0) return invalid_argument("plan_decode: max_splits must be > 0");
   if (in.min_pages_per_split < 0) return invalid_argument("plan_decode: min_pages_per_split < 0");
   if (in.overhead_keys < 0) return invalid_argument("plan_decode: overhead_keys < 0");
+  if (in.rows_per_worker < 0) return invalid_argument("plan_decode: rows_per_worker < 0");
 
   const int64_t min_pages =
       in.min_pages_per_split > 0 ? in.min_pages_per_split : std::max<int64_t>(1, 256 / in.block_size);
@@ -80,7 +92,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
                                 std::to_string(in.seq_lens[b]) + " < 0");
       max_pages = std::max(max_pages, pages_of(in, b));
     }
-    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads;
+    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * workers_per_item(in);
     int64_t chunk = std::max<int64_t>(max_pages, 1);  // one split each
     if (units < in.num_workers && max_pages > min_pages) {
       // Candidates: the chunks that give the longest sequence s splits, s = 1..max_splits, no
@@ -102,7 +114,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
     for (int32_t b = 0; b < in.batch; ++b) out.work_items += splits_of(pages_of(in, b), chunk) * in.num_kv_heads;
     out.makespan = in.batch > 0 ? decode_makespan(in, chunk) : 0.0;
   }
-  out.wave_fill = wave_fill(out.work_items, in.num_workers);
+  out.wave_fill = wave_fill(out.work_items * workers_per_item(in), in.num_workers);
   out.workspace_bytes = decode_workspace_bytes(out.num_splits, in.batch, in.q_len, in.num_heads, in.head_dim);
   *plan = out;
   return Status::Ok();

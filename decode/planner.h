@@ -8,8 +8,10 @@
 // workers, by simulating it: items are handed out in launch order (splits, then kv heads,
 // then sequences) to whichever worker frees first, an item costing its pages plus a fixed
 // overhead (start-up latency, the partial's write: overhead_keys worth of keys, measured,
-// see bench/NOTES.md), every split plan paying one merge. When batch × kv_heads already
-// fills the workers nothing is split.
+// see bench/NOTES.md), every split plan paying one merge. An item whose query rows (q_len ×
+// GQA group) exceed rows_per_worker takes ceil(rows / rows_per_worker) workers at once (the
+// CUDA kernel's row blocks: one CTA a 16 rows). When the items' workers (batch × kv_heads ×
+// that) already fill the machine nothing is split.
 //
 // Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages,
 // overhead 6 pages:
@@ -19,6 +21,9 @@
 //   batch 4, 8 kv heads, 4k keys = 256 pages: chunk 64, 4 splits, 128 items, one wave (70).
 //   batch 32, 8 kv heads, any length: 256 items already fill the machine: 1 split, no merge.
 //   batch 1, 8 kv heads, 100 keys = 7 pages: below the 16-page minimum: 1 split.
+//   264 workers (2 an SM), batch 8, 8 kv heads, 8k keys, q_len 8 × GQA 4 = 32 rows: 2 workers an
+//     item; chunk 256 pages, 2 splits, 128 items on 256 workers, one wave (265); 4 splits
+//     would need two waves (271). With q_len 1 the same batch takes 4 splits.
 //   mixed lengths (one 32k among 1k-16k sequences): the long sequence is cut finer than one
 //     wave would need, so it does not finish alone after the rest (several waves, balanced).
 //
@@ -47,6 +52,8 @@ struct DecodePlanInput {
   int32_t min_pages_per_split = 0; // 0: as many pages as hold 256 keys (at least 1)
   int32_t max_splits = 64;         // cap on splits per sequence
   int32_t overhead_keys = 96;      // fixed cost of one work item, in keys streamed
+  int32_t rows_per_worker = 16;    // query rows one worker takes of an item (the CUDA kernel's
+                                   // CTA); 0: one worker an item, whatever its rows (CPU)
   bool graph_mode = false;
   int32_t max_seq_len = 0;         // graph mode: the longest sequence a replay may see
 };
@@ -55,7 +62,7 @@ struct DecodePlan {
   int32_t num_splits = 1;        // splits of the longest sequence (workspace dimension)
   int32_t pages_per_split = 1;
   int64_t work_items = 0;        // items that hold keys: Σ over sequences of splits × kv heads
-  double wave_fill = 0.0;        // work_items / (waves × num_workers)
+  double wave_fill = 0.0;        // work_items × workers an item / (waves × num_workers)
   double makespan = 0.0;         // simulated finish, in page-times (graph mode: 0)
   int64_t workspace_bytes = 0;   // decode_workspace_bytes(num_splits, ...)
 };

@@ -48,6 +48,38 @@ TEST(Planner, WorkedExamplesFromTheComment) {
   EXPECT_EQ(plan.num_splits, 1);
 }
 
+// Query rows beyond rows_per_worker (q_len 8 × GQA 4 = 32: two CUDA row blocks) take two workers
+// an item, so the batch is split less (the comment's example; on the H200, 2 splits measured
+// 3.58 TB/s against 3.41 with 4: bench/NOTES.md, v4.5).
+TEST(Planner, RowBlocksTakeWorkers) {
+  DecodePlan plan;
+  std::vector<int32_t> eight_8k(8, 8192);
+  DecodePlanInput in = input(eight_8k, 8, 264);
+  in.q_len = 8;
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 2);
+  EXPECT_EQ(plan.pages_per_split, 256);
+  EXPECT_EQ(plan.work_items, 128);
+  EXPECT_NEAR(plan.wave_fill, 256.0 / 264.0, 1e-12);
+  EXPECT_NEAR(plan.makespan, 256 + 6 + 3, 1e-9);
+  EXPECT_NEAR(decode_makespan(in, 128), 2 * (128 + 6) + 3, 1e-9);
+  in.rows_per_worker = 0;  // one worker an item (CPU): as q_len 1
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 4);
+  in.rows_per_worker = 16;
+  in.q_len = 1;
+  ASSERT_TRUE(plan_decode(in, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 4);
+  // Items whose workers already fill the machine are not split: 32 × 8 × 2 = 512 ≥ 264.
+  std::vector<int32_t> many(32, 4096);
+  DecodePlanInput q8 = input(many, 8, 264);
+  q8.q_len = 8;
+  ASSERT_TRUE(plan_decode(q8, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+  q8.rows_per_worker = -1;
+  EXPECT_EQ(plan_decode(q8, &plan).code(), StatusCode::kInvalidArgument);
+}
+
 // Random batches: the plan covers every sequence, never splits below the minimum unless
 // there is one split, respects max_splits, and its simulated finish is no later than that of
 // other candidate chunks (ceil(max_pages / s), the unsplit one included).
