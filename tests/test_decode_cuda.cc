@@ -380,6 +380,37 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
   cudaStreamDestroy(stream);
 }
 
+// Row blocks launched in clusters of two (q_len 8 × GQA 4 = 32 rows a kv head), captured in a
+// CUDA graph with and without splits and replayed twice, each time into poisoned outputs.
+TEST(DecodeCuda, GraphReplayOfClusteredRowBlocks) {
+  FS_SKIP_WITHOUT_CUDA();
+  GpuProblem t(decode_problem({1000, 333, 17}, 8, 32, 8, 128, DType::kBFloat16, 16, 8088));
+  cudaStream_t stream;
+  FS_ASSERT_CUDA(cudaStreamCreate(&stream));
+  for (int32_t splits : {1, 3}) {
+    DeviceBuffer ws;
+    configure_splits(t.dp, t.p, t.d, splits, (max_pages(t.p) + splits - 1) / splits, ws);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const Status st = decode(t.dp, stream);
+    FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      FS_ASSERT_CUDA(cudaMemset(t.g.o.get(), 0xff, t.g.o.bytes()));
+      FS_ASSERT_CUDA(cudaMemset(t.g.lse.get(), 0xff, t.g.lse.bytes()));
+      FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+      FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+      EXPECT_EQ(compare(t.p, download_outputs(t.p, t.g), t.ref, t.tol), "")
+          << "splits " << splits << ", replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
 // Split-K merges inside the kernel (ready flags in the workspace): more splits than a warp's
 // two lse loads a lane (70), and one workspace reused by eager calls of different split counts
 // (each call's flags meet the previous call's leftovers: partials, reset flags, poison).
