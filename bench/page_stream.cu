@@ -41,7 +41,8 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
 
 // grid: (splits, kv_heads / heads, batch); a tile is kTileRows / heads keys × heads heads.
 __global__ void __launch_bounds__(kThreads, 2)
-    stream_pages(const char* k, const char* v, const int32_t* table, int pages, int heads, int64_t* sink) {
+    stream_pages(const char* k, const char* v, const int32_t* table, int pages, int heads, bool kv_apart,
+                 int64_t* sink) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int b = blockIdx.z, g = blockIdx.y, splits = gridDim.x;
@@ -53,17 +54,29 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int i = tid; i < pages; i += kThreads) tb[i] = table[static_cast<int64_t>(b) * pages + i];
   __syncthreads();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  // A thread's chunk i of the stage: its byte offset in either pool.
+  auto offset = [&](int t, int i) {
+    const int c = tid + i * kThreads;
+    const int row = c / 16, chunk = c % 16;
+    const int h = row / tile_keys, key = lo + t * tile_keys + row % tile_keys;
+    return static_cast<int64_t>(tb[key / kBlock]) * kBlockBytes + (g * heads + h) * kHeadBytes +
+           (key % kBlock) * kRowBytes + chunk * 16;
+  };
+  constexpr int kPasses = kStageBytes / 16 / kThreads;  // 8 passes of 2 KB
   auto issue = [&](int t) {
     const uint32_t st = base + (t % kStages) * 2 * kStageBytes;
+    if (kv_apart) {  // every K chunk of the stage, then every V chunk
 #pragma unroll
-    for (int i = 0; i < kStageBytes / 16 / kThreads; ++i) {  // 8 passes of 2 KB
-      const int c = tid + i * kThreads;                        // 16-byte chunk of the stage
-      const int row = c / 16, chunk = c % 16;
-      const int h = row / tile_keys, key = lo + t * tile_keys + row % tile_keys;
-      const int64_t off = static_cast<int64_t>(tb[key / kBlock]) * kBlockBytes + (g * heads + h) * kHeadBytes +
-                          (key % kBlock) * kRowBytes + chunk * 16;
-      cp16(st + c * 16, k + off);
-      cp16(st + kStageBytes + c * 16, v + off);
+      for (int i = 0; i < kPasses; ++i) cp16(st + (tid + i * kThreads) * 16, k + offset(t, i));
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) cp16(st + kStageBytes + (tid + i * kThreads) * 16, v + offset(t, i));
+    } else {  // as the kernel: a chunk of K, then the same chunk of V
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int64_t off = offset(t, i);
+        cp16(st + (tid + i * kThreads) * 16, k + off);
+        cp16(st + kStageBytes + (tid + i * kThreads) * 16, v + off);
+      }
     }
   };
   for (int t = 0; t < kStages - 1; ++t) {
@@ -118,20 +131,22 @@ int main() {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  struct Cfg { int heads, splits; };
-  const Cfg cfgs[] = {{1, 1}, {2, 2}, {2, 1}, {4, 4}, {8, 8}, {1, 2}};  // heads × splits: 512, 512, 256, ... CTAs
-  std::printf("order      heads splits  ctas   GB/s (median of 5 x 10 calls)\n");
+  struct Cfg { int heads, splits; bool kv_apart; };
+  // heads × splits: 512, 512, 256, ... CTAs; the last: all of a stage's K copies before its V's
+  const Cfg cfgs[] = {{1, 1, false}, {2, 2, false}, {2, 1, false}, {4, 4, false},
+                      {8, 8, false}, {1, 2, false}, {1, 1, true}};
+  std::printf("order      heads splits  ctas   GB/s (median of 5 x 10 calls)  copies\n");
   for (int order = 0; order < 3; ++order) {
     CHECK(cudaMemcpy(table, orders[order]->data(), blocks * 4, cudaMemcpyHostToDevice));
     for (int rep = 0; rep < 2; ++rep) {
       for (const Cfg& c : cfgs) {
         const dim3 grid(c.splits, kKvHeads / c.heads, batch);
-        for (int w = 0; w < 3; ++w) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, sink);
+        for (int w = 0; w < 3; ++w) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, c.kv_apart, sink);
         CHECK(cudaGetLastError());
         std::vector<float> ms;
         for (int r = 0; r < 5; ++r) {
           CHECK(cudaEventRecord(e0));
-          for (int i = 0; i < 10; ++i) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, sink);
+          for (int i = 0; i < 10; ++i) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, c.kv_apart, sink);
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           float t;
@@ -139,8 +154,9 @@ int main() {
           ms.push_back(t / 10);
         }
         std::sort(ms.begin(), ms.end());
-        std::printf("%-10s %5d %6d %5d %7.0f\n", order_names[order], c.heads, c.splits,
-                    grid.x * grid.y * grid.z, 2.0 * pool / (ms[2] * 1e-3) / 1e9);
+        std::printf("%-10s %5d %6d %5d %7.0f  %s\n", order_names[order], c.heads, c.splits,
+                    grid.x * grid.y * grid.z, 2.0 * pool / (ms[2] * 1e-3) / 1e9,
+                    c.kv_apart ? "K then V" : "K, V interleaved");
       }
     }
   }
