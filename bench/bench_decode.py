@@ -246,6 +246,16 @@ def kernel_breakdown(fns):
     return out
 
 
+def even_splits_gbps(lib, case, workers, counts):
+    """Our GB/s on the case at each even split count of counts."""
+    out = []
+    for n in counts:
+        fns, keep, _ = ours(lib, case, workers, splits=n)
+        out.append(case.kv_bytes / graph_time(fns) / 1e9)
+        del fns, keep
+    return out
+
+
 def split_sweep(lib, workers, gen):
     """The batch rows (units that fill the GPU, where the planner does not split) at 1-4 even
     splits a sequence, each next to cuDNN."""
@@ -254,10 +264,7 @@ def split_sweep(lib, workers, gen):
         lens = [ctx] * batch
         case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen)
         line = f"({batch},{ctx // 1024}k)".ljust(12)
-        for n in (1, 2, 3, 4):
-            fns, keep, _ = ours(lib, case, workers, splits=n)
-            line += f"{case.kv_bytes / graph_time(fns) / 1e9:8.0f}"
-            del fns, keep
+        line += "".join(f"{g:8.0f}" for g in even_splits_gbps(lib, case, workers, (1, 2, 3, 4)))
         line += f"   cudnn {case.kv_bytes / graph_time(sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)) / 1e9:6.0f}"
         print(line, flush=True)
         del case
@@ -272,12 +279,11 @@ def q8_sweep(lib, workers, gen):
         lens = [ctx] * batch
         case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen, q_len=8)
         fns, keep, plan = ours(lib, case, workers)
-        line = f"({batch},{ctx // 1024}k) q8".ljust(14) + f"planner {plan.num_splits}: {case.kv_bytes / graph_time(fns) / 1e9:6.0f} |"
+        line = f"({batch},{ctx // 1024}k) q8".ljust(14)
+        line += f"planner {plan.num_splits}: {case.kv_bytes / graph_time(fns) / 1e9:6.0f} |"
         del fns, keep
-        for n in range(1, 9):
-            fns, keep, _ = ours(lib, case, workers, splits=n)
-            line += f" {n}: {case.kv_bytes / graph_time(fns) / 1e9:5.0f}"
-            del fns, keep
+        counts = range(1, 9)
+        line += "".join(f" {n}: {g:5.0f}" for n, g in zip(counts, even_splits_gbps(lib, case, workers, counts)))
         print(line, flush=True)
         del case
         torch.cuda.empty_cache()
@@ -319,10 +325,12 @@ def main():
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     ap.add_argument("--q8-sweep", action="store_true", help="the q8 rows at the planner's and 1-8 even splits")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
-    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup", "sorted"], default="scattered",
+    ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup", "sorted"],
+                    default="scattered",
                     help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
                          "consecutive, random 2 MiB groups of consecutive blocks, or the groups in order with "
-                         "the blocks random inside each, or the scattered blocks in ascending order a sequence (diagnostics)")
+                         "the blocks random inside each, or the scattered blocks in ascending order a "
+                         "sequence (diagnostics)")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)

@@ -1,13 +1,14 @@
 // A copies-only stream over a paged K/V pool (a diagnostic, not part of the library): how fast the
-// GPU reads the (64,8k) decode row's bytes as the decode kernel does (cp.async, 16-byte chunks,
-// 3 stages of 64 key rows of K and of V a CTA, 128 threads, 2 CTAs an SM), for different
-// shares of a page's heads a CTA reads.
+// GPU reads the (64,8k) decode row's bytes the way the decode kernel copies them (cp.async,
+// 16-byte chunks, 3 stages of 64 key rows of K and of V a CTA, 128 threads, 2 CTAs an SM; unlike
+// the kernel, no evict-first L2 hint and the page ids staged in shared memory first), for
+// different shares of a page's heads a CTA reads.
 //
 // Pools [blocks][kv_heads][block_size][head_dim] (bf16-sized elements, random bits), one K and one
 // V, each sequence's block table a random permutation of the pool (fixed seed) or in order. A CTA
 // reads `heads` consecutive kv heads of one sequence over a 1/splits share of its keys: each page
-// visit is heads × 4 KB contiguous (16 keys × 256 bytes a head). Output: GB/s of K/V read. The
-// page ids are staged in shared memory, so only the K/V stream is measured.
+// visit is heads × 4 KB contiguous (16 keys × 256 bytes a head). Output: GB/s of K/V read (the
+// staged page ids: only the K/V stream is measured).
 //
 // Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/page_stream.cu -o page_stream
 // Run:   ./page_stream            (prints one line a configuration)
@@ -141,12 +142,13 @@ int main() {
     for (int rep = 0; rep < 2; ++rep) {
       for (const Cfg& c : cfgs) {
         const dim3 grid(c.splits, kKvHeads / c.heads, batch);
-        for (int w = 0; w < 3; ++w) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, c.kv_apart, sink);
+        auto launch = [&] { stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, c.kv_apart, sink); };
+        for (int w = 0; w < 3; ++w) launch();
         CHECK(cudaGetLastError());
         std::vector<float> ms;
         for (int r = 0; r < 5; ++r) {
           CHECK(cudaEventRecord(e0));
-          for (int i = 0; i < 10; ++i) stream_pages<<<grid, kThreads, smem>>>(k, v, table, pages, c.heads, c.kv_apart, sink);
+          for (int i = 0; i < 10; ++i) launch();
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
           float t;

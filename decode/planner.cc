@@ -24,14 +24,14 @@ int64_t pages_of(const DecodePlanInput& in, int32_t b) { return ceil_div(in.seq_
 
 int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ceil_div(pages, chunk)); }
 
-// Workers one item takes at once: its query rows (q_len × GQA group) over rows_per_worker.
-int64_t workers_per_item(const DecodePlanInput& in) {
-  if (in.rows_per_worker <= 0) return 1;
+
+}  // namespace
+
+int64_t decode_workers_per_item(const DecodePlanInput& in) {
+  if (in.rows_per_worker <= 0 || in.num_kv_heads <= 0) return 1;
   const int64_t rows = static_cast<int64_t>(in.q_len) * (in.num_heads / in.num_kv_heads);
   return std::max<int64_t>(1, ceil_div(rows, in.rows_per_worker));
 }
-
-}  // namespace
 
 double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
   const double overhead = static_cast<double>(in.overhead_keys) / in.block_size;
@@ -41,7 +41,7 @@ double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
   // together), then sequence.
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
   for (int32_t w = 0; w < in.num_workers; ++w) free_at.push(0.0);
-  const int64_t per_item = workers_per_item(in);
+  const int64_t per_item = decode_workers_per_item(in);
   double makespan = 0.0;
   for (int32_t b = 0; b < in.batch; ++b) {
     const int64_t pages = pages_of(in, b);
@@ -92,7 +92,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
                                 std::to_string(in.seq_lens[b]) + " < 0");
       max_pages = std::max(max_pages, pages_of(in, b));
     }
-    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * workers_per_item(in);
+    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * decode_workers_per_item(in);
     int64_t chunk = std::max<int64_t>(max_pages, 1);  // one split each
     if (units < in.num_workers && max_pages > min_pages) {
       // Candidates: the chunks that give the longest sequence s splits, s = 1..max_splits, no
@@ -114,7 +114,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
     for (int32_t b = 0; b < in.batch; ++b) out.work_items += splits_of(pages_of(in, b), chunk) * in.num_kv_heads;
     out.makespan = in.batch > 0 ? decode_makespan(in, chunk) : 0.0;
   }
-  out.wave_fill = wave_fill(out.work_items * workers_per_item(in), in.num_workers);
+  out.wave_fill = wave_fill(out.work_items * decode_workers_per_item(in), in.num_workers);
   out.workspace_bytes = decode_workspace_bytes(out.num_splits, in.batch, in.q_len, in.num_heads, in.head_dim);
   *plan = out;
   return Status::Ok();

@@ -10,8 +10,9 @@
 // overhead (start-up latency, the partial's write: overhead_keys worth of keys, measured,
 // see bench/NOTES.md), every split plan paying one merge. An item whose query rows (q_len ×
 // GQA group) exceed rows_per_worker takes ceil(rows / rows_per_worker) workers at once (the
-// CUDA kernel's row blocks: one CTA a 16 rows). When the items' workers (batch × kv_heads ×
-// that) already fill the machine nothing is split.
+// CUDA kernel's row blocks: 16 rows a CTA), simulated as consecutive items (the kernel's
+// clustered launch hands them out a pair of row blocks at a time: the same waves). When the
+// items' workers (batch × kv_heads × that) already fill the machine nothing is split.
 //
 // Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages,
 // overhead 6 pages:
@@ -72,5 +73,9 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan);
 // The simulated finish time (in page-times) of a chunk for the planner's input; exposed for
 // tests and the benchmark notes.
 double decode_makespan(const DecodePlanInput& in, int64_t pages_per_split);
+
+// Workers one item (sequence, kv head, split) takes at once: ceil(q_len × GQA group /
+// rows_per_worker), at least 1 (1 when rows_per_worker is 0).
+int64_t decode_workers_per_item(const DecodePlanInput& in);
 
 }  // namespace flashserve

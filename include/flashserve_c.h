@@ -96,9 +96,10 @@ typedef struct fs_decode_plan {
 
 /* Plans split-K decode. seq_lens_host: [batch] host array (ignored when graph_mode != 0, which
  * plans for max_seq_len with max_splits splits). num_workers: SMs × CTAs per SM (see
- * fs_cuda_sm_count), or CPU threads; an item of more than 16 query rows (q_len × GQA group)
- * counts as a worker per 16 rows, as the CUDA kernel runs it. min_pages_per_split 0 = 256 keys'
- * worth. */
+ * fs_cuda_sm_count), or CPU threads. The plan is the CUDA kernel's: an item of more than 16
+ * query rows (q_len × GQA group) takes a worker per 16 rows (on CPU threads, which take an item
+ * whole, such a plan splits less than it could; fs_decode_run with num_splits 0 plans for the
+ * CPU itself). min_pages_per_split 0 = 256 keys' worth. */
 FS_API int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q_len, int32_t num_heads,
                           int32_t num_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_workers,
                           int32_t min_pages_per_split, int32_t max_splits, int32_t graph_mode,

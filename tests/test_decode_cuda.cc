@@ -159,9 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{16, 1, 64, 3, 16, DType::kBFloat16}, GpuCase{8, 8, 64, 8, 8, DType::kFloat16},
                       // 12 rows a CTA (GQA 12; q_len 3 × GQA 4): fragment rows 8-11 live, 12-15 padding
                       GpuCase{24, 2, 128, 1, 16, DType::kBFloat16}, GpuCase{32, 8, 128, 3, 32, DType::kFloat16},
-                      // 2 row blocks a kv head (q_len 8 × GQA 4): launched in clusters of two CTAs
-                      // (the 64/8 q8 case above: 4 row blocks, two clusters a head; 16/1 q3: 3, none)
-                      GpuCase{32, 8, 128, 8, 16, DType::kBFloat16}, GpuCase{16, 4, 64, 8, 16, DType::kFloat16}),
+                      // 2 row blocks a kv head (q_len 8 × GQA 4; q_len 2 × GQA 12, the second block 8
+                      // rows): launched in clusters of two CTAs (the 64/8 q8 case above: 4 row
+                      // blocks, two clusters a head; 16/1 q3: 3, none)
+                      GpuCase{32, 8, 128, 8, 16, DType::kBFloat16}, GpuCase{16, 4, 64, 8, 16, DType::kFloat16},
+                      GpuCase{24, 2, 128, 2, 16, DType::kBFloat16}),
     [](const ::testing::TestParamInfo<GpuCase>& info) {
       const GpuCase& c = info.param;
       return "h" + std::to_string(c.h) + "_kv" + std::to_string(c.kv) + "_d" + std::to_string(c.dim) + "_q" +
@@ -385,30 +387,40 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
 TEST(DecodeCuda, GraphReplayOfClusteredRowBlocks) {
   FS_SKIP_WITHOUT_CUDA();
   GpuProblem t(decode_problem({1000, 333, 17}, 8, 32, 8, 128, DType::kBFloat16, 16, 8088));
-  cudaStream_t stream;
-  FS_ASSERT_CUDA(cudaStreamCreate(&stream));
+  struct Handles {  // released on every exit, failed assertions included
+    cudaStream_t stream = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    void reset_graph() {
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      exec = nullptr;
+      graph = nullptr;
+    }
+    ~Handles() {
+      reset_graph();
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+  } h;
+  FS_ASSERT_CUDA(cudaStreamCreate(&h.stream));
   for (int32_t splits : {1, 3}) {
     DeviceBuffer ws;
     configure_splits(t.dp, t.p, t.d, splits, (max_pages(t.p) + splits - 1) / splits, ws);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    const Status st = decode(t.dp, stream);
-    FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+    h.reset_graph();
+    FS_ASSERT_CUDA(cudaStreamBeginCapture(h.stream, cudaStreamCaptureModeGlobal));
+    const Status st = decode(t.dp, h.stream);
+    FS_ASSERT_CUDA(cudaStreamEndCapture(h.stream, &h.graph));
     ASSERT_TRUE(st.ok()) << st.to_string();
-    FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    FS_ASSERT_CUDA(cudaGraphInstantiate(&h.exec, h.graph, 0));
     for (int replay = 0; replay < 2; ++replay) {
       FS_ASSERT_CUDA(cudaMemset(t.g.o.get(), 0xff, t.g.o.bytes()));
       FS_ASSERT_CUDA(cudaMemset(t.g.lse.get(), 0xff, t.g.lse.bytes()));
-      FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
-      FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+      FS_ASSERT_CUDA(cudaGraphLaunch(h.exec, h.stream));
+      FS_ASSERT_CUDA(cudaStreamSynchronize(h.stream));
       EXPECT_EQ(compare(t.p, download_outputs(t.p, t.g), t.ref, t.tol), "")
           << "splits " << splits << ", replay " << replay;
     }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
   }
-  cudaStreamDestroy(stream);
 }
 
 // Split-K merges inside the kernel (ready flags in the workspace): more splits than a warp's

@@ -1,6 +1,6 @@
 // Helpers shared by the CUDA attention kernels (decode and prefill): on the host, the
 // architecture a kernel was built for and the launch configuration (programmatic dependent
-// launch); on the device, storage-type conversions, cp.async (with an optional L2 cache
+// launch, thread-block clusters); on the device, storage-type conversions, cp.async (with an optional L2 cache
 // policy), mma.sync m16n8k16 and ldmatrix, the swizzled tile layout, and the mask rule of
 // MaskParams.
 #pragma once
@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cassert>
 #include <cstdint>
 
 #include "attention/params.h"
@@ -51,13 +52,22 @@ struct LaunchConfig {
   LaunchConfig(const LaunchConfig&) = delete;
   LaunchConfig& operator=(const LaunchConfig&) = delete;
   // Launch in thread-block clusters of dims (sm_90+; the grid a multiple of dims): a cluster's
-  // CTAs are placed on the SMs of one GPC together.
+  // CTAs are placed on the SMs of one GPC together. At most once.
   void cluster(dim3 dims) {
+    assert(config.numAttrs < sizeof(attr) / sizeof(attr[0]));
     attr[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
     attr[config.numAttrs].val.clusterDim.x = dims.x;
     attr[config.numAttrs].val.clusterDim.y = dims.y;
     attr[config.numAttrs].val.clusterDim.z = dims.z;
     ++config.numAttrs;
+  }
+  // Back to unclustered CTAs (after a clustered launch failed).
+  void drop_cluster() {
+    unsigned kept = 0;
+    for (unsigned i = 0; i < config.numAttrs; ++i) {
+      if (attr[i].id != cudaLaunchAttributeClusterDimension) attr[kept++] = attr[i];
+    }
+    config.numAttrs = kept;
   }
   bool dependent() const {
     for (unsigned i = 0; i < config.numAttrs; ++i) {

@@ -4,8 +4,8 @@
 // One CTA = one work item (sequence b, kv head, split, row block). Its rows are the query
 // rows of the GQA group for all q_len new tokens (row = token·group + g), kRowsPerBlock = 16
 // per CTA: exactly the M of one tensor-core mma (m16n8k16), so a GQA group is one MMA tile and
-// each K/V byte is read once per group. Larger groups × q_len use more row blocks, whose CTAs
-// are launched in clusters of two (sm_90) so that a pair's second reads hit L2.
+// each K/V byte is read once per group. Larger groups × q_len use more row blocks; an even
+// number of them is launched in clusters of two (sm_90), so that a pair's second reads hit L2.
 //
 // K/V tiles of kTileKeys keys stream through shared memory with cp.async (16-byte chunks,
 // coalesced: 16 consecutive threads copy one key's 256 bytes at head_dim 128), kStages deep,
@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -590,21 +591,41 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   }();
   // Row blocks of one kv head (q_len × group > 16 rows) read the same K/V bytes. Launched in
   // clusters of two (blockIdx.y 2k and 2k+1: row blocks of one head when row_blocks is even), a
-  // pair is placed on one GPC at the same time, and the second CTA's copies find in L2 what the
-  // first one's brought (q_len 8 × GQA 4: +16-18%; clusters of 4 or 8 hold fewer CTAs at once
-  // and were slower on every row: bench/NOTES.md, v4.5). sm_90+, and only where a pair fits.
+  // pair is placed on one GPC at the same time and runs in step, so (likely: the L2 hit rate was
+  // not measured) the second CTA's copies find in L2 what the first one's brought: q_len 8 × GQA
+  // 4 +18-23%, other rows unchanged; clusters of 4 or 8 hold fewer CTAs at once and were 9-22%
+  // slower on most rows (bench/NOTES.md, v4.5). sm_90+, and only where a pair fits. With
+  // clusters the block scheduler walks the grid a pair at a time, so with several splits the
+  // launch order (and the first-wave set the prefetch above assumes) differs a little.
+  bool clustered = false;
   if (row_blocks % 2 == 0 && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90) {
-    static const bool pairs_fit = [&] {
+    // Asked once a success: a failed query is asked again at the next launch.
+    static std::atomic<bool> pairs_fit{false};
+    if (!pairs_fit.load(std::memory_order_relaxed)) {
       LaunchConfig probe(dim3(1, 2, 1), dim3(kDecodeThreads), Tr::kSmemBytes, nullptr, false);
       probe.cluster(dim3(1, 2, 1));
       int clusters = 0;
-      const bool ok = cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe.config) == cudaSuccess && clusters > 0;
-      (void)cudaGetLastError();  // a failed query leaves no error behind: the launch is then unclustered
-      return ok;
-    }();
-    if (pairs_fit) launch.cluster(dim3(1, 2, 1));
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe.config) == cudaSuccess && clusters > 0)
+        pairs_fit.store(true, std::memory_order_relaxed);
+      else
+        (void)cudaGetLastError();  // the query's own error only: the launch is then unclustered
+    }
+    if (pairs_fit.load(std::memory_order_relaxed)) {
+      launch.cluster(dim3(1, 2, 1));
+      clustered = true;
+    }
   }
   err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * per_sm);
+  if (err != cudaSuccess && clustered) {
+    // A cluster the device cannot place now (e.g. SMs limited by MPS): the same launch without
+    // (not while capturing a graph, which the failed launch has ended: the error goes back).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
+    if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
+      (void)cudaGetLastError();
+      launch.drop_cluster();
+      err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * per_sm);
+    }
+  }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -235,7 +235,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     if (graph) {
       in.graph_mode = true;
       in.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
-      const int64_t units = int64_t{nd} * c.num_key_value_heads;
+      const int64_t units = int64_t{nd} * c.num_key_value_heads * decode_workers_per_item(in);  // CTAs a split
       in.max_splits = static_cast<int32_t>(std::clamp<int64_t>((in.num_workers + units - 1) / units, 1, 32));
     }
     FS_RETURN_IF_ERROR(plan_decode(in, &plan));
