@@ -24,7 +24,6 @@ int64_t pages_of(const DecodePlanInput& in, int32_t b) { return ceil_div(in.seq_
 
 int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ceil_div(pages, chunk)); }
 
-
 }  // namespace
 
 int64_t decode_workers_per_item(const DecodePlanInput& in) {

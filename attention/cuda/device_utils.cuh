@@ -1,8 +1,8 @@
 // Helpers shared by the CUDA attention kernels (decode and prefill): on the host, the
 // architecture a kernel was built for and the launch configuration (programmatic dependent
-// launch, thread-block clusters); on the device, storage-type conversions, cp.async (with an optional L2 cache
-// policy), mma.sync m16n8k16 and ldmatrix, the swizzled tile layout, and the mask rule of
-// MaskParams.
+// launch, thread-block clusters); on the device, storage-type conversions, cp.async (with an
+// optional L2 cache policy), mma.sync m16n8k16 and ldmatrix, the swizzled tile layout, and the
+// mask rule of MaskParams.
 #pragma once
 
 #include <cuda_bf16.h>
