@@ -4,7 +4,9 @@ on the same shapes in the same process. Every kernel is timed by CUDA-graph repl
 sequence of calls that rotates among enough input copies to exceed the L2 cache, so the
 numbers are GPU time and DRAM traffic, not launch overhead or cache hits. Our eager (no graph)
 time is printed too. GB/s counts the K/V bytes each call must read; % is of the device-to-device
-copy bandwidth (read + write) measured in the same run.
+copy bandwidth (read + write) measured in the same run. The mixed batch's "flash" peer is
+torch.nn.attention.varlen.varlen_attn (the same FlashAttention-2 kernels as SDPA's flash backend,
+over packed K/V without padding, GQA native); SDPA and FlexAttention have no ragged form here.
 
 Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB[:CTAS_PER_SM] ...]
 (--variant: another build of libflashserve_c.so timed on the same rows, for A/B in one run; its
@@ -131,6 +133,8 @@ class Case:
             perm = (groups[:, None] * per + inner).flatten()
             perm = (perm[perm < num_blocks - 1] + 1).to(torch.int32)
         self.tables, self.qs, self.os, self.lses, self.ks, self.vs = [], [], [], [], [], []
+        self.packed = []  # ragged q_len 1: (k, v) packed [total keys, kv_heads, head_dim] a copy
+        self.cu_k = torch.tensor([0] + lens, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
         self.seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
         uniform = len(set(lens)) == 1 and q_len == 1
         at = 0
@@ -153,6 +157,12 @@ class Case:
                 v = self.v_pool[idx].permute(0, 2, 1, 3, 4).reshape(self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L]
                 self.ks.append(k.contiguous())
                 self.vs.append(v.contiguous())
+            elif q_len == 1:  # the same keys packed for the varlen peer
+                rows = [self.k_pool[table[b, :n].long()].permute(0, 2, 1, 3).reshape(-1, KV_HEADS, HEAD_DIM)[:lens[b]]
+                        for b, n in enumerate(pages_per_seq)]
+                vrows = [self.v_pool[table[b, :n].long()].permute(0, 2, 1, 3).reshape(-1, KV_HEADS, HEAD_DIM)[:lens[b]]
+                         for b, n in enumerate(pages_per_seq)]
+                self.packed.append((torch.cat(rows).contiguous(), torch.cat(vrows).contiguous()))
 
 
 def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0, splits=None):
@@ -201,6 +211,21 @@ def sdpa_fns(case, backend):
         def run(q=q, k=case.ks[c], v=case.vs[c]):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        fns.append(run)
+    return fns
+
+
+def varlen_fns(case):
+    """FlashAttention-2 over the packed ragged K/V (torch.nn.attention.varlen), one query a
+    sequence; outputs [batch, heads, 1, head_dim] like sdpa_fns'."""
+    from torch.nn.attention.varlen import varlen_attn
+    cu_q = torch.arange(case.batch + 1, dtype=torch.int32, device="cuda")
+    fns = []
+    for c, (k, v) in enumerate(case.packed):
+        q = case.qs[c][:, 0]  # [b, heads, d]
+
+        def run(q=q, k=k, v=v):
+            return varlen_attn(q, k, v, cu_q, case.cu_k, 1, max(case.lens)).unsqueeze(2)
         fns.append(run)
     return fns
 
@@ -398,10 +423,11 @@ def main():
             r[name + "_gbps"] = case.kv_bytes / graph_time(vfns) / 1e9
             r[name + "_diff"] = (case.os[0].float() - ref.float()).abs().max().item()
             del vfns, vkeep
-        for name, make in (("flash", lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION)),
+        flash = (lambda: varlen_fns(case)) if case.packed else (lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION))
+        for name, make in (("flash", flash),
                            ("cudnn", lambda: sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)),
                            ("flex", lambda: flex_fns(case))):
-            if not case.ks or (name == "flex" and args.no_flex):
+            if not (case.ks or (case.packed and name == "flash")) or (name == "flex" and args.no_flex):
                 r[name + "_gbps"] = None
                 continue
             try:
