@@ -151,18 +151,16 @@ class Case:
             self.os.append(torch.empty_like(self.qs[-1]))
             self.lses.append(torch.empty(self.batch, q_len, HEADS, dtype=torch.float32, device="cuda"))
             if uniform:  # the peers' contiguous [batch, kv_heads, len, head_dim] copies of the same keys
-                L = lens[0]
-                idx = table.long()
-                k = self.k_pool[idx].permute(0, 2, 1, 3, 4).reshape(self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L]
-                v = self.v_pool[idx].permute(0, 2, 1, 3, 4).reshape(self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L]
-                self.ks.append(k.contiguous())
-                self.vs.append(v.contiguous())
-            elif q_len == 1:  # the same keys packed for the varlen peer
-                rows = [self.k_pool[table[b, :n].long()].permute(0, 2, 1, 3).reshape(-1, KV_HEADS, HEAD_DIM)[:lens[b]]
-                        for b, n in enumerate(pages_per_seq)]
-                vrows = [self.v_pool[table[b, :n].long()].permute(0, 2, 1, 3).reshape(-1, KV_HEADS, HEAD_DIM)[:lens[b]]
-                         for b, n in enumerate(pages_per_seq)]
-                self.packed.append((torch.cat(rows).contiguous(), torch.cat(vrows).contiguous()))
+                L, idx = lens[0], table.long()
+                contiguous = lambda pool: pool[idx].permute(0, 2, 1, 3, 4).reshape(  # noqa: E731
+                    self.batch, KV_HEADS, -1, HEAD_DIM)[:, :, :L].contiguous()
+                self.ks.append(contiguous(self.k_pool))
+                self.vs.append(contiguous(self.v_pool))
+            elif q_len == 1:  # the same keys packed [total keys, kv_heads, head_dim] for the varlen peer
+                packed = lambda pool: torch.cat([  # noqa: E731
+                    pool[table[b, :n].long()].permute(0, 2, 1, 3).reshape(-1, KV_HEADS, HEAD_DIM)[:lens[b]]
+                    for b, n in enumerate(pages_per_seq)]).contiguous()
+                self.packed.append((packed(self.k_pool), packed(self.v_pool)))
 
 
 def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0, splits=None):

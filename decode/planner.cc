@@ -72,6 +72,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.overhead_keys < 0) return invalid_argument("plan_decode: overhead_keys < 0");
   if (in.rows_per_worker < 0) return invalid_argument("plan_decode: rows_per_worker < 0");
 
+  const int64_t per_item = decode_workers_per_item(in);  // workers an item takes at once
   const int64_t min_pages =
       in.min_pages_per_split > 0 ? in.min_pages_per_split : std::max<int64_t>(1, 256 / in.block_size);
   DecodePlan out;
@@ -91,7 +92,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
                                 std::to_string(in.seq_lens[b]) + " < 0");
       max_pages = std::max(max_pages, pages_of(in, b));
     }
-    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * decode_workers_per_item(in);
+    const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * per_item;
     int64_t chunk = std::max<int64_t>(max_pages, 1);  // one split each
     if (units < in.num_workers && max_pages > min_pages) {
       // Candidates: the chunks that give the longest sequence s splits, s = 1..max_splits, no
@@ -113,7 +114,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
     for (int32_t b = 0; b < in.batch; ++b) out.work_items += splits_of(pages_of(in, b), chunk) * in.num_kv_heads;
     out.makespan = in.batch > 0 ? decode_makespan(in, chunk) : 0.0;
   }
-  out.wave_fill = wave_fill(out.work_items * decode_workers_per_item(in), in.num_workers);
+  out.wave_fill = wave_fill(out.work_items * per_item, in.num_workers);
   out.workspace_bytes = decode_workspace_bytes(out.num_splits, in.batch, in.q_len, in.num_heads, in.head_dim);
   *plan = out;
   return Status::Ok();
