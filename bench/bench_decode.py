@@ -7,6 +7,8 @@ time is printed too. GB/s counts the K/V bytes each call must read; % is of the 
 copy bandwidth (read + write) measured in the same run. The mixed batch's "flash" peer is
 torch.nn.attention.varlen.varlen_attn (the same FlashAttention-2 kernels as SDPA's flash backend,
 over packed K/V without padding, GQA native); SDPA and FlexAttention have no ragged form here.
+Our pages are the project's layout (KVStorage's one pool [blocks, 2, kv_heads, page, head_dim]),
+each sequence's blocks a random permutation of the pool.
 
 Usage: python3 bench/bench_decode.py [--quick] [--no-flex] [--json FILE] [--variant NAME=LIB[:CTAS_PER_SM] ...]
 (--variant: another build of libflashserve_c.so timed on the same rows, for A/B in one run; its
@@ -106,7 +108,7 @@ class Case:
     """One decode shape: `copies` independent caches (pages + contiguous) for rotation; q_len new
     tokens a sequence (more than 1: speculative decoding; ours only, no contiguous copies)."""
 
-    def __init__(self, lens, page, dtype, copies, gen, q_len=1, order="scattered"):
+    def __init__(self, lens, page, dtype, copies, gen, q_len=1, order="scattered", pool="interleaved"):
         self.lens, self.page, self.dtype, self.q_len = lens, page, dtype, q_len
         self.batch = len(lens)
         pages_per_seq = [math.ceil(l / page) for l in lens]
@@ -114,15 +116,22 @@ class Case:
         self.kv_bytes = 2 * sum(lens) * KV_HEADS * HEAD_DIM * torch.tensor([], dtype=dtype).element_size()
         total_pages = sum(pages_per_seq)
         num_blocks = copies * total_pages + 1  # block 0: the null block
-        self.k_pool = torch.randn(num_blocks, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
-        self.v_pool = torch.randn_like(self.k_pool)
+        if pool == "interleaved":  # the project's one pool [blocks, 2, kv_heads, page, head_dim] (KVStorage's)
+            kv = torch.randn(num_blocks, 2, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
+            self.k_pool, self.v_pool = kv[:, 0], kv[:, 1]
+        elif pool == "headpaired":  # one pool [blocks, kv_heads, 2, page, head_dim]: a head's K and V adjacent
+            kv = torch.randn(num_blocks, KV_HEADS, 2, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
+            self.k_pool, self.v_pool = kv[:, :, 0], kv[:, :, 1]
+        else:  # K and V pools [blocks, kv_heads, page, head_dim] apart (the project's layout to session 9)
+            self.k_pool = torch.randn(num_blocks, KV_HEADS, page, HEAD_DIM, dtype=dtype, device="cuda", generator=gen)
+            self.v_pool = torch.randn_like(self.k_pool)
         perm = torch.randperm(num_blocks - 1, generator=gen, device="cuda").to(torch.int32) + 1  # scattered
         if order == "sequential":  # a sequence's pages one after another in the pool (a diagnostic)
             perm = torch.arange(1, num_blocks, dtype=torch.int32, device="cuda")
         elif order in ("grouped", "ingroup"):  # diagnostics at 2 MiB granularity
             # grouped: random 2 MiB groups of consecutive blocks; ingroup: the groups in order, the
             # blocks random inside each (2 MiB locality kept, none beyond a block)
-            per = max(1, 2**21 // (self.k_pool[0].numel() * self.k_pool.element_size()))
+            per = max(1, 2**21 // (self.k_pool.stride(0) * self.k_pool.element_size()))  # blocks a 2 MiB
             n_groups = math.ceil((num_blocks - 1) / per)
             if order == "grouped":
                 groups = torch.randperm(n_groups, generator=gen, device="cuda")
@@ -354,6 +363,10 @@ def main():
                          "consecutive, random 2 MiB groups of consecutive blocks, or the groups in order with "
                          "the blocks random inside each, or the scattered blocks in ascending order a "
                          "sequence (diagnostics)")
+    ap.add_argument("--pool", choices=["interleaved", "separate", "headpaired"], default="interleaved",
+                    help="the pages' layout: the project's one pool [blocks, 2, kv_heads, page, head_dim] (a block's "
+                         "K and V adjacent), or (diagnostics) K and V pools apart, or [blocks, kv_heads, 2, page, "
+                         "head_dim]")
     args = ap.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -407,7 +420,7 @@ def main():
         if args.only and label not in args.only:
             continue
         copies = rotation_copies(lens)
-        case = Case(lens, page, dtype, copies, gen, q_len, args.page_order)
+        case = Case(lens, page, dtype, copies, gen, q_len, args.page_order, args.pool)
         fns, keep, plan = ours(lib, case, workers)
         t_ours = graph_time(fns)
         t_eager = eager_time(fns)

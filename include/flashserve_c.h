@@ -47,7 +47,10 @@ typedef struct fs_mask {
   float softcap;
 } fs_mask;
 
-/* kvcache/page_view.h KVPageView: K and V pools [num_blocks, num_kv_heads, block_size, head_dim]. */
+/* kvcache/page_view.h KVPageView: the key (value) of block b, kv head h, slot t at k_pages
+ * (v_pages) + b*block_stride + h*head_stride + t*token_stride elements, head_dim contiguous. The
+ * project's layout (fs_kv_storage's): one pool a layer [num_blocks, 2, num_kv_heads, block_size,
+ * head_dim], a block's K then its V; K and V pools apart work too. */
 typedef struct fs_pages {
   const void* k_pages;
   const void* v_pages;
@@ -162,7 +165,7 @@ FS_API int fs_cuda_sm_count(int32_t device, int32_t* out);
 
 /* ---- the paged KV cache (kvcache/kv_storage.h, kvcache/kv_cache_manager.h) ----------------
  * fs_kv_storage: every layer's K and V pages on one device, laid out as
- *   [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim]
+ *   [num_layers][num_blocks][K, V][num_kv_heads][block_size][head_dim]
  * (fs_kv_storage_pages fills an fs_pages for one layer, ready for fs_decode_run/fs_prefill_run).
  * fs_block_manager: the block pool with prefix caching, fork and copy-on-write; it hands out
  * slots (block * block_size + offset) and block tables, and never touches the pages itself. */

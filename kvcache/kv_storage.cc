@@ -82,17 +82,17 @@ Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* 
 }
 
 void* KVStorage::k_pages(int32_t layer) const {
-  return data_ + 2 * static_cast<int64_t>(layer) * shape_.pool_elems() * dtype_size(shape_.dtype);
+  return data_ + static_cast<int64_t>(layer) * shape_.pool_elems() * dtype_size(shape_.dtype);
 }
 
 void* KVStorage::v_pages(int32_t layer) const {
-  return static_cast<char*>(k_pages(layer)) + shape_.pool_elems() * dtype_size(shape_.dtype);
+  return static_cast<char*>(k_pages(layer)) + shape_.block_elems() * dtype_size(shape_.dtype);
 }
 
 KVPageView KVStorage::view(int32_t layer, const int32_t* block_table, int64_t block_table_stride,
                            const int32_t* seq_lens) const {
-  return make_page_view(k_pages(layer), v_pages(layer), shape_.num_blocks, shape_.num_kv_heads, shape_.block_size,
-                        shape_.head_dim, block_table, block_table_stride, seq_lens);
+  return make_page_view(k_pages(layer), dtype_size(shape_.dtype), shape_.num_blocks, shape_.num_kv_heads,
+                        shape_.block_size, shape_.head_dim, block_table, block_table_stride, seq_lens);
 }
 
 Status KVStorage::check_slots(const int64_t* slots, int64_t n) const {
@@ -178,12 +178,11 @@ Status KVStorage::copy_blocks(const BlockCopy* pairs, int32_t n, void* stream) {
 #endif
   }
   if (stream != nullptr) return invalid_argument("KVStorage::copy_blocks: a CPU call takes no stream");
-  const int64_t block_bytes = shape_.block_elems() * dtype_size(shape_.dtype);
+  const int64_t block_bytes = 2 * shape_.block_elems() * dtype_size(shape_.dtype);  // a block's K and V
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
-    for (char* pool : {static_cast<char*>(k_pages(l)), static_cast<char*>(v_pages(l))}) {
-      for (int32_t i = 0; i < n; ++i)
-        std::memmove(pool + pairs[i].dst * block_bytes, pool + pairs[i].src * block_bytes, block_bytes);
-    }
+    char* pool = static_cast<char*>(k_pages(l));
+    for (int32_t i = 0; i < n; ++i)
+      std::memmove(pool + pairs[i].dst * block_bytes, pool + pairs[i].src * block_bytes, block_bytes);
   }
   return Status::Ok();
 }

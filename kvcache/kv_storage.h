@@ -1,9 +1,9 @@
 // Page storage: every layer's K and V pools on one device (CPU or CUDA), in the layout of
 // page_view.h, with the two writes the engine needs: append (new tokens' K/V into their slots)
 // and copy_blocks (copy-on-write). One allocation holds
-//     [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim]
-// so a layer's K pool is exactly the [num_blocks, num_kv_heads, block_size, head_dim] tensor
-// the kernels read.
+//     [num_layers][num_blocks][K, V][num_kv_heads][block_size][head_dim]
+// so a layer is exactly the [num_blocks, 2, num_kv_heads, block_size, head_dim] pool the
+// kernels read, and a block's K and V (every head) are one contiguous run.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,8 @@ struct KVStorageShape {
   DType dtype = DType::kBFloat16;
 
   int64_t block_elems() const { return static_cast<int64_t>(num_kv_heads) * block_size * head_dim; }
-  int64_t pool_elems() const { return block_elems() * num_blocks; }  // one layer's K (or V)
-  int64_t bytes() const { return 2 * num_layers * pool_elems() * dtype_size(dtype); }
+  int64_t pool_elems() const { return 2 * block_elems() * num_blocks; }  // one layer's K and V
+  int64_t bytes() const { return num_layers * pool_elems() * dtype_size(dtype); }
   Status validate() const;
 };
 
@@ -43,6 +43,8 @@ class KVStorage {
 
   Device device() const { return device_; }
   const KVStorageShape& shape() const { return shape_; }
+  // Layer `layer`'s pool; its block b's K at k_pages + b·2·block_elems() elements, its V
+  // block_elems() further (v_pages(layer) = k_pages(layer) + block_elems() elements).
   void* k_pages(int32_t layer) const;
   void* v_pages(int32_t layer) const;
   // The view of one layer for a batch (block_table and seq_lens on the storage's device).

@@ -1,13 +1,18 @@
 // The view of one layer's paged K/V that the attention and decode kernels read. Plain data,
 // valid on host and device; the pointers live where the kernel runs.
 //
-// Layout (the project's one layout, shared by kvcache storage, append and every kernel):
-// separate K and V pools, each
-//     [num_blocks, num_kv_heads, block_size, head_dim]     (head_dim contiguous)
-// so the block_size × head_dim keys of one (block, kv head) are one contiguous run: a
-// decode work item streams whole pages with 16-byte loads. The strides below describe that
-// layout (block_stride = num_kv_heads·block_size·head_dim, head_stride = block_size·head_dim,
-// token_stride = head_dim) but any other strided layout works on the CPU.
+// Layout (the project's one layout, shared by kvcache storage, append and every kernel): one
+// pool a layer,
+//     [num_blocks, 2, num_kv_heads, block_size, head_dim]     (head_dim contiguous)
+// a block's K (index 0 of the 2) then its V, so the block_size × head_dim keys of one (block,
+// kv head) are one contiguous run (a decode work item streams whole pages with 16-byte loads)
+// and a page visit's K and V lie in one 2·num_kv_heads·block_size·head_dim run: with the
+// blocks scattered over a large pool, half the address translations and DRAM pages of K and V
+// pools kept apart ((64,8k) decode +0.8% on the H200, bench/NOTES.md session 10). The view
+// holds K and V as two pointers with the same strides (block_stride = 2·num_kv_heads·
+// block_size·head_dim, head_stride = block_size·head_dim, token_stride = head_dim; v_pages =
+// k_pages + num_kv_heads·block_size·head_dim), so every kernel also reads other strided
+// layouts: K and V pools apart, or token-major pages.
 //
 // Sequence b owns keys 0 .. seq_lens[b]-1; key j sits in block block_table[b][j / block_size]
 // at slot j % block_size. Block 0 may be the pool's reserved null block; kernels never
@@ -19,12 +24,14 @@
 namespace flashserve {
 
 struct KVPageView {
-  const void* k_pages = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
-  const void* v_pages = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
+  // Key (value) of block b, kv head h, slot t at k_pages (v_pages) + b·block_stride +
+  // h·head_stride + t·token_stride elements.
+  const void* k_pages = nullptr;
+  const void* v_pages = nullptr;
   int64_t block_stride = 0;       // elements between block b and b+1 (K and V alike)
   int64_t head_stride = 0;        // elements between kv head h and h+1 inside a block
   int64_t token_stride = 0;       // elements between slot t and t+1 inside (block, head)
-  int32_t num_blocks = 0;         // blocks in each pool; ids must lie in [0, num_blocks)
+  int32_t num_blocks = 0;         // blocks in the pool; ids must lie in [0, num_blocks)
   int32_t block_size = 0;         // tokens per block, >= 1
   // [batch, block_table_stride] block ids. Every entry of every row must be readable (the CUDA
   // kernels may read entries past a sequence's last page; their values are never used).
@@ -33,17 +40,18 @@ struct KVPageView {
   const int32_t* seq_lens = nullptr;     // [batch] keys per sequence (cached prefix + new tokens)
 };
 
-// Fills the strides of the project layout for pools of the given shape.
-inline KVPageView make_page_view(const void* k_pages, const void* v_pages, int32_t num_blocks,
-                                 int32_t num_kv_heads, int32_t block_size, int32_t head_dim,
-                                 const int32_t* block_table, int64_t block_table_stride,
-                                 const int32_t* seq_lens) {
+// The view of one layer's pool in the project's layout, [num_blocks, 2, num_kv_heads,
+// block_size, head_dim] of elem_bytes-byte elements.
+inline KVPageView make_page_view(const void* pages, int32_t elem_bytes, int32_t num_blocks, int32_t num_kv_heads,
+                                 int32_t block_size, int32_t head_dim, const int32_t* block_table,
+                                 int64_t block_table_stride, const int32_t* seq_lens) {
   KVPageView v;
-  v.k_pages = k_pages;
-  v.v_pages = v_pages;
   v.token_stride = head_dim;
   v.head_stride = static_cast<int64_t>(block_size) * head_dim;
-  v.block_stride = v.head_stride * num_kv_heads;
+  const int64_t half = v.head_stride * num_kv_heads;  // one block's K (or V)
+  v.block_stride = 2 * half;
+  v.k_pages = pages;
+  v.v_pages = static_cast<const char*>(pages) + half * elem_bytes;
   v.num_blocks = num_blocks;
   v.block_size = block_size;
   v.block_table = block_table;

@@ -80,7 +80,7 @@ inline DeviceBuffer to_device(const Buffer& v) {
 
 // A problem's inputs on the device (paged), and poisoned outputs.
 struct DeviceProblem {
-  DeviceBuffer q, k, v, cu_q, cu_k, k_pages, v_pages, block_table, seq_lens, alibi, o, lse;
+  DeviceBuffer q, k, v, cu_q, cu_k, pages, block_table, seq_lens, alibi, o, lse;
 };
 
 inline DeviceProblem upload(const Problem& p, const ProblemData& d) {
@@ -90,8 +90,7 @@ inline DeviceProblem upload(const Problem& p, const ProblemData& d) {
   g.v = to_device(d.v_buf);
   g.cu_q = to_device(d.cu_seqlens_q);
   g.cu_k = to_device(d.cu_seqlens_k);
-  g.k_pages = to_device(d.k_pages);
-  g.v_pages = to_device(d.v_pages);
+  g.pages = to_device(d.pages);
   g.block_table = to_device(d.block_table);
   g.seq_lens = to_device(d.seq_lens);
   if (!d.alibi_slopes.empty()) g.alibi = to_device(d.alibi_slopes);
@@ -105,8 +104,7 @@ inline DecodeParams device_decode_params(const Problem& p, ProblemData& d, Outpu
   DecodeParams dp = decode_params(p, d, host_out);
   dp.device = Device::kCUDA;
   dp.q = g.q.get();
-  dp.pages.k_pages = g.k_pages.get();
-  dp.pages.v_pages = g.v_pages.get();
+  point_pages(p, d, g.pages.get(), &dp.pages);
   dp.pages.block_table = g.block_table.as<int32_t>();
   dp.pages.seq_lens = g.seq_lens.as<int32_t>();
   dp.mask.alibi_slopes = d.alibi_slopes.empty() ? nullptr : g.alibi.as<float>();
@@ -125,8 +123,7 @@ inline PrefillParams device_prefill_params(const Problem& p, ProblemData& d, Out
   for (const auto& s : p.seqs) max_q = std::max(max_q, s.q_len);
   pp.max_seqlen_q = max_q;
   if (pp.paged) {
-    pp.pages.k_pages = g.k_pages.get();
-    pp.pages.v_pages = g.v_pages.get();
+    point_pages(p, d, g.pages.get(), &pp.pages);
     pp.pages.block_table = g.block_table.as<int32_t>();
     pp.pages.seq_lens = g.seq_lens.as<int32_t>();
   } else {

@@ -16,7 +16,8 @@ std::string Problem::describe() const {
   s << "seed=" << seed << " dtype=" << dtype_name(dtype) << " heads=" << num_heads << "/" << num_kv_heads
     << " head_dim=" << head_dim << " causal=" << causal << " window=(" << window_left << "," << window_right
     << ") alibi=" << alibi << " softcap=" << softcap << " logit_scale=" << logit_scale
-    << " layout=" << (block_size ? "paged/" + std::to_string(block_size) : std::string("packed")) << " seqs(q,k)=[";
+    << " layout=" << (block_size ? "paged/" + std::to_string(block_size) : std::string("packed"))
+    << (block_size && separate_pools ? "/separate" : "") << " seqs(q,k)=[";
   for (size_t i = 0; i < seqs.size(); ++i) s << (i ? " " : "") << seqs[i].q_len << "," << seqs[i].k_len;
   s << "]";
   return s.str();
@@ -88,13 +89,14 @@ ProblemData make_data(const Problem& p) {
   std::iota(ids.begin(), ids.end(), 1);
   std::shuffle(ids.begin(), ids.end(), rng);
   d.block_table.assign(static_cast<size_t>(p.seqs.size() * d.table_stride), -7);
-  const int64_t pool_elems = static_cast<int64_t>(d.num_blocks) * Hk * bs * D;
-  d.k_pages.resize(pool_elems * dtype_size(p.dtype));
-  d.v_pages.resize(pool_elems * dtype_size(p.dtype));
-  for (int64_t i = 0; i < pool_elems; ++i) {
-    store_from_float(d.k_pages.data(), p.dtype, i, std::numeric_limits<float>::quiet_NaN());
-    store_from_float(d.v_pages.data(), p.dtype, i, std::numeric_limits<float>::quiet_NaN());
-  }
+  const int64_t half = Hk * bs * D;  // one block's K (or V)
+  d.block_stride = p.separate_pools ? half : 2 * half;
+  d.k_offset = 0;
+  d.v_offset = p.separate_pools ? d.num_blocks * half : half;
+  const int64_t elems = 2 * d.num_blocks * half;
+  d.pages.resize(elems * dtype_size(p.dtype));
+  for (int64_t i = 0; i < elems; ++i)
+    store_from_float(d.pages.data(), p.dtype, i, std::numeric_limits<float>::quiet_NaN());
   size_t next = 0;
   for (size_t b = 0; b < p.seqs.size(); ++b) {
     const int64_t k0 = d.cu_seqlens_k[b];
@@ -102,16 +104,27 @@ ProblemData make_data(const Problem& p) {
       if (j % bs == 0) d.block_table[b * d.table_stride + j / bs] = ids[next++];
       const int64_t block = d.block_table[b * d.table_stride + j / bs];
       for (int64_t h = 0; h < Hk; ++h) {
-        const int64_t dst = ((block * Hk + h) * bs + j % bs) * D;
+        const int64_t dst = block * d.block_stride + (h * bs + j % bs) * D;
         const int64_t src = ((k0 + j) * Hk + h) * D;
         for (int64_t x = 0; x < D; ++x) {
-          store_from_float(d.k_pages.data(), p.dtype, dst + x, d.k[src + x]);
-          store_from_float(d.v_pages.data(), p.dtype, dst + x, d.v[src + x]);
+          store_from_float(d.pages.data(), p.dtype, d.k_offset + dst + x, d.k[src + x]);
+          store_from_float(d.pages.data(), p.dtype, d.v_offset + dst + x, d.v[src + x]);
         }
       }
     }
   }
   return d;
+}
+
+void point_pages(const Problem& p, const ProblemData& d, const void* pages, KVPageView* v) {
+  const char* base = static_cast<const char*>(pages);
+  v->k_pages = base + d.k_offset * dtype_size(p.dtype);
+  v->v_pages = base + d.v_offset * dtype_size(p.dtype);
+  v->block_stride = d.block_stride;
+  v->head_stride = int64_t{p.block_size} * p.head_dim;
+  v->token_stride = p.head_dim;
+  v->num_blocks = d.num_blocks;
+  v->block_size = p.block_size;
 }
 
 Problem decode_problem(const std::vector<int>& seq_lens, int q_len, int num_heads, int num_kv_heads, int head_dim,
@@ -157,8 +170,12 @@ MaskParams mask_of(const Problem& p, const ProblemData& d) {
 }
 
 KVPageView pages_of(const Problem& p, const ProblemData& d) {
-  return make_page_view(d.k_pages.data(), d.v_pages.data(), d.num_blocks, p.num_kv_heads, p.block_size,
-                        p.head_dim, d.block_table.data(), d.table_stride, d.seq_lens.data());
+  KVPageView v;
+  point_pages(p, d, d.pages.data(), &v);
+  v.block_table = d.block_table.data();
+  v.block_table_stride = d.table_stride;
+  v.seq_lens = d.seq_lens.data();
+  return v;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ struct Problem {
   float softcap = 0.f;
   float logit_scale = 1.f;    // multiplies q: > 1 for large logits, << 1 for small
   int32_t block_size = 0;     // 0: packed K/V; else paged with this block size
+  bool separate_pools = false;  // paged: K and V pools apart instead of the project's one pool
   uint64_t seed = 1;
 
   std::string describe() const;  // every field, for failure messages
@@ -49,8 +50,13 @@ struct ProblemData {
   std::vector<float> alibi_slopes;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;
   Buffer q_buf, k_buf, v_buf;  // storage-type copies of q, k, v (packed)
-  // Paged K/V: pools [num_blocks, Hkv, block_size, D] with free slots set to NaN.
-  Buffer k_pages, v_pages;
+  // Paged K/V in one buffer with free slots set to NaN: the project's layout, one pool
+  // [num_blocks, 2, Hkv, block_size, D] (a block's K, then its V), or with
+  // Problem::separate_pools the K pool [num_blocks, Hkv, block_size, D] followed by the V pool.
+  // K (V) of block b, kv head h, slot t at element k_offset (v_offset) + b·block_stride +
+  // (h·block_size + t)·D.
+  Buffer pages;
+  int64_t k_offset = 0, v_offset = 0, block_stride = 0;
   int32_t num_blocks = 0;
   std::vector<int32_t> block_table;  // [batch, table_stride]
   int64_t table_stride = 0;
@@ -58,6 +64,9 @@ struct ProblemData {
 };
 
 ProblemData make_data(const Problem& p);
+// Points v's pages and strides at d's paged K/V copied to `pages` (d.pages.data() itself, or a
+// device copy of it); the table and lengths are left as they are.
+void point_pages(const Problem& p, const ProblemData& d, const void* pages, KVPageView* v);
 
 // A causal decode problem: q_len new tokens for each sequence of the given lengths (each at
 // least q_len: the new tokens are keys too), paged with block size bs.

@@ -146,8 +146,12 @@ class DecodeCudaGrid : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(DecodeCudaGrid, MatchesReferenceAndCpu) {
   FS_SKIP_WITHOUT_CUDA();
   const GpuCase& c = GetParam();
-  check_problem(decode_problem({1, 15, 16, 17, 1000, 4099}, c.q_len, c.h, c.kv, c.dim, c.dtype, c.bs,
-                               c.h * 131 + c.q_len * 7 + c.bs));
+  for (bool separate : {false, true}) {  // the project's one pool, then K and V pools apart
+    Problem p = decode_problem({1, 15, 16, 17, 1000, 4099}, c.q_len, c.h, c.kv, c.dim, c.dtype, c.bs,
+                               c.h * 131 + c.q_len * 7 + c.bs);
+    p.separate_pools = separate;
+    check_problem(p);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -178,22 +182,22 @@ TEST(DecodeCuda, TokenMajorPages) {
   GpuProblem t(decode_problem({1, 17, 300, 1000}, 2, 16, 4, 128, DType::kBFloat16, 16, 4242));
   const Problem& p = t.p;
   const int64_t elem = dtype_size(p.dtype), row = p.head_dim * elem;
-  auto token_major = [&](const Buffer& pool) {  // [blocks, Hkv, bs, D] -> [blocks, bs, Hkv, D]
+  // K (V) from the problem's pool, whose element `offset` starts it, to [blocks, bs, Hkv, D].
+  auto token_major = [&](int64_t offset) {
     Buffer out;
-    out.resize(static_cast<int64_t>(pool.storage.size()) * 8);
-    const char* src = static_cast<const char*>(pool.data());
+    out.resize(int64_t{t.d.num_blocks} * p.num_kv_heads * p.block_size * row);
+    const char* src = static_cast<const char*>(t.d.pages.data()) + offset * elem;
     char* dst = static_cast<char*>(out.data());
     for (int64_t blk = 0; blk < t.d.num_blocks; ++blk)
       for (int64_t h = 0; h < p.num_kv_heads; ++h)
         for (int64_t tok = 0; tok < p.block_size; ++tok)
           std::memcpy(dst + ((blk * p.block_size + tok) * p.num_kv_heads + h) * row,
-                      src + ((blk * p.num_kv_heads + h) * p.block_size + tok) * row, static_cast<size_t>(row));
+                      src + blk * t.d.block_stride * elem + (h * p.block_size + tok) * row, static_cast<size_t>(row));
     return out;
   };
-  t.g.k_pages = to_device(token_major(t.d.k_pages));
-  t.g.v_pages = to_device(token_major(t.d.v_pages));
-  t.dp.pages.k_pages = t.g.k_pages.get();
-  t.dp.pages.v_pages = t.g.v_pages.get();
+  const DeviceBuffer k_pages = to_device(token_major(t.d.k_offset)), v_pages = to_device(token_major(t.d.v_offset));
+  t.dp.pages.k_pages = k_pages.get();
+  t.dp.pages.v_pages = v_pages.get();
   t.dp.pages.token_stride = int64_t{p.num_kv_heads} * p.head_dim;
   t.dp.pages.head_stride = p.head_dim;
   t.dp.pages.block_stride = int64_t{p.block_size} * p.num_kv_heads * p.head_dim;
@@ -547,7 +551,7 @@ TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
   for (int b = 0; b < batch; ++b)
     for (int64_t i = 0; i < stride; ++i) decoy_table[b * stride + i] = d.block_table[b * stride + (i + 1 + b) % stride];
   const std::vector<int32_t> decoy_lens(batch, static_cast<int32_t>(stride * p.block_size));
-  const int64_t page_bytes = int64_t{p.num_kv_heads} * p.block_size * p.head_dim * dtype_size(p.dtype);
+  const int64_t elem = dtype_size(p.dtype), page_bytes = int64_t{p.num_kv_heads} * p.block_size * p.head_dim * elem;
   // The device state before the predecessor's writes, and the writes.
   auto stage = [&](DeviceProblem& g, DelayedCopies& c) {
     ASSERT_LE(c.count + 2 + 2 * batch, DelayedCopies::kMax);  // the copies below
@@ -556,12 +560,12 @@ TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
     c.copies[c.count++] = {g.block_table.get(), truth.block_table.get(), static_cast<int64_t>(decoy_table.size() * 4)};
     c.copies[c.count++] = {g.seq_lens.get(), truth.seq_lens.get(), batch * 4};
     for (int b = 0; b < batch; ++b) {
-      const int64_t off = d.block_table[b * stride + (d.seq_lens[b] - 1) / p.block_size] * page_bytes;
-      for (DeviceBuffer* pool : {&g.k_pages, &g.v_pages}) {
-        char* page = static_cast<char*>(pool->get()) + off;
+      const int64_t block = d.block_table[b * stride + (d.seq_lens[b] - 1) / p.block_size];
+      for (int64_t kv_offset : {d.k_offset, d.v_offset}) {  // the last page's K, then its V
+        const int64_t off = (block * d.block_stride + kv_offset) * elem;
+        char* page = static_cast<char*>(g.pages.get()) + off;
         FS_ASSERT_CUDA(cudaMemset(page, 0xff, page_bytes));
-        const DeviceBuffer& src = pool == &g.k_pages ? truth.k_pages : truth.v_pages;
-        c.copies[c.count++] = {page, static_cast<const char*>(src.get()) + off, page_bytes};
+        c.copies[c.count++] = {page, static_cast<const char*>(truth.pages.get()) + off, page_bytes};
       }
     }
   };

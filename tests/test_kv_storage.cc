@@ -86,7 +86,8 @@ TEST(KVStorage, PaddingSlotsAreSkippedAndBadSlotsWriteNothing) {
   const int64_t pad[2] = {-1, 5};
   ASSERT_TRUE(st.append(0, 1, k.data(), v.data(), pad, 2).ok());
   const auto* kp = static_cast<const uint16_t*>(st.k_pages(0));
-  EXPECT_EQ(kp[5 * 8], 0x3f80);
+  EXPECT_EQ(kp[(1 * 2 * 4 + 1) * 8], 0x3f80);  // slot 5: block 1 (after block 0's K and V), slot 1
+  EXPECT_EQ(kp[(1 * 2 * 4 + 4 + 1) * 8], 0x3f80);  // its V
   EXPECT_EQ(kp[0], 0);
   const int64_t slots[2] = {3, 8};  // 8 = 2 blocks × 4: out of range
   const Status s = st.append(0, 1, k.data(), v.data(), slots, 2);
@@ -120,9 +121,10 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
 
   ASSERT_TRUE(mgr.fork(1, 2).ok());
   const int32_t parent_last = mgr.block_table(1)->back();
-  std::vector<float> before(static_cast<size_t>(st.shape().block_elems()));
-  std::copy_n(static_cast<const float*>(st.k_pages(1)) + parent_last * st.shape().block_elems(), before.size(),
-              before.begin());
+  const int64_t block_stride = st.view(1, nullptr, 0, nullptr).block_stride;  // a block's K and V
+  ASSERT_EQ(block_stride, 2 * st.shape().block_elems());
+  std::vector<float> before(static_cast<size_t>(block_stride));
+  std::copy_n(static_cast<const float*>(st.k_pages(1)) + parent_last * block_stride, before.size(), before.begin());
 
   const int32_t new_token = 11;
   slots.clear();
@@ -134,16 +136,20 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
   const std::vector<float> k1 = randn(L * H * D, 6), v1 = randn(L * H * D, 7);
   ASSERT_TRUE(st.append(0, L, k1.data(), v1.data(), slots.data(), 1).ok());
 
-  const float* parent_block = static_cast<const float*>(st.k_pages(1)) + parent_last * st.shape().block_elems();
+  const float* parent_block = static_cast<const float*>(st.k_pages(1)) + parent_last * block_stride;
   EXPECT_TRUE(std::equal(before.begin(), before.end(), parent_block)) << "the parent's block changed";
-  // The child's copy holds the parent's two tokens plus its own third.
+  // The child's copy holds the parent's two tokens plus its own third, K and V.
   const int32_t child_last = mgr.block_table(2)->back();
-  const float* child_block = static_cast<const float*>(st.k_pages(1)) + child_last * st.shape().block_elems();
-  for (int h = 0; h < H; ++h)
-    for (int t = 0; t < 2; ++t)
-      for (int d = 0; d < D; ++d)
-        EXPECT_EQ(child_block[(h * bs + t) * D + d], parent_block[(h * bs + t) * D + d]);
+  const float* child_block = static_cast<const float*>(st.k_pages(1)) + child_last * block_stride;
+  for (int kv = 0; kv < 2; ++kv)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < 2; ++t)
+        for (int d = 0; d < D; ++d) {
+          const int64_t at = ((kv * H + h) * bs + t) * D + d;
+          EXPECT_EQ(child_block[at], parent_block[at]);
+        }
   EXPECT_EQ(child_block[(0 * bs + 2) * D + 0], k1[(1 * 1 + 0) * H * D + 0]);  // layer 1, token 0, head 0
+  EXPECT_EQ(child_block[(H * bs + 2) * D + 0], v1[(1 * 1 + 0) * H * D + 0]);  // and its V
   EXPECT_EQ(st.copy_blocks(std::vector<BlockCopy>{{1, 99}}.data(), 1).code(), StatusCode::kOutOfRange);
 }
 
@@ -153,7 +159,7 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
 TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
   alignas(16) static uint16_t pool[64];
   static int32_t table[4], lens[1];
-  KVPageView pv = make_page_view(pool, pool, 4, 8, 16, 128, table, 4, lens);
+  KVPageView pv = make_page_view(pool, 2, 4, 8, 16, 128, table, 4, lens);
   EXPECT_TRUE(validate_page_view_cuda("t", pv, 2).ok());
   KVPageView bad = pv;
   bad.k_pages = pool + 1;  // 2 bytes off a 16-byte boundary

@@ -14,16 +14,16 @@ namespace {
 constexpr int kThreads = 128;
 
 struct AppendArgs {
-  char* pool;                // layer first_layer's K pool; V is pool + pool_bytes
+  char* pool;                // layer first_layer's pool [blocks][K, V][heads][block_size][head_dim]
   int64_t layer_bytes;       // K + V of one layer
-  int64_t pool_bytes;        // one layer's K (or V)
+  int64_t v_bytes;           // from a block's K to its V
   const char* k_new;
   const char* v_new;
   const int64_t* slots;
   int64_t n;
   int64_t capacity;          // num_blocks · block_size
   int32_t block_size;
-  int64_t block_bytes, head_bytes, token_bytes;  // strides in the pool
+  int64_t block_bytes, head_bytes, token_bytes;  // strides in the pool (block: its K and V)
   int32_t chunks_per_head;   // 16-byte chunks in head_dim elements
   int32_t num_kv_heads;
 };
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   const char* ks = a.k_new + (layer * a.n + t) * row_bytes;
   const char* vs = a.v_new + (layer * a.n + t) * row_bytes;
   char* kd = a.pool + layer * a.layer_bytes + block * a.block_bytes + offset * a.token_bytes;
-  char* vd = kd + a.pool_bytes;
+  char* vd = kd + a.v_bytes;
   const int chunks = a.num_kv_heads * a.chunks_per_head;
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
     const int h = c / a.chunks_per_head, cc = c % a.chunks_per_head;
@@ -49,11 +49,11 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   }
 }
 
-// grid: (pairs, layers × 2). Copies one block of one pool with 16-byte vectors.
+// grid: (pairs, layers). Copies one block (its K and V, one run) of one layer with 16-byte vectors.
 __global__ void __launch_bounds__(kThreads)
-    copy_blocks_kernel(char* data, const int2* pairs, int64_t pool_bytes, int64_t block_bytes) {
+    copy_blocks_kernel(char* data, const int2* pairs, int64_t layer_bytes, int64_t block_bytes) {
   const int2 pr = pairs[blockIdx.x];
-  char* pool = data + blockIdx.y * pool_bytes;  // y = layer·2 + (0: K, 1: V)
+  char* pool = data + blockIdx.y * layer_bytes;
   const uint4* src = reinterpret_cast<const uint4*>(pool + pr.x * block_bytes);
   uint4* dst = reinterpret_cast<uint4*>(pool + pr.y * block_bytes);
   for (int64_t i = threadIdx.x; i < block_bytes / 16; i += kThreads) dst[i] = src[i];
@@ -92,15 +92,15 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, co
   if (n > 0x7fffffff) return unsupported("KVStorage::append: more than 2^31 tokens in one call");
   AppendArgs a;
   a.pool = static_cast<char*>(s.k_pages(first_layer));
-  a.pool_bytes = sh.pool_elems() * elem;
-  a.layer_bytes = 2 * a.pool_bytes;
+  a.layer_bytes = sh.pool_elems() * elem;
+  a.v_bytes = sh.block_elems() * elem;
   a.k_new = static_cast<const char*>(k_new);
   a.v_new = static_cast<const char*>(v_new);
   a.slots = slots;
   a.n = n;
   a.capacity = static_cast<int64_t>(sh.num_blocks) * sh.block_size;
   a.block_size = sh.block_size;
-  a.block_bytes = sh.block_elems() * elem;
+  a.block_bytes = 2 * sh.block_elems() * elem;
   a.head_bytes = static_cast<int64_t>(sh.block_size) * sh.head_dim * elem;
   a.token_bytes = sh.head_dim * elem;
   a.chunks_per_head = static_cast<int32_t>(sh.head_dim * elem / 16);
@@ -115,11 +115,11 @@ Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_
   static_assert(sizeof(BlockCopy) == 8, "BlockCopy is two int32");
   const KVStorageShape& sh = s.shape();
   const int64_t elem = dtype_size(sh.dtype);
-  const int64_t block_bytes = sh.block_elems() * elem;
+  const int64_t block_bytes = 2 * sh.block_elems() * elem;  // a block's K and V
   if (block_bytes % 16) return invalid_argument("KVStorage::copy_blocks: on CUDA, blocks must be whole 16-byte chunks");
   auto st = static_cast<cudaStream_t>(stream);
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, pairs, static_cast<size_t>(n) * 8, cudaMemcpyHostToDevice, st));
-  copy_blocks_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(2 * sh.num_layers)), kThreads, 0, st>>>(
+  copy_blocks_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(sh.num_layers)), kThreads, 0, st>>>(
       static_cast<char*>(s.k_pages(0)), reinterpret_cast<const int2*>(staging), sh.pool_elems() * elem, block_bytes);
   FS_CUDA_CHECK_LAUNCH("copy_blocks kernel");
   return Status::Ok();

@@ -9,8 +9,10 @@ message that names the argument; errors from the library raise FlashserveError.
     o = flashserve.decode(q, k_cache, v_cache, block_table, seq_lens)
     o, lse = flashserve.merge_states(o_a, lse_a, o_b, lse_b)
 
-Layouts are the C ABI's: q, k, v packed [tokens, heads, head_dim]; pages
-[num_blocks, kv_heads, block_size, head_dim]; decode q [batch, q_len, heads, head_dim].
+Layouts are the C ABI's: q, k, v packed [tokens, heads, head_dim]; k_cache and v_cache
+[num_blocks, kv_heads, block_size, head_dim], any strides with head_dim contiguous and the same
+for both (KVCache.layer gives views of one [num_blocks, 2, kv_heads, block_size, head_dim]
+pool); decode q [batch, q_len, heads, head_dim].
 """
 import math
 
@@ -144,6 +146,8 @@ def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, 
 def _pages(args_pages, kc, vc, block_table, seq_lens):
     if kc.shape != vc.shape:
         raise ValueError(f"k_cache {list(kc.shape)} and v_cache {list(vc.shape)} differ")
+    if kc.strides != vc.strides:
+        raise ValueError(f"k_cache strides {list(kc.strides)} and v_cache strides {list(vc.strides)} differ")
     p = args_pages
     p.k_pages, p.v_pages = kc.ptr, vc.ptr
     p.block_stride, p.head_stride, p.token_stride = kc.strides[0], kc.strides[1], kc.strides[2]

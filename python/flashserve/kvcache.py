@@ -7,7 +7,7 @@
                             dtype="float16", device="cpu")
     kv.copy_blocks(copies)                           # copy-on-write work first
     kv.append(k_new, v_new, slots)                   # [num_layers, n, Hkv, D] (or [n, Hkv, D])
-    k_cache, v_cache = kv.layer(0)                   # the [blocks, Hkv, block_size, D] pools
+    k_cache, v_cache = kv.layer(0)                   # [blocks, Hkv, block_size, D] views of layer 0
     o = flashserve.decode(q, k_cache, v_cache, block_table, seq_lens)
 
 On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch); on CUDA they are
@@ -140,7 +140,7 @@ class _Storage:
 
 class KVCache:
     """Every layer's K and V pages on one device (fs_kv_storage), laid out
-    [num_layers][K, V][num_blocks][num_kv_heads][block_size][head_dim], zero-filled. CUDA
+    [num_layers][num_blocks][K, V][num_kv_heads][block_size][head_dim], zero-filled. CUDA
     storage lives on the device current when it is made; calls check that inputs are there."""
 
     def __init__(self, num_layers, num_blocks, num_kv_heads, head_dim, block_size=16, dtype="bfloat16",
@@ -186,9 +186,9 @@ class KVCache:
         import torch
         return torch.cuda.current_stream(self._index).cuda_stream
 
-    def _pool_shape(self):
+    def _pool_shape(self):  # one layer: [num_blocks, 2 (K, V), num_kv_heads, block_size, head_dim]
         s = self.shape
-        return (s.num_blocks, s.num_kv_heads, s.block_size, s.head_dim)
+        return (s.num_blocks, 2, s.num_kv_heads, s.block_size, s.head_dim)
 
     def _wrap(self, ptr):
         shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
@@ -207,10 +207,12 @@ class KVCache:
         return t.view(torch.bfloat16) if self.dtype == "bfloat16" else t
 
     def layer(self, layer):
-        """(k_cache, v_cache) of one layer: [num_blocks, num_kv_heads, block_size, head_dim] views."""
+        """(k_cache, v_cache) of one layer: [num_blocks, num_kv_heads, block_size, head_dim] views of
+        its pool (strided: a block's K and V are adjacent), ready for decode and paged_prefill."""
         pages = _capi.Pages()
         _check(_lib().fs_kv_storage_pages(self._h, int(layer), ctypes.byref(pages)), "layer")
-        return self._wrap(pages.k_pages), self._wrap(pages.v_pages)
+        pool = self._wrap(pages.k_pages)
+        return pool[:, 0], pool[:, 1]
 
     def append(self, k_new, v_new, slots, first_layer=0, check=True):
         """Writes n tokens' K and V: k_new, v_new [num_layers, n, Hkv, D] (or [n, Hkv, D] for one

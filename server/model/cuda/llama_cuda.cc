@@ -291,12 +291,12 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
     FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
     FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
-    // project's, [blocks, kv_heads, block_size, head_dim], as KVStorage allocates it).
+    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it).
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(
         q_, k_, v_, positions_, inv_freq_, slots_, T, static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
         static_cast<int32_t>(D), static_cast<__nv_bfloat16*>(kv_.k_pages(layer)),
-        static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), opt_.block_size,
-        static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
+        static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), kv_.view(layer, nullptr, 0, nullptr).block_stride,
+        opt_.block_size, static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
     if (nd > 0) {
       DecodeParams d;
       d.device = Device::kCUDA;

@@ -31,16 +31,17 @@ __global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t 
 __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const int32_t* positions, const float* inv_freq, const int64_t* slots,
                                    int32_t heads, int32_t kv_heads, int32_t head_dim, __nv_bfloat16* k_pages,
-                                   __nv_bfloat16* v_pages, int32_t block_size, int64_t capacity) {
+                                   __nv_bfloat16* v_pages, int64_t block_stride, int32_t block_size,
+                                   int64_t capacity) {
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
   const int64_t slot = slots[t];
   const bool write = slot >= 0 && slot < capacity;
   const int64_t block = write ? slot / block_size : 0, offset = write ? slot % block_size : 0;
-  // [block][kv_head][slot][dim]
+  // block·block_stride + [kv_head][slot][dim]
   auto cache_at = [&](__nv_bfloat16* pool, int h, int d) {
-    return pool + ((block * kv_heads + h) * block_size + offset) * head_dim + d;
+    return pool + block * block_stride + (static_cast<int64_t>(h) * block_size + offset) * head_dim + d;
   };
   for (int j = threadIdx.x; j < (heads + kv_heads) * half; j += blockDim.x) {
     const int h = j / half, i = j % half;
@@ -121,10 +122,10 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
 
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int32_t block_size,
-                        int64_t capacity, cudaStream_t s) {
-  rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(q, k, v, positions, inv_freq, slots, heads, kv_heads,
-                                                                    head_dim, k_pages, v_pages, block_size, capacity);
+                        int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int64_t block_stride,
+                        int32_t block_size, int64_t capacity, cudaStream_t s) {
+  rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(
+      q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, block_stride, block_size, capacity);
   return cudaGetLastError();
 }
 
