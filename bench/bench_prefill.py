@@ -71,11 +71,12 @@ def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=Non
 
 
 def to_pages(k, v, lens, heads, dim, bs, gen):
-    """Packed k, v -> pools [blocks, heads, bs, dim] with scattered block ids."""
+    """Packed k, v -> [blocks, heads, bs, dim] views of the project's one pool [blocks, 2, heads, bs,
+    dim] (KVStorage's layout), scattered block ids."""
     pages = [math.ceil(l / bs) for l in lens]
     nb = sum(pages) + 1
-    kp = torch.zeros(nb, heads, bs, dim, dtype=k.dtype, device="cuda")
-    vp = torch.zeros_like(kp)
+    pool = torch.zeros(nb, 2, heads, bs, dim, dtype=k.dtype, device="cuda")
+    kp, vp = pool[:, 0], pool[:, 1]
     perm = (torch.randperm(nb - 1, generator=gen, device="cuda") + 1).to(torch.int32)
     table = torch.zeros(len(lens), max(pages), dtype=torch.int32, device="cuda")
     at, start = 0, 0
