@@ -382,7 +382,7 @@ def main():
     workers = args.ctas_per_sm * sms.value  # split CTAs resident per SM (registers, shared memory)
     copy_bw = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}, {sms.value} SMs, copy bandwidth {copy_bw / 1e12:.3f} TB/s "
-          f"(read+write), torch {torch.__version__}", flush=True)
+          f"(read+write), torch {torch.__version__}; pages: {args.pool} pool, {args.page_order}", flush=True)
 
     bf16, fp16 = torch.bfloat16, torch.float16
     if args.sweep:
@@ -469,7 +469,8 @@ def main():
               "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_bandwidth": copy_bw, "rows": results}, f, indent=1)
+            json.dump({"copy_bandwidth": copy_bw, "pool": args.pool, "page_order": args.page_order, "rows": results}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

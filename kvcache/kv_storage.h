@@ -1,4 +1,4 @@
-// Page storage: every layer's K and V pools on one device (CPU or CUDA), in the layout of
+// Page storage: every layer's K/V pool on one device (CPU or CUDA), in the layout of
 // page_view.h, with the two writes the engine needs: append (new tokens' K/V into their slots)
 // and copy_blocks (copy-on-write). One allocation holds
 //     [num_layers][num_blocks][K, V][num_kv_heads][block_size][head_dim]

@@ -1,8 +1,8 @@
 // The view of one layer's paged K/V that the attention and decode kernels read. Plain data,
 // valid on host and device; the pointers live where the kernel runs.
 //
-// Layout (the project's one layout, shared by kvcache storage, append and every kernel): one
-// pool a layer,
+// Layout (the project's layout: kvcache storage and append write it, every kernel reads it):
+// one pool a layer,
 //     [num_blocks, 2, num_kv_heads, block_size, head_dim]     (head_dim contiguous)
 // a block's K (index 0 of the 2) then its V, so the block_size × head_dim keys of one (block,
 // kv head) are one contiguous run (a decode work item streams whole pages with 16-byte loads)

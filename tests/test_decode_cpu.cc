@@ -112,15 +112,15 @@ TEST(DecodeCpu, EqualsPrefillWithSameQueries) {
 // The project's one pool [blocks, 2, Hkv, bs, D] and K and V pools apart hold the same keys at
 // different addresses: the same outputs, bit for bit, and both match the reference.
 TEST(DecodeCpu, OnePoolEqualsSeparatePools) {
-  Problem p = decode_problem({5, 16, 33, 700}, 2, 28, 4, 128, DType::kBFloat16, 16, 515);
-  ProblemData d = make_data(p);
-  p.separate_pools = true;
-  ProblemData apart = make_data(p);
+  const Problem p = decode_problem({5, 16, 33, 700}, 2, 28, 4, 128, DType::kBFloat16, 16, 515);
+  Problem q = p;
+  q.separate_pools = true;
+  ProblemData d = make_data(p), apart = make_data(q);
   ASSERT_NE(d.v_offset, apart.v_offset);
   const Reference ref = reference(p, d);
   for (int32_t splits : {1, 4}) {
     const int32_t chunk = (max_pages(p) + splits - 1) / splits;
-    Outputs one = run_decode(p, d, splits, chunk), two = run_decode(p, apart, splits, chunk);
+    Outputs one = run_decode(p, d, splits, chunk), two = run_decode(q, apart, splits, chunk);
     EXPECT_EQ(compare(p, one, ref, tolerance_for(p, ref)), "") << splits << " splits";
     EXPECT_EQ(compare_outputs(p, one, two, 0.0), "") << splits << " splits";
   }

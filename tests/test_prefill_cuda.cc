@@ -164,21 +164,25 @@ Status status_of_small_call(int head_dim, DType dtype) {
 }
 
 // Pages of every power-of-two size the kernels take, 1 to 256 (scattered ids, NaN in free
-// slots), both head dims, against the reference and across the two kernels.
+// slots), both head dims, in the project's one pool and in K and V pools apart, against the
+// reference and across the two kernels.
 TEST(PrefillCuda, PageSizesOneTo256) {
   FS_SKIP_WITHOUT_CUDA();
   int seed = 1300;
   for (int bs : {1, 2, 8, 32, 128, 256}) {
-    Problem p;
-    p.num_heads = 21;
-    p.num_kv_heads = 3;
-    p.head_dim = bs % 4 == 0 ? 128 : 64;
-    p.dtype = (bs / 2) % 2 ? DType::kFloat16 : DType::kBFloat16;
-    p.causal = bs != 32;
-    p.block_size = bs;
-    p.seed = seed++;
-    p.seqs = {{77, 257}, {1, 7}, {130, 300}, {64, 64}, {200, 1025}};
-    check_problem(p);
+    for (bool separate : {false, true}) {
+      Problem p;
+      p.separate_pools = separate;
+      p.num_heads = 21;
+      p.num_kv_heads = 3;
+      p.head_dim = bs % 4 == 0 ? 128 : 64;
+      p.dtype = (bs / 2) % 2 ? DType::kFloat16 : DType::kBFloat16;
+      p.causal = bs != 32;
+      p.block_size = bs;
+      p.seed = seed++;
+      p.seqs = {{77, 257}, {1, 7}, {130, 300}, {64, 64}, {200, 1025}};
+      check_problem(p);
+    }
   }
 }
 

@@ -147,7 +147,8 @@ def _pages(args_pages, kc, vc, block_table, seq_lens):
     if kc.shape != vc.shape:
         raise ValueError(f"k_cache {list(kc.shape)} and v_cache {list(vc.shape)} differ")
     if kc.strides != vc.strides:
-        raise ValueError(f"k_cache strides {list(kc.strides)} and v_cache strides {list(vc.strides)} differ")
+        raise ValueError(f"k_cache strides {list(kc.strides)} and v_cache strides {list(vc.strides)} differ: "
+                         "the pages take one set of strides for both")
     p = args_pages
     p.k_pages, p.v_pages = kc.ptr, vc.ptr
     p.block_stride, p.head_stride, p.token_stride = kc.strides[0], kc.strides[1], kc.strides[2]

@@ -208,6 +208,10 @@ def cache_round_trip(dtype, tol):
     raises(flashserve.FlashserveError, lambda: kv.append(k, v, bad), "OUT_OF_RANGE")
     check(table, prompt_len, k[0], v[0], 0)
     raises(flashserve.FlashserveError, lambda: kv.copy_blocks([(1, NB)]), "OUT_OF_RANGE")
+    kc, vc = kv.layer(0)  # strided views of one pool; a contiguous copy of V has other strides
+    raises(ValueError, lambda: flashserve.decode(rng.standard_normal((1, 1, H, D)).astype(dtype), kc,
+                                                 np.ascontiguousarray(vc), table[None, :].astype(np.int32),
+                                                 np.array([prompt_len], dtype=np.int32)), "strides")
     raises(flashserve.FlashserveError, lambda: bm.free(12345), "12345")
     raises(flashserve.FlashserveError, lambda: kv.layer(L), "layer")
     raises(TypeError, lambda: flashserve.KVCache(1, 4, 1, 8, dtype="int8"), "dtype")

@@ -18,8 +18,9 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
                      __nv_bfloat16* y, cudaStream_t s);
 // Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place, and the new
 // tokens' K/V written into their cache slots, in one
-// launch: k_pages/v_pages are one layer's K and V (block b's at + b·block_stride elements, then
-// [kv_heads, block_size, head_dim], as KVPageView); slots outside [0, capacity) are skipped.
+// launch: k_pages/v_pages are one layer's K and V, block b's at + b·block_stride elements, each
+// [kv_heads, block_size, head_dim] contiguous (KVStorage's layout; the head and token strides
+// are taken as that); slots outside [0, capacity) are skipped.
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
                         int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int64_t block_stride,
