@@ -70,13 +70,17 @@ def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=Non
     return run, a
 
 
-def to_pages(k, v, lens, heads, dim, bs, gen):
+def to_pages(k, v, lens, heads, dim, bs, gen, pool="interleaved"):
     """Packed k, v -> [blocks, heads, bs, dim] views of the project's one pool [blocks, 2, heads, bs,
-    dim] (KVStorage's layout), scattered block ids."""
+    dim] (KVStorage's layout), or (pool="separate") K and V pools apart; scattered block ids."""
     pages = [math.ceil(l / bs) for l in lens]
     nb = sum(pages) + 1
-    pool = torch.zeros(nb, 2, heads, bs, dim, dtype=k.dtype, device="cuda")
-    kp, vp = pool[:, 0], pool[:, 1]
+    if pool == "interleaved":
+        kv = torch.zeros(nb, 2, heads, bs, dim, dtype=k.dtype, device="cuda")
+        kp, vp = kv[:, 0], kv[:, 1]
+    else:
+        kp = torch.zeros(nb, heads, bs, dim, dtype=k.dtype, device="cuda")
+        vp = torch.zeros_like(kp)
     perm = (torch.randperm(nb - 1, generator=gen, device="cuda") + 1).to(torch.int32)
     table = torch.zeros(len(lens), max(pages), dtype=torch.int32, device="cuda")
     at, start = 0, 0
@@ -99,10 +103,14 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--no-flex", action="store_true", help="accepted for a common command line; no flex here")
+    ap.add_argument("--pool", choices=["interleaved", "separate"], default="interleaved",
+                    help="the paged column's layout: the project's one pool, or K and V pools apart (a diagnostic)")
+    ap.add_argument("--paged-only", action="store_true", help="only the shape with the paged column (4x4k, d 128)")
     args = ap.parse_args()
     lib = fsc.load(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(5)
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}; paged column: {args.pool} pool",
+          flush=True)
     rows = []
     dtypes = [(torch.bfloat16, fsc.FS_BFLOAT16), (torch.float16, fsc.FS_FLOAT16)]
     shapes = [[1024] * 16, [4096] * 4, [16384]]
@@ -113,6 +121,8 @@ def main():
             heads = 2048 // dim
             for lens in shapes + [None]:
                 label = f"{len(lens)}x{lens[0] // 1024}k" if lens else "varlen mixed"
+                if args.paged_only and not (label.startswith("4x") and dim == 128):
+                    continue
                 if lens is None:
                     g = torch.Generator().manual_seed(3)
                     lens = [int(x) for x in torch.randint(64, 4096, (8,), generator=g)] + [7, 1, 257, 1025]
@@ -134,7 +144,7 @@ def main():
                     r["mma"] = flops / time_fn(run) / 1e12
                     del os.environ["FLASHSERVE_PREFILL_KERNEL"]
                     if label.startswith("4x") and dim == 128:  # paged next to packed
-                        kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen)
+                        kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
                         run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
                                            paged=(kp, vp, table, sl, 16))
                         r["ours_paged16"] = flops / time_fn(run_p) / 1e12
