@@ -157,10 +157,9 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
 // power-of-two block size, in-pool offsets of a block and of a token that fit 32 bits (the
 // K/V tile copier's address math), and rows of fewer than 2^31 keys.
 TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
-  alignas(16) static uint16_t pool[64];
+  alignas(16) static uint16_t pool[2 * 8 * 16 * 128];  // one block's K and V: V's pointer lies inside
   static int32_t table[4], lens[1];
   KVPageView pv = make_page_view(pool, 2, 4, 8, 16, 128, table, 4, lens);
-  pv.v_pages = pool + 8;  // only the view's numbers are checked: keep the pointer inside `pool`
   EXPECT_TRUE(validate_page_view_cuda("t", pv, 2).ok());
   KVPageView bad = pv;
   bad.k_pages = pool + 1;  // 2 bytes off a 16-byte boundary
