@@ -172,16 +172,15 @@ class Case:
                 self.packed.append((packed(self.k_pool), packed(self.v_pool)))
 
 
-def ours(lib, case, num_workers, graph_mode=False, min_pages=0, extra_ws=0, splits=None):
+def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None):
     """Our calls on the case's input copies, as planned for num_workers (splits: that many even
-    splits instead of the plan's)."""
+    splits instead of the plan's: the planner's graph mode for the longest sequence)."""
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
-    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS, KV_HEADS, HEAD_DIM, case.page,
-                                             num_workers, min_pages, 64, 0, 0, fsc.ctypes.byref(plan)), "plan")
-    if splits is not None:
-        plan.num_splits, plan.pages_per_split = splits, math.ceil(case.max_pages / splits)
-        plan.workspace_bytes = 0 if splits == 1 else splits * case.batch * case.q_len * HEADS * (HEAD_DIM + 1) * 4
+    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS,
+                                             KV_HEADS, HEAD_DIM, case.page, num_workers, min_pages, splits or 64,
+                                             int(splits is not None), max(case.lens) if splits else 0,
+                                             fsc.ctypes.byref(plan)), "plan")
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):
@@ -288,13 +287,13 @@ def even_splits_gbps(lib, case, workers, counts):
     return out
 
 
-def split_sweep(lib, workers, gen):
+def split_sweep(lib, workers, make_case):
     """The batch rows (units that fill the GPU, where the planner does not split) at 1-4 even
     splits a sequence, each next to cuDNN."""
     print("split sweep: GB/s at 1..4 even splits (the planner's: 1), cuDNN")
     for batch, ctx in ((32, 4096), (64, 8192), (128, 2048), (256, 1024)):
         lens = [ctx] * batch
-        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen)
+        case = make_case(lens)
         line = f"({batch},{ctx // 1024}k)".ljust(12)
         line += "".join(f"{g:8.0f}" for g in even_splits_gbps(lib, case, workers, (1, 2, 3, 4)))
         line += f"   cudnn {case.kv_bytes / graph_time(sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)) / 1e9:6.0f}"
@@ -303,13 +302,13 @@ def split_sweep(lib, workers, gen):
         torch.cuda.empty_cache()
 
 
-def q8_sweep(lib, workers, gen):
+def q8_sweep(lib, workers, make_case):
     """The q8 rows (q_len 8 × GQA 4: two row blocks a kv head) at 1-8 even splits, the planner's
     choice first."""
     print("q8 sweep: GB/s at the planner's splits, then 1..8 even splits")
     for batch, ctx in ((8, 8192), (32, 4096)):
         lens = [ctx] * batch
-        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen, q_len=8)
+        case = make_case(lens, q_len=8)
         fns, keep, plan = ours(lib, case, workers)
         line = f"({batch},{ctx // 1024}k) q8".ljust(14)
         line += f"planner {plan.num_splits}: {case.kv_bytes / graph_time(fns) / 1e9:6.0f} |"
@@ -321,7 +320,7 @@ def q8_sweep(lib, workers, gen):
         torch.cuda.empty_cache()
 
 
-def sweep(lib, sms, gen):
+def sweep(lib, sms, make_case):
     """Ours at several split choices: the worker count and the minimum pages a split given to
     the planner (0: its default, 256 keys)."""
     print("sweep: shape, workers, min pages -> splits, us, GB/s; kernel breakdown (us per call)")
@@ -329,7 +328,7 @@ def sweep(lib, sms, gen):
         if lens is None:
             g = torch.Generator().manual_seed(7)
             lens = [int(x) for x in torch.randint(50, 16384, (24,), generator=g)] + [32768, 1, 17]
-        case = Case(lens, 16, torch.bfloat16, rotation_copies(lens), gen)
+        case = make_case(lens)
         for workers in (sms, 2 * sms, 4 * sms):
             for min_pages in (0, 8, 4, 2):
                 fns, keep, plan = ours(lib, case, workers, min_pages=min_pages)
@@ -385,14 +384,17 @@ def main():
           f"(read+write), torch {torch.__version__}; pages: {args.pool} pool, {args.page_order}", flush=True)
 
     bf16, fp16 = torch.bfloat16, torch.float16
+    # The sweeps' cases: bf16, page 16, the pages as the options say.
+    make_case = lambda lens, q_len=1: Case(lens, 16, bf16, rotation_copies(lens), gen, q_len,  # noqa: E731
+                                           args.page_order, args.pool)
     if args.sweep:
-        sweep(lib, sms.value, gen)
+        sweep(lib, sms.value, make_case)
         return
     if args.split_sweep:
-        split_sweep(lib, workers, gen)
+        split_sweep(lib, workers, make_case)
         return
     if args.q8_sweep:
-        q8_sweep(lib, workers, gen)
+        q8_sweep(lib, workers, make_case)
         return
     rows = [((1, 4096), 16, bf16), ((1, 32768), 16, bf16), ((1, 131072), 16, bf16), ((8, 8192), 16, bf16),
             ((32, 4096), 16, bf16), ((64, 8192), 16, bf16), ((128, 2048), 16, bf16), ((256, 1024), 16, bf16),

@@ -10,8 +10,8 @@
 // visit is heads × 4 KB contiguous (16 keys × 256 bytes a head). Output: GB/s of K/V read (the
 // staged page ids: only the K/V stream is measured).
 //
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a bench/page_stream.cu -o page_stream
-// Run:   ./page_stream            (prints one line a configuration)
+// Build: the CMake target page_stream (scripts/build_gpu.sh builds it into build-gpu/tools/)
+// Run:   build-gpu/tools/page_stream   (prints one line a configuration)
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -74,7 +74,7 @@ void copy_common(const Args& a, Params& p) {
 extern "C" {
 
 const char* fs_last_error(void) { return flashserve::capi::last_error().c_str(); }
-const char* fs_version(void) { return "0.2.0"; }
+const char* fs_version(void) { return FLASHSERVE_VERSION; }  // CMakeLists.txt project()
 
 int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q_len, int32_t num_heads,
                           int32_t num_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_workers,

@@ -178,7 +178,7 @@ Status KVStorage::copy_blocks(const BlockCopy* pairs, int32_t n, void* stream) {
 #endif
   }
   if (stream != nullptr) return invalid_argument("KVStorage::copy_blocks: a CPU call takes no stream");
-  const int64_t block_bytes = 2 * shape_.block_elems() * dtype_size(shape_.dtype);  // a block's K and V
+  const int64_t block_bytes = view(0, nullptr, 0, nullptr).block_stride * dtype_size(shape_.dtype);  // K and V
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
     char* pool = static_cast<char*>(k_pages(l));
     for (int32_t i = 0; i < n; ++i)

@@ -91,7 +91,6 @@ ProblemData make_data(const Problem& p) {
   d.block_table.assign(static_cast<size_t>(p.seqs.size() * d.table_stride), -7);
   const int64_t half = Hk * bs * D;  // one block's K (or V)
   d.block_stride = p.separate_pools ? half : 2 * half;
-  d.k_offset = 0;
   d.v_offset = p.separate_pools ? d.num_blocks * half : half;
   const int64_t elems = 2 * d.num_blocks * half;
   d.pages.resize(elems * dtype_size(p.dtype));
@@ -107,7 +106,7 @@ ProblemData make_data(const Problem& p) {
         const int64_t dst = block * d.block_stride + (h * bs + j % bs) * D;
         const int64_t src = ((k0 + j) * Hk + h) * D;
         for (int64_t x = 0; x < D; ++x) {
-          store_from_float(d.pages.data(), p.dtype, d.k_offset + dst + x, d.k[src + x]);
+          store_from_float(d.pages.data(), p.dtype, dst + x, d.k[src + x]);
           store_from_float(d.pages.data(), p.dtype, d.v_offset + dst + x, d.v[src + x]);
         }
       }
@@ -117,14 +116,12 @@ ProblemData make_data(const Problem& p) {
 }
 
 void point_pages(const Problem& p, const ProblemData& d, const void* pages, KVPageView* v) {
-  const char* base = static_cast<const char*>(pages);
-  v->k_pages = base + d.k_offset * dtype_size(p.dtype);
-  v->v_pages = base + d.v_offset * dtype_size(p.dtype);
-  v->block_stride = d.block_stride;
-  v->head_stride = int64_t{p.block_size} * p.head_dim;
-  v->token_stride = p.head_dim;
-  v->num_blocks = d.num_blocks;
-  v->block_size = p.block_size;
+  *v = make_page_view(pages, dtype_size(p.dtype), d.num_blocks, p.num_kv_heads, p.block_size, p.head_dim,
+                      v->block_table, v->block_table_stride, v->seq_lens);
+  if (p.separate_pools) {  // the V pool after the K pool
+    v->v_pages = static_cast<const char*>(pages) + d.v_offset * dtype_size(p.dtype);
+    v->block_stride = d.block_stride;
+  }
 }
 
 Problem decode_problem(const std::vector<int>& seq_lens, int q_len, int num_heads, int num_kv_heads, int head_dim,

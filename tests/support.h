@@ -53,10 +53,10 @@ struct ProblemData {
   // Paged K/V in one buffer with free slots set to NaN: the project's layout, one pool
   // [num_blocks, 2, Hkv, block_size, D] (a block's K, then its V), or with
   // Problem::separate_pools the K pool [num_blocks, Hkv, block_size, D] followed by the V pool.
-  // K (V) of block b, kv head h, slot t at element k_offset (v_offset) + b·block_stride +
+  // K (V) of block b, kv head h, slot t at element (v_offset +) b·block_stride +
   // (h·block_size + t)·D.
   Buffer pages;
-  int64_t k_offset = 0, v_offset = 0, block_stride = 0;
+  int64_t v_offset = 0, block_stride = 0;
   int32_t num_blocks = 0;
   std::vector<int32_t> block_table;  // [batch, table_stride]
   int64_t table_stride = 0;

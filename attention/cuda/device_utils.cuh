@@ -69,12 +69,6 @@ struct LaunchConfig {
     }
     config.numAttrs = kept;
   }
-  bool dependent() const {
-    for (unsigned i = 0; i < config.numAttrs; ++i) {
-      if (attr[i].id == cudaLaunchAttributeProgrammaticStreamSerialization) return true;
-    }
-    return false;
-  }
 };
 
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }

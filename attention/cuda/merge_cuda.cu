@@ -192,7 +192,7 @@ void (*merge_instance(bool narrow, int& version))(MergeParams, bool, int) {
 
 }  // namespace
 
-Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
+Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, int sm_count) {
   if (p.head_dim > 32 * kMaxDimsPerLane)
     return unsupported("merge_states: head_dim > 256 is not supported on CUDA");
   const bool narrow = p.head_dim <= 128;  // 4 dims a lane, else 8
@@ -209,14 +209,18 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch) {
     case DType::kBFloat16: kernel = merge_instance<__nv_bfloat16>(narrow, version); break;
   }
   // Only code built for sm_90+ waits for the split grid (griddepcontrol).
-  LaunchConfig launch(dim3(grid), dim3(kWarpsPerBlock * 32), 0, st, dependent_launch && version >= 90);
+  const bool dependent = dependent_launch && version >= 90;
+  LaunchConfig launch(dim3(grid), dim3(kWarpsPerBlock * 32), 0, st, dependent);
   // A dependent launch's CTAs wait for the split grid; the first SM-count of them run the code
   // once dry meanwhile.
   int warm_ctas = 0;
-  if (launch.dependent()) {
-    int device = 0;
-    FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&warm_ctas, cudaDevAttrMultiProcessorCount, device));
+  if (dependent) {
+    warm_ctas = sm_count;
+    if (warm_ctas <= 0) {
+      int device = 0;
+      FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+      FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&warm_ctas, cudaDevAttrMultiProcessorCount, device));
+    }
   }
   const cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, p, warp_rows, warm_ctas);
   FS_RETURN_IF_ERROR(cuda_status(err, "merge kernel launch"));

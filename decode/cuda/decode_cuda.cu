@@ -66,7 +66,7 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   if (p.o_row_stride == static_cast<int64_t>(p.num_heads) * p.o_head_stride) {
     m.o_out = p.o;
     m.o_out_row_stride = p.o_head_stride;
-    return merge_cuda(m, stream_ptr, /*dependent_launch=*/pdl);
+    return merge_cuda(m, stream_ptr, /*dependent_launch=*/pdl, sms);
   }
   // Token rows not evenly strided with heads: one merge per token row.
   for (int64_t t = 0; t < static_cast<int64_t>(p.batch) * p.q_len; ++t) {

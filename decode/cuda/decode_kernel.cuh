@@ -577,7 +577,8 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  dependent_launch = dependent_launch && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90;
+  const int version = binary_version<decode_split_kernel<kHeadDim, T>>();  // the instance's architecture
+  dependent_launch = dependent_launch && version >= 90;
   LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
                       Tr::kSmemBytes, stream, dependent_launch);
   // CTAs an SM holds: 2 at head_dim 128, 4 at 64 (registers, shared memory); one query per
@@ -598,24 +599,26 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   // clusters the block scheduler walks the grid a pair at a time, so with several splits the
   // launch order (and the first-wave set the prefetch above assumes) differs a little.
   bool clustered = false;
-  if (row_blocks % 2 == 0 && binary_version<decode_split_kernel<kHeadDim, T>>() >= 90) {
-    // Asked once a success: a failed query is asked again at the next launch.
-    static std::atomic<bool> pairs_fit{false};
-    if (!pairs_fit.load(std::memory_order_relaxed)) {
+  if (row_blocks % 2 == 0 && version >= 90) {
+    // Whether a pair fits: 0 not known yet, 1 yes, -1 no. Asked once an answer: a query that
+    // fails is asked again at the next launch.
+    static std::atomic<int> pairs_fit{0};
+    if (pairs_fit.load(std::memory_order_relaxed) == 0) {
       LaunchConfig probe(dim3(1, 2, 1), dim3(kDecodeThreads), Tr::kSmemBytes, nullptr, false);
       probe.cluster(dim3(1, 2, 1));
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe.config) == cudaSuccess && clusters > 0)
-        pairs_fit.store(true, std::memory_order_relaxed);
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe.config) == cudaSuccess)
+        pairs_fit.store(clusters > 0 ? 1 : -1, std::memory_order_relaxed);
       else
         (void)cudaGetLastError();  // the query's own error only: the launch is then unclustered
     }
-    if (pairs_fit.load(std::memory_order_relaxed)) {
+    if (pairs_fit.load(std::memory_order_relaxed) == 1) {
       launch.cluster(dim3(1, 2, 1));
       clustered = true;
     }
   }
-  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * per_sm);
+  const int first_wave = sm_count * per_sm;  // CTAs resident at once
+  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, first_wave);
   if (err != cudaSuccess && clustered) {
     // A cluster the device cannot place now (e.g. SMs limited by MPS): the same launch without
     // (not while capturing a graph, which the failed launch has ended: the error goes back).
@@ -623,7 +626,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
     if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone) {
       (void)cudaGetLastError();
       launch.drop_cluster();
-      err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, sm_count * per_sm);
+      err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, first_wave);
     }
   }
   if (err != cudaSuccess) return err;

@@ -90,19 +90,20 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, co
     return invalid_argument("KVStorage::append: on CUDA, head_dim must fill whole 16-byte chunks and k_new, v_new be "
                             "16-byte aligned");
   if (n > 0x7fffffff) return unsupported("KVStorage::append: more than 2^31 tokens in one call");
+  const KVPageView pv = s.view(first_layer, nullptr, 0, nullptr);  // the layout's one description
   AppendArgs a;
   a.pool = static_cast<char*>(s.k_pages(first_layer));
   a.layer_bytes = sh.pool_elems() * elem;
-  a.v_bytes = sh.block_elems() * elem;
+  a.v_bytes = static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages);
   a.k_new = static_cast<const char*>(k_new);
   a.v_new = static_cast<const char*>(v_new);
   a.slots = slots;
   a.n = n;
   a.capacity = static_cast<int64_t>(sh.num_blocks) * sh.block_size;
   a.block_size = sh.block_size;
-  a.block_bytes = 2 * sh.block_elems() * elem;
-  a.head_bytes = static_cast<int64_t>(sh.block_size) * sh.head_dim * elem;
-  a.token_bytes = sh.head_dim * elem;
+  a.block_bytes = pv.block_stride * elem;
+  a.head_bytes = pv.head_stride * elem;
+  a.token_bytes = pv.token_stride * elem;
   a.chunks_per_head = static_cast<int32_t>(sh.head_dim * elem / 16);
   a.num_kv_heads = sh.num_kv_heads;
   append_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(num_layers)), kThreads, 0,
@@ -115,7 +116,7 @@ Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_
   static_assert(sizeof(BlockCopy) == 8, "BlockCopy is two int32");
   const KVStorageShape& sh = s.shape();
   const int64_t elem = dtype_size(sh.dtype);
-  const int64_t block_bytes = 2 * sh.block_elems() * elem;  // a block's K and V
+  const int64_t block_bytes = s.view(0, nullptr, 0, nullptr).block_stride * elem;  // a block's K and V
   if (block_bytes % 16) return invalid_argument("KVStorage::copy_blocks: on CUDA, blocks must be whole 16-byte chunks");
   auto st = static_cast<cudaStream_t>(stream);
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, pairs, static_cast<size_t>(n) * 8, cudaMemcpyHostToDevice, st));

@@ -290,13 +290,15 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
     FS_RETURN_IF_ERROR(gemm(h_, L.wq, T, Hq * D, H, q_, false));
     FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
     FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
+    // The layer's pages (the decode rows' tables first, then the prefill rows').
+    const KVPageView pages = kv_.view(layer, block_tables_, stride, seq_lens_);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
     // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it).
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(
         q_, k_, v_, positions_, inv_freq_, slots_, T, static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
         static_cast<int32_t>(D), static_cast<__nv_bfloat16*>(kv_.k_pages(layer)),
-        static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), kv_.view(layer, nullptr, 0, nullptr).block_stride,
-        opt_.block_size, static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
+        static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), pages.block_stride, opt_.block_size,
+        static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
     if (nd > 0) {
       DecodeParams d;
       d.device = Device::kCUDA;
@@ -307,7 +309,7 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
       d.num_kv_heads = static_cast<int32_t>(Hkv);
       d.head_dim = static_cast<int32_t>(D);
       d.q = q_;
-      d.pages = kv_.view(layer, block_tables_, stride, seq_lens_);
+      d.pages = pages;
       d.mask = mask;
       d.o = attn_;
       set_contiguous_strides(d);
@@ -330,7 +332,9 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
       p.total_q = T - T_dec;
       p.max_seqlen_q = max_q;
       p.paged = true;
-      p.pages = kv_.view(layer, block_tables_ + nd * stride, stride, seq_lens_ + nd);
+      p.pages = pages;
+      p.pages.block_table += nd * stride;
+      p.pages.seq_lens += nd;
       p.mask = mask;
       p.o = attn_ + T_dec * Hq * D;
       set_contiguous_strides(p);
