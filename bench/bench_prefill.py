@@ -1,12 +1,19 @@
-"""Prefill benchmark on the GPU: flashserve's varlen prefill (through the C ABI) next to
-PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends, same shapes, same process.
-TFLOP/s = 4·Σ q_len·k_len·heads·head_dim / time, halved for causal. Timing: CUDA events around
-each call after warm-up, median of repeats. Shapes as FlashAttention's benchmark: 16k tokens as
-16×1k, 4×4k, 1×16k at hidden size 2048 (heads = 2048 / head_dim, MHA); a varlen batch of mixed
-lengths; our paged K/V next to our packed K/V. "ours" is the default kernel (wgmma on sm_90);
-"mma" the mma.sync kernel (Ampere's path) forced by FLASHSERVE_PREFILL_KERNEL=mma.
+"""Prefill benchmark on the GPU: flashserve's varlen prefill (through the C ABI) next to the
+peers on the same tensors, in the same process: PyTorch SDPA's flash (FlashAttention-2) and cuDNN
+backends, FlashAttention-3 (the hopper/ build from the PyPI wheel tokenspeed-fa3, forward) and,
+with --flashinfer, FlashInfer's ragged prefill (fa3 backend; JIT-compiled on first use, 70-90 s a
+head dim). TFLOP/s = 4·Σ q_len·k_len·heads·head_dim / time, halved for causal (for a chunk over
+a cached prefix: the visible pairs). Timing: L2 flushed (a 256 MB write) before every call, CUDA
+events around the call alone, median of the repeats.
 
-Usage: python3 bench/bench_prefill.py --lib build-gpu/libflashserve_c.so [--quick] [--json F]"""
+Rows: 16k tokens as 16×1k, 4×4k, 1×16k at hidden 2048 (heads = 2048 / head_dim, MHA), head dims
+64 and 128 (and 256 where the build has it), a varlen batch of mixed lengths, causal and not;
+chunked prefill (2k new tokens over a 30k cached prefix, our K/V in 16-token pages, the peers'
+packed); GQA 32/8 at 128k causal. "ours" is the default kernel (the warp-specialized TMA kernel
+on sm_90), "v3" the wgmma kernel before it (FLASHSERVE_PREFILL_KERNEL=wgmma), "mma" the mma.sync
+kernel (Ampere's path). The short table last gives ours ÷ the best peer of each row.
+
+Usage: python3 bench/bench_prefill.py --lib build-gpu/libflashserve_c.so [--quick] [--flashinfer] [--json F]"""
 import argparse
 import json
 import math
@@ -20,13 +27,23 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import flashserve_ctypes as fsc  # noqa: E402
 
+_FLUSH = None
 
-def time_fn(fn, reps=20):
+
+def flush_l2():
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    _FLUSH.fill_(1)
+
+
+def time_fn(fn, reps=15):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        flush_l2()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -37,20 +54,22 @@ def time_fn(fn, reps=20):
     return times[len(times) // 2]
 
 
-def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=None):
+def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=None, kv_heads=None, cu_k=None):
     """q, o: [total, heads, dim]; k, v: [total, heads, dim] packed, or paged=(kp, vp, table, seq_lens, bs)."""
     a = fsc.PrefillArgs()
     a.device, a.dtype, a.batch = fsc.FS_DEVICE_CUDA, dtype, len(lens)
-    a.num_heads = a.num_kv_heads = heads
+    kv_heads = kv_heads or heads
+    a.num_heads, a.num_kv_heads = heads, kv_heads
     a.head_dim = dim
     a.q, a.q_row_stride, a.q_head_stride = q.data_ptr(), heads * dim, dim
-    a.cu_seqlens_q, a.total_q, a.max_seqlen_q = cu.data_ptr(), q.shape[0], max(lens)
+    q_lens = (cu[1:] - cu[:-1]).tolist()
+    a.cu_seqlens_q, a.total_q, a.max_seqlen_q = cu.data_ptr(), q.shape[0], max(q_lens)
     if paged is None:
         a.paged = 0
         a.k, a.v = k.data_ptr(), v.data_ptr()
-        a.k_row_stride = a.v_row_stride = heads * dim
+        a.k_row_stride = a.v_row_stride = kv_heads * dim
         a.k_head_stride = a.v_head_stride = dim
-        a.cu_seqlens_k, a.total_k = cu.data_ptr(), k.shape[0]
+        a.cu_seqlens_k, a.total_k = (cu_k if cu_k is not None else cu).data_ptr(), k.shape[0]
     else:
         kp, vp, table, seq_lens, bs = paged
         a.paged = 1
@@ -97,31 +116,101 @@ def to_pages(k, v, lens, heads, dim, bs, gen, pool="interleaved"):
     return kp, vp, table, torch.tensor(lens, dtype=torch.int32, device="cuda")
 
 
+def fa3_fn():
+    """FlashAttention-3's varlen forward, or None (with the reason) where the wheel is absent."""
+    try:
+        from flash_attn_interface import flash_attn_varlen_func
+    except Exception as e:  # noqa: BLE001
+        return None, str(e).splitlines()[0][:100]
+
+    def make(q, k, v, cu_q, cu_k, max_q, max_k, causal):
+        def run():
+            out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=causal)
+            return out[0] if isinstance(out, tuple) else out
+        return run
+    return make, None
+
+
+def flashinfer_fn():
+    try:
+        import flashinfer
+    except Exception as e:  # noqa: BLE001
+        return None, str(e).splitlines()[0][:100]
+    ws = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+
+    def make(q, k, v, cu_q, cu_k, max_q, max_k, causal):
+        w = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
+        w.plan(cu_q, cu_k, q.shape[1], k.shape[1], q.shape[2], causal=causal, q_data_type=q.dtype)
+        return lambda: w.run(q, k, v)
+    return make, None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib")
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="bf16 only, no mma column, fewer shapes")
     ap.add_argument("--json")
+    ap.add_argument("--flashinfer", action="store_true", help="FlashInfer beside the others (JIT on first use)")
     ap.add_argument("--no-flex", action="store_true", help="accepted for a common command line; no flex here")
     ap.add_argument("--pool", choices=["interleaved", "separate"], default="interleaved",
                     help="the paged column's layout: the project's one pool, or K and V pools apart (a diagnostic)")
     ap.add_argument("--paged-only", action="store_true", help="only the shape with the paged column (4x4k, d 128)")
+    ap.add_argument("--no-extra", action="store_true", help="leave out the chunked-prefill and 128k GQA rows")
     args = ap.parse_args()
     lib = fsc.load(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(5)
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}; paged column: {args.pool} pool",
+    fa3, fa3_err = fa3_fn()
+    fi, fi_err = flashinfer_fn() if args.flashinfer else (None, "not asked for (--flashinfer)")
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}; paged column: {args.pool} pool; "
+          f"FA3: {'yes' if fa3 else fa3_err}; FlashInfer: {'yes' if fi else fi_err}; L2 flushed before each call",
           flush=True)
     rows = []
     dtypes = [(torch.bfloat16, fsc.FS_BFLOAT16), (torch.float16, fsc.FS_FLOAT16)]
     shapes = [[1024] * 16, [4096] * 4, [16384]]
+    dims = [64, 128, 256]
     if args.quick:
-        dtypes, shapes = dtypes[:1], shapes[:2]
+        dtypes = dtypes[:1]
+
+    def measure(r, flops, run, peers_in):
+        """Times ours (default, v3, mma) and each peer; fills r; returns nothing."""
+        r["ours"] = flops / time_fn(run) / 1e12
+        for col, env in (("v3", "wgmma"), ("mma", "mma")):
+            if col == "mma" and args.quick:
+                continue
+            if col == "v3" and r["head_dim"] == 256:
+                continue
+            os.environ["FLASHSERVE_PREFILL_KERNEL"] = env
+            try:
+                r[col] = flops / time_fn(run) / 1e12
+            except Exception as e:  # noqa: BLE001
+                r[col] = None
+                r[col + "_error"] = str(e).splitlines()[0][:100]
+            del os.environ["FLASHSERVE_PREFILL_KERNEL"]
+        for name, mk in peers_in:
+            try:
+                fn = mk()
+                r[name] = flops / time_fn(fn) / 1e12
+                r[name + "_maxdiff"] = None
+            except Exception as e:  # noqa: BLE001 - a peer that does not run: say so
+                r[name] = None
+                r[name + "_error"] = str(e).splitlines()[0][:100]
+        peer_vals = [r[n] for n, _ in peers_in if r.get(n)]
+        r["best_peer"] = max(peer_vals) if peer_vals else None
+
+    def check_against(r, o, ref, name):
+        if ref is not None:
+            r[name + "_maxdiff"] = (o.float() - ref.float()).abs().max().item()
+
     for tdt, fdt in dtypes:
-        for dim in (64, 128):
+        for dim in dims:
             heads = 2048 // dim
             for lens in shapes + [None]:
                 label = f"{len(lens)}x{lens[0] // 1024}k" if lens else "varlen mixed"
                 if args.paged_only and not (label.startswith("4x") and dim == 128):
+                    continue
+                if dim == 256 and label != "1x16k":
+                    continue
+                if args.quick and label == "varlen mixed":
                     continue
                 if lens is None:
                     g = torch.Generator().manual_seed(3)
@@ -139,48 +228,108 @@ def main():
                     flops = 4 * pairs * heads * dim / (2 if causal else 1)
                     r = {"dtype": str(tdt).split(".")[-1], "head_dim": dim, "shape": label, "causal": causal}
                     run, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt)
-                    r["ours"] = flops / time_fn(run) / 1e12
-                    os.environ["FLASHSERVE_PREFILL_KERNEL"] = "mma"
-                    r["mma"] = flops / time_fn(run) / 1e12
-                    del os.environ["FLASHSERVE_PREFILL_KERNEL"]
-                    if label.startswith("4x") and dim == 128:  # paged next to packed
-                        kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
-                        run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
-                                           paged=(kp, vp, table, sl, 16))
-                        r["ours_paged16"] = flops / time_fn(run_p) / 1e12
+                    peers = []
                     if uniform:
                         B, L = len(lens), lens[0]
                         qs, ks, vs = (t.view(B, L, heads, dim).transpose(1, 2) for t in (q, k, v))
                         for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                            try:
-                                def peer(be=be):
-                                    with sdpa_kernel(be):
-                                        return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
-                                r[name] = flops / time_fn(peer) / 1e12
-                                if name == "flash":
-                                    run()
-                                    ref = peer().transpose(1, 2).reshape(total, heads, dim).float()
-                                    r["maxerr"] = (o.float() - ref).abs().max().item()
-                            except Exception as e:  # a peer that does not run: say so
-                                r[name] = None
-                                r[name + "_error"] = str(e).splitlines()[0][:100]
+                            def peer(be=be, qs=qs, ks=ks, vs=vs, causal=causal):
+                                with sdpa_kernel(be):
+                                    return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                            peers.append((name, lambda peer=peer: peer))
+                    for name, mk in (("fa3", fa3), ("flashinfer", fi)):
+                        if mk is not None:
+                            peers.append((name, lambda mk=mk: mk(q, k, v, cu, cu, max(lens), max(lens), causal)))
+                    measure(r, flops, run, peers)
+                    run()
+                    if fa3 is not None:
+                        check_against(r, o, fa3(q, k, v, cu, cu, max(lens), max(lens), causal)(), "fa3")
+                    if uniform:
+                        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                            ref = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                        check_against(r, o, ref.transpose(1, 2).reshape(total, heads, dim), "flash")
+                    if label.startswith("4x") and dim == 128:
+                        kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
+                        run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
+                                           paged=(kp, vp, table, sl, 16))
+                        r["ours_paged16"] = flops / time_fn(run_p) / 1e12
+                        del kp, vp
                     rows.append(r)
                     print(json.dumps(r), flush=True)
                 del q, k, v, o
                 torch.cuda.empty_cache()
+
+    if not args.no_extra and not args.paged_only:
+        tdt, fdt = torch.bfloat16, fsc.FS_BFLOAT16
+        # Chunked prefill: 2k new tokens attend (causal, bottom-right) to a 30k prefix and themselves.
+        heads, dim, new, prefix = 16, 128, 2048, 30720
+        kl = new + prefix
+        q = torch.randn(new, heads, dim, dtype=tdt, device="cuda", generator=gen)
+        k = torch.randn(kl, heads, dim, dtype=tdt, device="cuda", generator=gen)
+        v = torch.randn_like(k)
+        o = torch.empty_like(q)
+        lse = torch.empty(new, heads, dtype=torch.float32, device="cuda")
+        cu_q = torch.tensor([0, new], dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0, kl], dtype=torch.int32, device="cuda")
+        pairs = new * prefix + new * (new + 1) // 2
+        flops = 4 * pairs * heads * dim
+        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "2k over 30k", "causal": True}
+        kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 16, gen, args.pool)
+        run, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 16))
+        peers = [(n, lambda mk=mk: mk(q, k, v, cu_q, cu_k, new, kl, True)) for n, mk in (("fa3", fa3), ("flashinfer", fi))
+                 if mk is not None]
+        measure(r, flops, run, peers)
+        run()
+        if fa3 is not None:
+            check_against(r, o, fa3(q, k, v, cu_q, cu_k, new, kl, True)(), "fa3")
+        run_packed, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [new], heads, dim, True, fdt, cu_k=cu_k)
+        r["ours_packed"] = flops / time_fn(run_packed) / 1e12
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+        del q, k, v, o, kp, vp
+        torch.cuda.empty_cache()
+        # GQA 32/8 at 128k, causal.
+        heads, kvh, dim, L = 32, 8, 128, 131072
+        q = torch.randn(L, heads, dim, dtype=tdt, device="cuda", generator=gen)
+        k = torch.randn(L, kvh, dim, dtype=tdt, device="cuda", generator=gen)
+        v = torch.randn_like(k)
+        o = torch.empty_like(q)
+        lse = torch.empty(L, heads, dtype=torch.float32, device="cuda")
+        cu = torch.tensor([0, L], dtype=torch.int32, device="cuda")
+        flops = 4 * L * L * heads * dim / 2
+        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "GQA 32/8 128k", "causal": True}
+        run, _ = ours_fn(lib, q, k, v, o, lse, cu, [L], heads, dim, True, fdt, kv_heads=kvh)
+        peers = [(n, lambda mk=mk: mk(q, k, v, cu, cu, L, L, True)) for n, mk in (("fa3", fa3), ("flashinfer", fi))
+                 if mk is not None]
+        qs, ks, vs = q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2), v.unsqueeze(0).transpose(1, 2)
+        peers.append(("cudnn", lambda: (lambda: _sdpa(SDPBackend.CUDNN_ATTENTION, qs, ks, vs))))
+        measure(r, flops, run, peers)
+        run()
+        if fa3 is not None:
+            check_against(r, o, fa3(q, k, v, cu, cu, L, L, True)(), "fa3")
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+        del q, k, v, o
+        torch.cuda.empty_cache()
+
     print()
-    print(f"{'dtype':<6}{'d':>4} {'shape':<13}{'causal':>7}{'ours TF/s':>10}{'paged16':>9}{'mma':>6}{'flash':>8}"
-          f"{'cudnn':>8}{'x flash':>8}{'x cudnn':>8}{'maxerr':>9}")
-    f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'n/a':>{w}}"  # noqa: E731
+    cols = ["ours", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer"]
+    print(f"{'dtype':<6}{'d':>4} {'shape':<14}{'causal':>7}" + "".join(f"{c:>9}" for c in cols) +
+          f"{'÷best':>7}{'maxdiff':>9}")
+    f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
     for r in rows:
-        ratio = r["ours"] / r["flash"] if r.get("flash") else None
-        ratio_c = r["ours"] / r["cudnn"] if r.get("cudnn") else None
-        print(f"{r['dtype']:<6}{r['head_dim']:>4} {r['shape']:<13}{str(r['causal']):>7}{f(r['ours'], 10)}"
-              f"{f(r.get('ours_paged16'), 9)}{f(r.get('mma'), 6)}{f(r.get('flash'), 8)}{f(r.get('cudnn'), 8)}"
-              f"{f(ratio, 8, 2)}{f(ratio_c, 8, 2)}{f(r.get('maxerr'), 9, 4)}")
+        ratio = r["ours"] / r["best_peer"] if r.get("best_peer") else None
+        md = r.get("fa3_maxdiff", r.get("flash_maxdiff"))
+        print(f"{r['dtype'][:6]:<6}{r['head_dim']:>4} {r['shape']:<14}{str(r['causal']):>7}" +
+              "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
+
+
+def _sdpa(be, qs, ks, vs):
+    with sdpa_kernel(be):
+        return F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <string>
 
+#include <cudaTypedefs.h>
+
 #include "attention/cuda/prefill_kernel.cuh"
+#include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 #include "common/cuda_check.h"
 #include "kvcache/page_view_check.h"
 
@@ -26,6 +29,12 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
+extern template cudaError_t launch_prefill_sm90_ws<64, __half>(const PrefillParams&, const PrefillTmaMaps&, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<64, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&,
+                                                                      cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<128, __half>(const PrefillParams&, const PrefillTmaMaps&, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&,
+                                                                       cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -37,10 +46,15 @@ namespace {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// Which kernel: the wgmma one where the device runs this build's sm_90a code, else mma.sync.
-// FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync kernel (cross-checks, A/B benchmarks);
-// =wgmma insists on the Hopper one (an error where it cannot run). Read at every call.
-Status pick_wgmma(bool* wgmma) {
+enum class Kernel { kMma, kWgmma, kWs };
+
+// Which kernel: on a device that runs this build's sm_90a code, the warp-specialized one (TMA,
+// wgmma; head_dim 64 and 128) or, where its tensor maps cannot describe the tensors, the
+// wgmma one of v3; elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
+// kernel, =wgmma the v3 wgmma kernel, =ws the warp-specialized one (cross-checks, A/B
+// benchmarks; a forced sm_90a kernel is an error where the device cannot run it; =ws falls back
+// to v3 where the maps cannot describe the tensors). Read at every call.
+Status pick_kernel(Kernel* kernel) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];  // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -58,14 +72,64 @@ Status pick_wgmma(bool* wgmma) {
   }
   const char* force = std::getenv("FLASHSERVE_PREFILL_KERNEL");
   if (force != nullptr && std::strcmp(force, "mma") == 0) {
-    *wgmma = false;
-  } else if (force != nullptr && std::strcmp(force, "wgmma") == 0) {
-    if (known != 2) return unsupported("prefill: FLASHSERVE_PREFILL_KERNEL=wgmma, but this device does not run the sm_90a kernel");
-    *wgmma = true;
+    *kernel = Kernel::kMma;
+  } else if (force != nullptr && (std::strcmp(force, "wgmma") == 0 || std::strcmp(force, "ws") == 0)) {
+    if (known != 2)
+      return unsupported(std::string("prefill: FLASHSERVE_PREFILL_KERNEL=") + force +
+                         ", but this device does not run the sm_90a kernels");
+    *kernel = std::strcmp(force, "ws") == 0 ? Kernel::kWs : Kernel::kWgmma;
   } else {
-    *wgmma = known == 2;
+    *kernel = known == 2 ? Kernel::kWs : Kernel::kMma;
   }
   return Status::Ok();
+}
+
+// cuTensorMapEncodeTiled from the driver (no link against libcuda), asked once; null if absent.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A [rows, heads, head_dim] tensor (element strides) as a 3-d map with boxes of 64 columns × 1
+// head × box_rows rows, 128-byte swizzled (the kernel's column blocks). False where the map
+// cannot describe it (then the caller takes another kernel).
+bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int64_t heads, int64_t rows,
+                 int64_t row_stride, int64_t head_stride, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr || rows <= 0 || rows > INT32_MAX || heads <= 0) return false;
+  const int64_t elem = 2;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(heads),
+                              static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_stride * elem), static_cast<cuuint64_t>(row_stride * elem)};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUtensorMapDataType type =
+      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The warp-specialized kernel's maps for this call: Q, and K and V when packed.
+bool make_tma_maps(const PrefillParams& p, PrefillTmaMaps* maps) {
+  std::memset(maps, 0, sizeof(*maps));
+  constexpr PrefillWsTiles tiles = prefill_ws_tiles(128);
+  static_assert(prefill_ws_tiles(64).block_m == tiles.block_m && prefill_ws_tiles(64).block_n == tiles.block_n,
+                "one box size for both head dims");
+  if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
+    return false;
+  if (p.paged) return true;
+  return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
+         encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
 }
 
 }  // namespace
@@ -112,9 +176,23 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     return cuda_status(err, "prefill kernel (head_dim 256)");
   }
 #endif
-  bool wgmma = false;
-  FS_RETURN_IF_ERROR(pick_wgmma(&wgmma));
-  if (wgmma) {
+  Kernel kernel = Kernel::kMma;
+  FS_RETURN_IF_ERROR(pick_kernel(&kernel));
+  if (kernel == Kernel::kWs) {
+    PrefillTmaMaps maps;
+    if (make_tma_maps(p, &maps)) {
+      if (p.head_dim == 64) {
+        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<64, __half>(p, maps, stream)
+                                         : launch_prefill_sm90_ws<64, __nv_bfloat16>(p, maps, stream);
+      } else {
+        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<128, __half>(p, maps, stream)
+                                         : launch_prefill_sm90_ws<128, __nv_bfloat16>(p, maps, stream);
+      }
+      return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
+    }
+    kernel = Kernel::kWgmma;  // forced or not: e.g. no keys at all (a map needs rows), odd strides
+  }
+  if (kernel == Kernel::kWgmma) {
     if (p.head_dim == 64) {
       err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)
                                        : launch_prefill_sm90<64, __nv_bfloat16>(p, stream);

@@ -1,0 +1,129 @@
+// Hopper (sm_90) synchronisation for warp-specialized kernels: transaction mbarriers, the TMA
+// tensor copy that completes on them, a ring of stages with full/empty barriers as a named
+// type (producer_acquire / consumer_wait / consumer_release), named barriers between
+// warpgroups, and setmaxnreg. Device code; the bodies are sm_90 PTX.
+//
+// Phases: an mbarrier completes a phase when its pending arrivals reach zero (and, for a
+// transaction barrier, its expected bytes have landed); waiting on parity P waits for the phase
+// of parity P to complete, and a fresh barrier counts its (never-run) phase of parity 1 as
+// complete, so a producer waits on an empty barrier with the parity opposite the consumer's and
+// its first pass through the ring does not block.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashserve::cuda {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+struct MBarrier {
+  __device__ static void init(uint64_t* bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+  }
+  // Makes initialised barriers visible to the other threads and to the async proxy (TMA).
+  __device__ static void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+  __device__ static void arrive(uint64_t* bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
+  }
+  // One arrival that also expects `bytes` more of transactions (TMA copies) in this phase.
+  __device__ static void arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+  }
+  // An arrival made when this thread's earlier cp.async copies have landed; .noinc: the
+  // barrier's count must include it.
+  __device__ static void arrive_on_cp_async(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+  }
+  __device__ static void wait(uint64_t* bar, uint32_t parity) {
+    const uint32_t addr = smem_u32(bar);
+    uint32_t done = 0;
+    do {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    } while (!done);
+  }
+};
+
+// A 3-d box of a tensor map into shared memory (coordinates innermost first), completing as
+// transaction bytes on `bar`. Elements outside the tensor land as zeros and count as bytes.
+__device__ __forceinline__ void tma_load_3d(void* smem_dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                            int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(smem_u32(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Named barriers (ids 1..15; 0 is __syncthreads'): `threads` in all, a multiple of 32.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// A warpgroup's register budget: every warp of the warpgroup executes it.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// A position in a ring of kStages: the stage and the parity of its current pass.
+template <int kStages>
+struct PipeState {
+  int index = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// A ring of kStages buffers between one producer and the consumers: full[s] completes when
+// stage s has landed (TMA bytes, or the producer threads' cp.async arrivals), empty[s] when
+// every consumer warp has released it.
+template <int kStages>
+struct Pipeline {
+  uint64_t* full;   // [kStages]
+  uint64_t* empty;  // [kStages]
+
+  __device__ void init(uint32_t full_count, uint32_t empty_count) const {
+    for (int s = 0; s < kStages; ++s) {
+      MBarrier::init(full + s, full_count);
+      MBarrier::init(empty + s, empty_count);
+    }
+  }
+  __device__ __forceinline__ void producer_acquire(const PipeState<kStages>& st) const {
+    MBarrier::wait(empty + st.index, st.phase ^ 1);
+  }
+  __device__ __forceinline__ uint64_t* full_barrier(const PipeState<kStages>& st) const { return full + st.index; }
+  __device__ __forceinline__ void consumer_wait(const PipeState<kStages>& st) const {
+    MBarrier::wait(full + st.index, st.phase);
+  }
+  // One lane a consumer warp, after the warp's reads (wgmma retired) of the stage.
+  __device__ __forceinline__ void consumer_release(const PipeState<kStages>& st, int lane) const {
+    if (lane == 0) MBarrier::arrive(empty + st.index);
+  }
+};
+
+}  // namespace flashserve::cuda
