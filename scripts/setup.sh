@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev                    # CPU GEMMs (model)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # server, client
   libcli11-dev nlohmann-json3-dev    # flags, json
+  libpcre2-dev                       # pre-tokenizer regexes (Unicode classes), server/text
   python3 python3-numpy              # scripts, the Python binding's tests
   openssl                            # the TLS test makes a certificate
 )

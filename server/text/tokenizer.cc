@@ -1,0 +1,1 @@
+#include "server/text/tokenizer.h"
