@@ -1,6 +1,8 @@
 #include "attention/cuda/prefill_cuda.h"
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -29,11 +31,11 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-extern template cudaError_t launch_prefill_sm90_ws<64, __half>(const PrefillParams&, const PrefillTmaMaps&, cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<64, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&,
+extern template cudaError_t launch_prefill_sm90_ws<64, __half>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<64, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int,
                                                                       cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<128, __half>(const PrefillParams&, const PrefillTmaMaps&, cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&,
+extern template cudaError_t launch_prefill_sm90_ws<128, __half>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int,
                                                                        cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
@@ -49,12 +51,12 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 enum class Kernel { kMma, kWgmma, kWs };
 
 // Which kernel: on a device that runs this build's sm_90a code, the warp-specialized one (TMA,
-// wgmma; head_dim 64 and 128) or, where its tensor maps cannot describe the tensors, the
-// wgmma one of v3; elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
+// wgmma; head_dim 64 and 128; the default where prefill_ws_by_default) or, where its tensor maps
+// cannot describe the tensors, the wgmma one of v3; elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
 // kernel, =wgmma the v3 wgmma kernel, =ws the warp-specialized one (cross-checks, A/B
 // benchmarks; a forced sm_90a kernel is an error where the device cannot run it; =ws falls back
 // to v3 where the maps cannot describe the tensors). Read at every call.
-Status pick_kernel(Kernel* kernel) {
+Status pick_kernel(const PrefillParams& p, Kernel* kernel) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];  // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -79,7 +81,7 @@ Status pick_kernel(Kernel* kernel) {
                          ", but this device does not run the sm_90a kernels");
     *kernel = std::strcmp(force, "ws") == 0 ? Kernel::kWs : Kernel::kWgmma;
   } else {
-    *kernel = known == 2 ? Kernel::kWs : Kernel::kMma;
+    *kernel = known != 2 ? Kernel::kMma : prefill_ws_by_default(p.head_dim, p.paged) ? Kernel::kWs : Kernel::kWgmma;
   }
   return Status::Ok();
 }
@@ -119,7 +121,29 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The warp-specialized kernel's maps for this call: Q, and K and V when packed.
+// The pool of paged K or V, [blocks, kv_heads, block_size, head_dim] by the view's strides, as a
+// 4-d map with boxes of 64 columns × box tokens of one (block, kv head).
+bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, int box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  const KVPageView& v = p.pages;
+  if (encode == nullptr || v.num_blocks <= 0) return false;
+  const int64_t elem = 2;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(v.block_size),
+                              static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(v.num_blocks)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(v.token_stride * elem), static_cast<cuuint64_t>(v.head_stride * elem),
+                                 static_cast<cuuint64_t>(v.block_stride * elem)};
+  const cuuint32_t boxes[4] = {64, static_cast<cuuint32_t>(box), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 4, const_cast<void*>(base), dims, strides, boxes, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The warp-specialized kernel's maps for this call: Q, and K and V when packed or in pages of
+// at least 8 tokens (a box's rows then start on the swizzle's 1024-byte period); smaller pages
+// are gathered with cp.async (page_box 0).
 bool make_tma_maps(const PrefillParams& p, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   constexpr PrefillWsTiles tiles = prefill_ws_tiles(128);
@@ -127,7 +151,12 @@ bool make_tma_maps(const PrefillParams& p, PrefillTmaMaps* maps) {
                 "one box size for both head dims");
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
-  if (p.paged) return true;
+  if (p.paged) {
+    const int box = std::min(p.pages.block_size, tiles.block_n);
+    if (box >= 8 && encode_pages(&maps->k, p, p.pages.k_pages, box) && encode_pages(&maps->v, p, p.pages.v_pages, box))
+      maps->page_box = box;
+    return true;
+  }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
 }
@@ -177,16 +206,27 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   }
 #endif
   Kernel kernel = Kernel::kMma;
-  FS_RETURN_IF_ERROR(pick_kernel(&kernel));
+  FS_RETURN_IF_ERROR(pick_kernel(p, &kernel));
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
+    // One CTA a work item, scheduled by the hardware in launch order (heavy items first); the
+    // persistent grid of one CTA an SM walking the items statically measured 0-7% slower at
+    // d 128 (bench/NOTES.md "prefill v4"), kept for A/B: FLASHSERVE_PREFILL_WS_PERSISTENT=1.
+    int sms = INT_MAX;
+    const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
+    if (persistent != nullptr && std::strcmp(persistent, "1") == 0) {
+      int device = 0;
+      err = cudaGetDevice(&device);
+      if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+      if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
+    }
     if (make_tma_maps(p, &maps)) {
       if (p.head_dim == 64) {
-        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<64, __half>(p, maps, stream)
-                                         : launch_prefill_sm90_ws<64, __nv_bfloat16>(p, maps, stream);
+        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<64, __half>(p, maps, sms, stream)
+                                         : launch_prefill_sm90_ws<64, __nv_bfloat16>(p, maps, sms, stream);
       } else {
-        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<128, __half>(p, maps, stream)
-                                         : launch_prefill_sm90_ws<128, __nv_bfloat16>(p, maps, stream);
+        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<128, __half>(p, maps, sms, stream)
+                                         : launch_prefill_sm90_ws<128, __nv_bfloat16>(p, maps, sms, stream);
       }
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }

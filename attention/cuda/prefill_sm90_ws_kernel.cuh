@@ -8,9 +8,12 @@
 //    of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in the
 //    order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
 //    come by TMA (one elected thread; a box of 64 columns × 1 head × rows a 128-byte swizzled
-//    column block, the layout wgmma.cuh describes); paged K/V by a cp.async gather of all 128
-//    producer threads (zero-filled past the keys and on bad page ids), each arriving on the
-//    stage's barrier when its copies land.
+//    column block, the layout wgmma.cuh describes); paged K/V with pages of >= 8 tokens by TMA
+//    too, a box a page (or 128 keys of a larger page) from a 4-d map of the pool, tiles aligned
+//    to the box, boxes from the first past the keys on not issued (the consumers zero the last
+//    tile's V rows past the keys: a page's free slots may hold anything, NaN too); smaller
+//    pages by a cp.async gather of all 128 producer threads (zero-filled past the keys and on
+//    bad page ids), each arriving on the stage's barrier when its copies land.
 //  - warpgroups 1 and 2, the consumers (setmaxnreg 240), 64 query rows each: per tile
 //    S = Q·Kᵀ (wgmma m64n128k16, both operands in shared memory), online softmax on the
 //    accumulators (prefill_common.cuh), O += P·V (P from registers, V MN-major). Inside a
@@ -23,6 +26,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "attention/cuda/prefill_common.cuh"
@@ -32,17 +36,25 @@
 
 namespace flashserve::cuda {
 
-// The TMA descriptors of a call (built on the host per call, prefill_cuda.cu): Q always; K and
-// V when packed (paged K/V are gathered). Boxes of 64 columns × 1 head × kBlockM (Q) or kBlockN
-// (K/V) rows, 128-byte swizzle.
+// The TMA descriptors of a call (built on the host per call, prefill_cuda.cu), 128-byte swizzle:
+// Q always, [rows, heads, head_dim] in boxes of 64 columns × 1 head × kBlockM rows; K and V
+// packed alike (kBlockN rows), or paged as [blocks, kv_heads, block_size, head_dim] in boxes of
+// 64 columns × page_box tokens of one (block, kv head).
 struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
+  int page_box = 0;  // paged: tokens a box (min(block_size, kBlockN), >= 8); 0: cp.async gather
 };
 
 // Tile sizes of the warp-specialized kernel, by head dim (one place; FA3's tile_size.h).
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+// Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from the same-run
+// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.27-1.42× v3); at
+// d 64 it ties v3 (which runs two CTAs an SM), and paged its single-thread page boxes lose to
+// v3's cp.async copies (2k over 30k, 16-token pages: 280 against 413 TFLOP/s).
+constexpr bool prefill_ws_by_default(int head_dim, bool paged) { return head_dim == 128 && !paged; }
+
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim) {
   // d 128: Q 32 KB + 2 stages × (K 32 + V 32) KB = 160 KB; d 64: 16 + 2 × 32 = 80 KB.
   return head_dim == 128 ? PrefillWsTiles{128, 128, 2} : PrefillWsTiles{128, 128, 2};
@@ -56,7 +68,7 @@ struct PrefillWsTraits {
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == 128 && kBlockN == 128, "two consumer warpgroups of 64 rows; S tiles of 128 keys");
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 40/232: -6..-12% at d 128 (NOTES)
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
@@ -64,7 +76,7 @@ struct PrefillWsTraits {
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
-  static constexpr int kBarriers = 1 + 4 * kStages;  // q_full, k full/empty, v full/empty
+  static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -95,6 +107,7 @@ __global__ void __launch_bounds__(384, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tr = PrefillWsTraits<kHeadDim, T>;
+  using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
@@ -102,243 +115,315 @@ __global__ void __launch_bounds__(384, 1)
   T* smem_k = smem_q + Tr::kQElems;
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem_v + Tr::kStages * Tr::kTileElems);
-  uint64_t* q_full = bars;
-  const Pipeline<Tr::kStages> pipe_k{bars + 1, bars + 1 + Tr::kStages};
-  const Pipeline<Tr::kStages> pipe_v{bars + 1 + 2 * Tr::kStages, bars + 1 + 3 * Tr::kStages};
-
-  const int m_tile = gridDim.x - 1 - blockIdx.x;  // longest tiles first
-  const int h = blockIdx.y, b = blockIdx.z;
+  const Pipeline<1> pipe_q{bars, bars + 1};
+  const Pipeline<Tr::kStages> pipe_k{bars + 2, bars + 2 + Tr::kStages};
+  const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
   const int tid = threadIdx.x, lane = tid % 32;
-  PrefillCta cta;
-  if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, 2)) return;  // uniform: before any barrier
-  const int num_tiles = cta.num_tiles;
+  const bool tma_pages = p.paged && maps.page_box > 0;
 
   if (tid == 0) {
-    MBarrier::init(q_full, 1);
-    // Paged tiles complete by the 128 producer threads' cp.async arrivals, TMA tiles by one
-    // arrival with the tile's bytes. Empty: one arrival a consumer warp.
-    pipe_k.init(p.paged ? 128 : 1, 8);
-    pipe_v.init(p.paged ? 128 : 1, 8);
+    // TMA stages complete by one arrival with their bytes, gathered ones by the 128 producer
+    // threads' cp.async arrivals. Empty: one arrival a consumer warp.
+    pipe_q.init(1, 8);
+    pipe_k.init(p.paged && !tma_pages ? 128 : 1, 8);
+    pipe_v.init(p.paged && !tma_pages ? 128 : 1, 8);
     MBarrier::fence_init();
   }
   __syncthreads();
+
+  // Persistent: work item w = (q tile, head, sequence), q tiles longest first (causal: the most
+  // keys), every CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the
+  // same items, and a skipped item (a q tile past its sequence's queries) is skipped by both.
+  const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
+  const int per_m = p.num_heads * p.batch;
+  const int total = num_m * per_m;
+  // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
+  // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
+  // the sequence's own, masked like any other).
+  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {
+    const int m_tile = num_m - 1 - w / per_m;
+    h = (w % per_m) % p.num_heads;
+    b = (w % per_m) / p.num_heads;
+    if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, 2)) return false;
+    key_base = tma_pages ? (cta.cta_lo & ~(maps.page_box - 1)) : cta.cta_lo;
+    num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
+    return true;
+  };
 
   const int wg = tid / 128;
   if (wg == 0) {
     // ---- producer ----
     setmaxnreg_dec<Tr::kProducerRegs>();
-    const int kv_head = h / (p.num_heads / p.num_kv_heads);
+    const bool gather = p.paged && !tma_pages;
+    if (!gather && tid != 0) return;  // TMA: one thread issues everything
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
-      MBarrier::arrive_expect_tx(q_full, Tr::kQBytes);
-      const int q_row = static_cast<int>(cta.q0 + cta.row0);
-#pragma unroll
-      for (int c = 0; c < Tr::kBlocks; ++c) tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, q_full, c * 64, h, q_row);
+      if (!p.paged || tma_pages) {
+        prefetch_tensor_map(&maps.k);
+        prefetch_tensor_map(&maps.v);
+      }
     }
-    PipeState<Tr::kStages> sk, sv;
-    if (!p.paged) {
-      if (tid != 0) return;
-      const int k_row0 = p.cu_seqlens_k[b] + cta.cta_lo;
-      auto load = [&](const Pipeline<Tr::kStages>& pipe, PipeState<Tr::kStages>& st, const CUtensorMap* map, T* ring,
-                      int tile) {
+    PipeState<1> sq;
+    State sk, sv;
+    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      PrefillCta cta;
+      int h, b, key_base, num_tiles;
+      if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
+      const int kv_head = h / (p.num_heads / p.num_kv_heads);
+      if (tid == 0) {  // Q, once the consumers are done with the last item's
+        pipe_q.producer_acquire(sq);
+        MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
+        const int q_row = static_cast<int>(cta.q0 + cta.row0);
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c)
+          tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
+        sq.advance();
+      }
+      // One K or V tile into the ring: TMA rows (packed), TMA page boxes, or the gather.
+      auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile) {
         pipe.producer_acquire(st);
         uint64_t* bar = pipe.full_barrier(st);
-        MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
-        T* dst = ring + st.index * Tr::kTileElems;
+        T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+        const CUtensorMap* map = is_v ? &maps.v : &maps.k;
+        const int key0 = key_base + tile * kBN;
+        if (!p.paged) {
+          MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+          const int row = p.cu_seqlens_k[b] + key0;
 #pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c) tma_load_3d(dst + c * kBN * 64, map, bar, c * 64, kv_head, k_row0 + tile * kBN);
+          for (int c = 0; c < Tr::kBlocks; ++c) tma_load_3d(dst + c * kBN * 64, map, bar, c * 64, kv_head, row);
+        } else if (tma_pages) {
+          const KVSource& src = cta.src;
+          const int box = maps.page_box;
+          const int boxes = min(kBN / box, (cta.cta_hi - key0 + box - 1) / box);  // those with a key in range
+          MBarrier::arrive_expect_tx(bar, static_cast<uint32_t>(boxes * box * kHeadDim * 2));
+          for (int i = 0; i < boxes; ++i) {
+            const int key = key0 + i * box;
+            const int page = src.table[key >> src.block_shift];  // out of the pool: zeros
+#pragma unroll
+            for (int c = 0; c < Tr::kBlocks; ++c)
+              tma_load_4d(dst + c * kBN * 64 + i * box * 64, map, bar, c * 64, key & src.block_mask, kv_head, page);
+          }
+        } else {
+          gather_tile<Tr::kChunks, kBN>(cta.src, is_v ? cta.src.v_base : cta.src.k_base, key_base, cta.cta_hi, tile,
+                                        dst, tid);
+          MBarrier::arrive_on_cp_async(bar);
+        }
         st.advance();
       };
-      if (num_tiles > 0) load(pipe_k, sk, &maps.k, smem_k, 0);
+      load(pipe_k, sk, false, 0);
       for (int t = 1; t < num_tiles; ++t) {
-        load(pipe_k, sk, &maps.k, smem_k, t);
-        load(pipe_v, sv, &maps.v, smem_v, t - 1);
+        load(pipe_k, sk, false, t);
+        load(pipe_v, sv, true, t - 1);
       }
-      if (num_tiles > 0) load(pipe_v, sv, &maps.v, smem_v, num_tiles - 1);
-    } else {
-      auto load = [&](const Pipeline<Tr::kStages>& pipe, PipeState<Tr::kStages>& st, const char* base, T* ring,
-                      int tile) {
-        pipe.producer_acquire(st);
-        gather_tile<Tr::kChunks, kBN>(cta.src, base, cta.cta_lo, cta.cta_hi, tile, ring + st.index * Tr::kTileElems,
-                                      tid);
-        MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
-        st.advance();
-      };
-      if (num_tiles > 0) load(pipe_k, sk, cta.src.k_base, smem_k, 0);
-      for (int t = 1; t < num_tiles; ++t) {
-        load(pipe_k, sk, cta.src.k_base, smem_k, t);
-        load(pipe_v, sv, cta.src.v_base, smem_v, t - 1);
-      }
-      if (num_tiles > 0) load(pipe_v, sv, cta.src.v_base, smem_v, num_tiles - 1);
-      cp_async_wait<0>();
+      load(pipe_v, sv, true, num_tiles - 1);
     }
+    if (gather) cp_async_wait<0>();
     return;
   }
 
   // ---- consumers ----
   setmaxnreg_inc<Tr::kConsumerRegs>();
-  const int cw = wg - 1;           // consumer warpgroup 0 or 1
+  const int cw = wg - 1;  // consumer warpgroup 0 or 1
   const int ctid = tid - 128;
   const int gid = lane / 4, tig = lane % 4;
   const int wrow0 = cw * 64 + ((ctid / 32) % 4) * 16;
-  int row_pos[2], row_lo[2], row_hi[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = wrow0 + gid + 8 * i;
-    row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
-    int64_t lo = 0, hi = 0;
-    if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
-    row_lo[i] = static_cast<int>(lo);
-    row_hi[i] = static_cast<int>(hi);
-  }
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  float o[Tr::kBlocks][32];
-#pragma unroll
-  for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-    for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
-  const LogitArgs la(p.mask, h);
   const T* q_wg = smem_q + cw * 64 * 64;  // this warpgroup's 64 rows in each column block
-
-  float s[64];
-  auto issue_s = [&](int stage) {
-    const T* sk = smem_k + stage * Tr::kTileElems;
-#pragma unroll
-    for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-      const int blk = ks / 4, col = (ks % 4) * 16;
-      wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(sk + blk * kBN * 64 + col),
-                       ks > 0);
-    }
-    wgmma_commit();
-  };
-  uint32_t pa[8][4];
-  auto pack_p = [&] {
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-  };
-  auto issue_pv = [&](int stage) {
-    const T* sv = smem_v + stage * Tr::kTileElems;
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-      for (int c = 0; c < Tr::kBlocks; ++c) wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kBN * 64 + kk * 16 * 64));
-    wgmma_commit();
-  };
-  float f[2] = {1.f, 1.f};
-  auto softmax = [&](int tile) {
-    const int key0 = cta.cta_lo + tile * kBN;
-    const bool masked = cta.masked(key0, kBN);
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      f[i] = softmax_row<16>([&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                             row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
-  };
-  auto rescale_o = [&] {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          o[c][4 * n + 2 * i] *= f[i];
-          o[c][4 * n + 2 * i + 1] *= f[i];
-        }
-  };
-  // Ping-pong: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and lets the other
-  // go by arriving on the other's barrier. Each warpgroup has num_tiles + 1 issue slots; the
-  // second starts the first off and skips its last arrival, so the counts match.
-  const int my_bar = 1 + cw, other_bar = 2 - cw;
-  int slots_left = num_tiles + 1;
-  auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
-  auto sched_arrive = [&] {
-    if (--slots_left > 0 || cw == 0) named_barrier_arrive(other_bar, 256);
-  };
-
-  // Paged stages are written by cp.async (the generic proxy): made visible to wgmma (the async
+  // Paged stages gathered by cp.async (the generic proxy) are made visible to wgmma (the async
   // proxy) by a proxy fence after the barrier's acquire.
-  const bool gathered = p.paged;
-  auto wait_stage = [&](const Pipeline<Tr::kStages>& pipe, const PipeState<Tr::kStages>& st) {
+  const bool gathered = p.paged && !tma_pages;
+  auto wait_stage = [&](const auto& pipe, const auto& st) {
     pipe.consumer_wait(st);
     if (gathered) fence_proxy_async();
   };
+  // Ping-pong: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and lets the other
+  // go by arriving on the other's barrier. In each item each warpgroup has num_tiles + 1 issue
+  // slots; the second starts the first off and skips its last arrival, so the counts match
+  // (and the second reaches the next item's first arrival only after the first's last sync).
+  const int my_bar = 1 + cw, other_bar = 2 - cw;
+  PipeState<1> sq;
+  State sk, sv;
 
-  MBarrier::wait(q_full, 0);
-  if (num_tiles > 0) {
-    if (cw == 1) named_barrier_arrive(other_bar, 256);
-    PipeState<Tr::kStages> sk, sv;
-    wait_stage(pipe_k, sk);
-    sched_wait();
-    wgmma_fence();
-    issue_s(sk.index);
-    sched_arrive();
-    wgmma_wait<0>();
-    pipe_k.consumer_release(sk, lane);
-    sk.advance();
-    softmax(0);
-    pack_p();
-    for (int t = 1; t < num_tiles; ++t) {
+  for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    PrefillCta cta;
+    int h, b, key_base, num_tiles;
+    if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+    int row_pos[2], row_lo[2], row_hi[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = wrow0 + gid + 8 * i;
+      row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
+      int64_t lo = 0, hi = 0;
+      if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
+      row_lo[i] = static_cast<int>(lo);
+      row_hi[i] = static_cast<int>(hi);
+    }
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float o[Tr::kBlocks][32];
+#pragma unroll
+    for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+      for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
+    const LogitArgs la(p.mask, h);
+
+    float s[64];
+    auto issue_s = [&](int stage) {
+      const T* skt = smem_k + stage * Tr::kTileElems;
+#pragma unroll
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const int blk = ks / 4, col = (ks % 4) * 16;
+        wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
+                         ks > 0);
+      }
+      wgmma_commit();
+    };
+    uint32_t pa[8][4];
+    auto pack_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    auto issue_pv = [&](int stage) {
+      const T* svt = smem_v + stage * Tr::kTileElems;
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c)
+          wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(svt + c * kBN * 64 + kk * 16 * 64));
+      wgmma_commit();
+    };
+    float f[2] = {1.f, 1.f};
+    auto softmax = [&](int tile) {
+      const int key0 = key_base + tile * kBN;
+      const bool masked = cta.masked(key0, kBN);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        auto at = [&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; };
+        f[i] = softmax_row<16>(at, la, key0, tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+      }
+    };
+    auto rescale_o = [&] {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            o[c][4 * n + 2 * i] *= f[i];
+            o[c][4 * n + 2 * i + 1] *= f[i];
+          }
+    };
+    int slots_left = num_tiles + 1;
+    auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
+    auto sched_arrive = [&] {
+      if (--slots_left > 0 || cw == 0) named_barrier_arrive(other_bar, 256);
+    };
+
+    if (num_tiles > 0) {
+      if (cw == 1) named_barrier_arrive(other_bar, 256);
+      pipe_q.consumer_wait(sq);
       wait_stage(pipe_k, sk);
       sched_wait();
       wgmma_fence();
       issue_s(sk.index);
+      sched_arrive();
+      wgmma_wait<0>();
+      fence_regs(s);
+      pipe_k.consumer_release(sk, lane);
+      sk.advance();
+      if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
+      softmax(0);
+      pack_p();
+      for (int t = 1; t < num_tiles; ++t) {
+        wait_stage(pipe_k, sk);
+        sched_wait();
+        wgmma_fence();
+        issue_s(sk.index);
+        rescale_o();
+        wait_stage(pipe_v, sv);
+        wgmma_fence();
+        issue_pv(sv.index);
+        sched_arrive();
+        wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
+        fence_regs(s);
+        pipe_k.consumer_release(sk, lane);
+        sk.advance();
+        if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
+        softmax(t);
+        fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
+        wgmma_wait<0>();
+        fence_regs(pa);
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+        pipe_v.consumer_release(sv, lane);
+        sv.advance();
+        pack_p();
+      }
+      sq.advance();
       rescale_o();
       wait_stage(pipe_v, sv);
+      // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
+      // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by both
+      // consumer warpgroups, then made visible to wgmma.
+      const int tail = key_base + num_tiles * kBN - cta.cta_hi;  // keys of the last tile past the range
+      if (tma_pages && tail > 0) {
+        T* sv_last = smem_v + sv.index * Tr::kTileElems;
+        for (int i = ctid; i < tail * Tr::kBlocks * 8; i += 256) {  // 16-byte pieces of the rows
+          const int row = kBN - tail + i / (Tr::kBlocks * 8), c = (i / 8) % Tr::kBlocks, piece = i % 8;
+          *reinterpret_cast<uint4*>(sv_last + c * kBN * 64 + row * 64 + piece * 8) = make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async();
+        named_barrier_sync(3, 256);
+      }
+      sched_wait();
       wgmma_fence();
       issue_pv(sv.index);
       sched_arrive();
-      wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
-      pipe_k.consumer_release(sk, lane);
-      sk.advance();
-      softmax(t);
       wgmma_wait<0>();
+#pragma unroll
+      for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
       pipe_v.consumer_release(sv, lane);
       sv.advance();
-      pack_p();
     }
-    rescale_o();
-    wait_stage(pipe_v, sv);
-    sched_wait();
-    wgmma_fence();
-    issue_pv(sv.index);
-    sched_arrive();
-    wgmma_wait<0>();
-    pipe_v.consumer_release(sv, lane);
-  }
 
-  // Normalise and store: o in the storage type, lse in natural log.
+    // Normalise and store: o in the storage type, lse in natural log (the producer is loading
+    // the next item meanwhile).
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float lse;
-    const float inv = finish_row(m_run[i], l_run[i], &lse);
-    const int r = wrow0 + gid + 8 * i;
-    if (r >= cta.block_rows) continue;
-    const int64_t row = cta.q0 + cta.row0 + r;
-    T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
+    for (int i = 0; i < 2; ++i) {
+      float lse;
+      const float inv = finish_row(m_run[i], l_run[i], &lse);
+      const int r = wrow0 + gid + 8 * i;
+      if (r >= cta.block_rows) continue;
+      const int64_t row = cta.q0 + cta.row0 + r;
+      T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
 #pragma unroll
-    for (int c = 0; c < Tr::kBlocks; ++c)
+      for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
-        *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
-            pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
-    if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
+        for (int n = 0; n < 8; ++n)
+          *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
+              pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+      if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
+    }
   }
 #else
   __trap();  // not sm_90a code: the host launches this kernel only where it runs sm_90a code
 #endif
 }
 
+// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
 template <int kHeadDim, typename T>
-cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, cudaStream_t stream) {
+cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
+                                   cudaStream_t stream) {
   using Tr = PrefillWsTraits<kHeadDim, T>;
   auto kernel = prefill_sm90_ws_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM, p.num_heads, p.batch);
+  const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
+  const int grid = static_cast<int>(std::min<int64_t>(items, grid_ctas));
+  if (grid <= 0) return cudaSuccess;
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, maps);
   return cudaGetLastError();
 }

@@ -40,6 +40,20 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Pins registers at this point of the program: the compiler sees wgmma's accumulators and A
+// operands as read and written when the instruction is issued, not when wgmma_wait retires it,
+// so after each wait the registers it retires are fenced (else the code that reads or rewrites
+// them may be moved above the wait, and code placed between two waits may sink below the second).
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
+}
 // Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
 // async proxy (wgmma operands); a barrier must follow before other threads' wgmmas read them.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
