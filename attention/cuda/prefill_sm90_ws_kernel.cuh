@@ -50,7 +50,7 @@ struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from the same-run
-// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.27-1.42× v3); at
+// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.1-1.4× v3); at
 // d 64 it ties v3 (which runs two CTAs an SM), and paged its single-thread page boxes lose to
 // v3's cp.async copies (2k over 30k, 16-token pages: 280 against 413 TFLOP/s).
 constexpr bool prefill_ws_by_default(int head_dim, bool paged) { return head_dim == 128 && !paged; }
@@ -68,7 +68,7 @@ struct PrefillWsTraits {
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == 128 && kBlockN == 128, "two consumer warpgroups of 64 rows; S tiles of 128 keys");
   static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 40/232: -6..-12% at d 128 (NOTES)
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 40/232: -4..-12% at d 128 (NOTES)
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
