@@ -93,6 +93,72 @@ TEST(LlamaConfig, ParsesHuggingFaceConfigWithLlama3Rope) {
   EXPECT_EQ(synthetic_preset("nope", &c).code(), StatusCode::kInvalidArgument);
 }
 
+// A config.json as transformers >= 5 writes it: the rotary settings under rope_parameters,
+// no top-level rope_theta or rope_scaling. It must give what the older keys give.
+TEST(LlamaConfig, ReadsRopeParametersAsTransformers5WritesThem) {
+  const std::string base = R"("vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "model_type": "llama",
+      "hidden_act": "silu", "attention_bias": false, "mlp_bias": false, )";
+  LlamaConfig v5, v4;
+  ASSERT_TRUE(parse_llama_config("{" + base + R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0,
+      "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})", &v5).ok());
+  ASSERT_TRUE(parse_llama_config("{" + base + R"("rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3",
+      "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})", &v4).ok());
+  EXPECT_EQ(v5.rope_theta, 500000.0);
+  EXPECT_TRUE(v5.rope_scaling.llama3);
+  EXPECT_EQ(v5.rope_scaling.factor, 32.0);
+  EXPECT_EQ(v5.inv_freq(), v4.inv_freq());
+  // SmolLM2's: default rope at theta 1e5, written only under rope_parameters.
+  LlamaConfig smol;
+  ASSERT_TRUE(parse_llama_config("{" + base + R"("rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}})", &smol).ok());
+  EXPECT_EQ(smol.rope_theta, 100000.0);
+  EXPECT_FALSE(smol.rope_scaling.llama3);
+  EXPECT_DOUBLE_EQ(smol.inv_freq()[1], 1.0 / std::pow(100000.0, 2.0 / 16));
+  // Linear: every frequency divided by the factor.
+  LlamaConfig lin;
+  ASSERT_TRUE(parse_llama_config("{" + base + R"("rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}})", &lin).ok());
+  EXPECT_DOUBLE_EQ(lin.inv_freq()[3], 1.0 / std::pow(10000.0, 6.0 / 16) / 4.0);
+}
+
+// What the forward does not compute is refused at load, naming the key; never computed another way.
+TEST(LlamaConfig, RefusesWhatIsNotImplemented) {
+  const std::string base = R"({"vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, )";
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("attention_bias": true})", "attention_bias"},
+      {R"("mlp_bias": true})", "mlp_bias"},
+      {R"("hidden_act": "gelu"})", "hidden_act"},
+      {R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}})", "yarn"},
+      {R"("rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})", "dynamic"},
+      {R"("model_type": "qwen2"})", "qwen2"},
+      {R"("model_type": "mistral", "sliding_window": 4096})", "sliding_window"},
+  };
+  for (const auto& [tail, name] : cases) {
+    LlamaConfig c;
+    const Status st = parse_llama_config(base + tail, &c);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << tail << ": " << st.to_string();
+    EXPECT_NE(st.message().find(name), std::string::npos) << st.to_string();
+  }
+  LlamaConfig c;
+  EXPECT_TRUE(parse_llama_config(base + R"("model_type": "mistral", "sliding_window": null})", &c).ok());
+  EXPECT_EQ(parse_llama_config(base + R"("rope_parameters": {"rope_type": "linear", "factor": -1}})", &c).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(LlamaConfig, GenerationConfigEosIds) {
+  LlamaConfig c;
+  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  ASSERT_TRUE(apply_generation_config(R"({"eos_token_id": 7})", &c).ok());
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{7}));
+  ASSERT_TRUE(apply_generation_config(R"({"eos_token_id": [3, 4], "do_sample": true})", &c).ok());
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{3, 4}));
+  ASSERT_TRUE(apply_generation_config(R"({"temperature": 0.7})", &c).ok());  // no eos: unchanged
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(apply_generation_config(R"({"eos_token_id": [3, "x"]})", &c).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(apply_generation_config(R"({"eos_token_id": 100000})", &c).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(apply_generation_config("not json", &c).code(), StatusCode::kInvalidArgument);
+}
+
 // The tiny model, written to a folder (bf16 weights in two shards) and loaded back.
 LlamaModel load_tiny(int num_blocks, int block_size) {
   LlamaConfig c;
@@ -109,10 +175,13 @@ LlamaModel load_tiny(int num_blocks, int block_size) {
   std::ofstream(dir + "/config.json") << R"({"vocab_size": 512, "hidden_size": 128, "intermediate_size": 344,
       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096, "eos_token_id": 2})";
+  // transformers' generate takes its eos ids from generation_config.json over config.json's.
+  std::ofstream(dir + "/generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": [2, 5]})";
   LlamaConfig lc;
   LlamaWeights lw;
   const Status st = load_model_folder(dir, &lc, &lw);
   EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(lc.eos_token_ids, (std::vector<int32_t>{2, 5}));
   EXPECT_EQ(lw.layers[1].w_down[5], round_to(DType::kBFloat16, w.layers[1].w_down[5]));
   std::filesystem::remove_all(dir);
   LlamaModel m;

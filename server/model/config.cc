@@ -21,6 +21,10 @@ std::vector<double> LlamaConfig::inv_freq() const {
   const int half = head_dim / 2;
   std::vector<double> f(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) f[i] = 1.0 / std::pow(rope_theta, 2.0 * i / head_dim);
+  if (rope_scaling.linear) {
+    for (double& x : f) x /= rope_scaling.factor;
+    return f;
+  }
   if (!rope_scaling.llama3) return f;
   // Llama 3.1: long wavelengths slowed by `factor`, short ones kept, a smooth blend between.
   const RopeScaling& s = rope_scaling;
@@ -62,20 +66,70 @@ Status parse_llama_config(const std::string& text, LlamaConfig* out) {
   c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
   FS_RETURN_IF_ERROR(get_int("head_dim", &c.head_dim, false));
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_norm_eps = j["rms_norm_eps"].get<double>();
-  if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<double>();
   if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean())
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& r = j["rope_scaling"];
-    const std::string type = r.value("rope_type", r.value("type", std::string()));
+  // What the forward does not compute: refused by name.
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>())
+      return unsupported(std::string("config.json: ") + key + " is true; biases are not implemented");
+  }
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (j.contains(key) && !(j[key].is_string() && j[key].get<std::string>() == "silu"))
+      return unsupported(std::string("config.json: ") + key + " " + j[key].dump() + " is not supported (silu is)");
+  }
+  if (j.contains("model_type") && j["model_type"].is_string()) {
+    const std::string type = j["model_type"].get<std::string>();
+    // Mistral is Llama's forward unless it slides a window over the keys.
+    const bool windowed = j.contains("sliding_window") && !j["sliding_window"].is_null();
+    if (type != "llama" && !(type == "mistral" && !windowed))
+      return unsupported("config.json: model_type " + type + (windowed ? " with sliding_window" : "") +
+                         " is not supported (llama; mistral without sliding_window)");
+  }
+  // Rotary: transformers >= 5 writes rope_parameters {rope_type, rope_theta, ...} and drops the
+  // top-level rope_theta and rope_scaling; older files have those. rope_parameters wins.
+  if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<double>();
+  const nlohmann::json* rope = nullptr;
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    rope = &j["rope_parameters"];
+    if (rope->contains("rope_theta")) {
+      if (!(*rope)["rope_theta"].is_number()) return invalid_argument("config.json: rope_parameters.rope_theta is not a number");
+      c.rope_theta = (*rope)["rope_theta"].get<double>();
+    }
+  } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    rope = &j["rope_scaling"];
+  } else if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    return invalid_argument("config.json: rope_scaling is neither an object nor null");
+  }
+  if (rope != nullptr) {
+    const auto& r = *rope;
+    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    auto number = [&](const char* key, double fallback, double* v) -> Status {
+      if (!r.contains(key) || r[key].is_null()) {
+        *v = fallback;
+        return Status::Ok();
+      }
+      if (!r[key].is_number()) return invalid_argument(std::string("config.json: rope ") + key + " is not a number");
+      *v = r[key].get<double>();
+      return Status::Ok();
+    };
     if (type == "llama3") {
       c.rope_scaling.llama3 = true;
-      c.rope_scaling.factor = r.value("factor", 8.0);
-      c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
-      c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
-      c.rope_scaling.original_max_position_embeddings = r.value("original_max_position_embeddings", int64_t{8192});
-    } else if (!type.empty() && type != "default") {
-      return unsupported("config.json: rope_scaling type " + type + " is not supported (llama3 is)");
+      double ctx = 8192;
+      FS_RETURN_IF_ERROR(number("factor", 8.0, &c.rope_scaling.factor));
+      FS_RETURN_IF_ERROR(number("low_freq_factor", 1.0, &c.rope_scaling.low_freq_factor));
+      FS_RETURN_IF_ERROR(number("high_freq_factor", 4.0, &c.rope_scaling.high_freq_factor));
+      FS_RETURN_IF_ERROR(number("original_max_position_embeddings", 8192, &ctx));
+      c.rope_scaling.original_max_position_embeddings = static_cast<int64_t>(ctx);
+      if (!(c.rope_scaling.factor > 0) || !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor) ||
+          !(ctx > 0))
+        return invalid_argument("config.json: llama3 rope needs factor > 0, high_freq_factor > low_freq_factor and "
+                                "original_max_position_embeddings > 0");
+    } else if (type == "linear") {
+      c.rope_scaling.linear = true;
+      FS_RETURN_IF_ERROR(number("factor", 1.0, &c.rope_scaling.factor));
+      if (!(c.rope_scaling.factor > 0)) return invalid_argument("config.json: linear rope needs factor > 0");
+    } else if (type != "default") {
+      return unsupported("config.json: rope_type " + type + " is not supported (default, linear, llama3)");
     }
   }
   if (j.contains("eos_token_id")) {
@@ -87,6 +141,28 @@ Status parse_llama_config(const std::string& text, LlamaConfig* out) {
   }
   FS_RETURN_IF_ERROR(c.validate());
   *out = c;
+  return Status::Ok();
+}
+
+Status apply_generation_config(const std::string& text, LlamaConfig* out) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid_argument("generation_config.json is not a JSON object");
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::Ok();
+  const auto& e = j["eos_token_id"];
+  std::vector<int32_t> ids;
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  else if (e.is_array()) {
+    for (const auto& x : e) {
+      if (!x.is_number_integer()) return invalid_argument("generation_config.json: eos_token_id holds a non-integer");
+      ids.push_back(x.get<int32_t>());
+    }
+  } else {
+    return invalid_argument("generation_config.json: eos_token_id is neither an integer nor a list");
+  }
+  for (int32_t id : ids)
+    if (id < 0 || id >= out->vocab_size)
+      return out_of_range("generation_config.json: eos_token_id " + std::to_string(id) + " is outside the vocabulary");
+  out->eos_token_ids = ids;
   return Status::Ok();
 }
 

@@ -10,8 +10,12 @@
 
 namespace flashserve::model {
 
+// Rotary scaling as transformers' rope_type: "default" (none), "llama3" (Llama 3.1's per-band
+// blend) and "linear" (positions divided by factor, i.e. every frequency divided by it).
+// "dynamic", "yarn", "longrope" and others are refused at load (UNSUPPORTED, named).
 struct RopeScaling {
-  bool llama3 = false;  // rope_scaling.rope_type == "llama3"
+  bool llama3 = false;  // rope_type == "llama3"
+  bool linear = false;  // rope_type == "linear"
   double factor = 8.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -38,8 +42,15 @@ struct LlamaConfig {
   std::vector<double> inv_freq() const;
 };
 
-// Parses a config.json's text.
+// Parses a config.json's text, as transformers writes it: the rotary settings under
+// rope_parameters ({rope_type, rope_theta, ...}; transformers >= 5) or as the older top-level
+// rope_theta and rope_scaling. What this model does not compute is refused with a message
+// naming the key, never silently computed another way: attention_bias or mlp_bias true, a
+// hidden_act other than silu, an unsupported rope_type, a model_type that is not Llama-family.
 Status parse_llama_config(const std::string& json_text, LlamaConfig* out);
+// A generation_config.json's eos_token_id (an id or a list), which transformers' generate uses
+// over config.json's: replaces out->eos_token_ids when present. A malformed file is an error.
+Status apply_generation_config(const std::string& json_text, LlamaConfig* out);
 // "tiny" (fast on 2 CPU cores) or "llama3-8b" (Llama-3-8B shapes).
 Status synthetic_preset(const std::string& name, LlamaConfig* out);
 

@@ -84,6 +84,11 @@ Status load_model_folder(const std::string& dir, LlamaConfig* config, LlamaWeigh
   std::stringstream text;
   text << cf.rdbuf();
   FS_RETURN_IF_ERROR(parse_llama_config(text.str(), config));
+  if (std::ifstream gf(fs::path(dir) / "generation_config.json"); gf) {  // generate's eos ids
+    std::stringstream gtext;
+    gtext << gf.rdbuf();
+    FS_RETURN_IF_ERROR(apply_generation_config(gtext.str(), config));
+  }
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
