@@ -14,6 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev    # flags, json
   libpcre2-dev                       # pre-tokenizer regexes (Unicode classes), server/text
   python3 python3-numpy              # scripts, the Python binding's tests
+  python3-jinja2                     # chat templates rendered by jinja2 to compare with ours
   openssl                            # the TLS test makes a certificate
 )
 # deploy/ checks (promtool comes with prometheus); FLASHSERVE_SETUP_DEPLOY=0 leaves them out
