@@ -1,4 +1,5 @@
-// The names a template can call that are not its own: filters, tests, globals and methods.
+// The names a template can call that are not its own: filters (filters.cc), tests, globals and
+// methods (builtins.cc). The functions themselves are declared in interpreter.h.
 #pragma once
 
 #include <string_view>
