@@ -55,3 +55,42 @@ if [ "$deploy" = 1 ] && [ "$(cat "$tools/.installed" 2>/dev/null)" != "$want" ];
       || echo "setup: deploy tools not installed (the deploy check will report itself skipped)"
   fi
 fi
+
+# Test tools for the tokenizer's exactness check against Hugging Face (tests/tokenizer_hf_check.py):
+# tokenizers (the reference), transformers (its GGUF conversion, checked), gguf (reads GGUF keys),
+# in a venv of their own, pinned; no torch. FLASHSERVE_SETUP_PYTOOLS=0 leaves them out.
+pytools="${FLASHSERVE_PYTOOLS:-$HOME/.cache/flashserve-pytools}"
+pywant="tokenizers==0.22.2 transformers==4.57.6 gguf==0.19.0 scikit-build-core==1.1.2"
+if [ "${FLASHSERVE_SETUP_PYTOOLS:-1}" = 1 ] && [ "$(cat "$pytools/.installed" 2>/dev/null)" != "$pywant" ]; then
+  echo "setup: $pywant into $pytools"
+  # Debian's python3 first (python3-venv); --clear: a venv half made by another interpreter
+  # (pyenv's) cannot be repaired in place.
+  py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  if "$py" -m venv --clear "$pytools" >/dev/null 2>&1 || python3 -m venv --clear "$pytools"; then
+    # shellcheck disable=SC2086
+    "$pytools/bin/pip" install --quiet --disable-pip-version-check $pywant && echo "$pywant" > "$pytools/.installed" \
+      || echo "setup: tokenizer test tools not installed (Tokenizer.HfExact.* will report themselves skipped)"
+  fi
+fi
+# Real tokenizers for that check: llama.cpp's vocabulary-only GGUFs of GPT-2, Llama 3, Qwen2 and
+# StarCoder with the ids each model's own HF tokenizer gave for llama.cpp's test texts, from the
+# llama-cpp-python source package (PyPI; scikit-build-core above lets pip read its metadata).
+vocabs="${FLASHSERVE_TOKENIZER_DIR:-$HOME/.cache/flashserve/tokenizers}"
+vocab_names="gpt-2 llama-bpe qwen2 starcoder"
+if [ "${FLASHSERVE_SETUP_PYTOOLS:-1}" = 1 ] && [ -x "$pytools/bin/pip" ] && \
+   [ "$(cat "$vocabs/.installed" 2>/dev/null)" != "llama-cpp-python==0.3.36 $vocab_names" ]; then
+  echo "setup: tokenizer vocabularies into $vocabs"
+  tmp="$(mktemp -d)"
+  if "$pytools/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+       --no-build-isolation llama-cpp-python==0.3.36 -d "$tmp" >/dev/null 2>&1; then
+    mkdir -p "$vocabs"
+    patterns=()
+    for n in $vocab_names; do patterns+=("*/vendor/llama.cpp/models/ggml-vocab-$n.gguf*"); done
+    tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$vocabs" --strip-components=4 --wildcards "${patterns[@]}" \
+      && echo "llama-cpp-python==0.3.36 $vocab_names" > "$vocabs/.installed"
+  else
+    echo "setup: tokenizer vocabularies not fetched (Tokenizer.HfExact.vocabs will report itself skipped)"
+  fi
+  rm -rf "$tmp"
+fi
