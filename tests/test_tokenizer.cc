@@ -253,6 +253,21 @@ TEST(Tokenizer, MergesAndPreTokenizer) {
   EXPECT_EQ(tok.bos_id(), ids[0]);  // no tokenizer_config.json: the template's single id
 }
 
+TEST(Tokenizer, TokenizerConfig) {
+  // bos/eos as strings or {"content": ...}; a named chat template list picks "default".
+  const std::string config = R"({"bos_token": "<|im_start|>", "eos_token": {"content": "<|im_end|>"},
+      "pad_token": null, "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})";
+  const Tokenizer tok = load(tiny_tokenizer({}, kByteLevelPre), config);
+  EXPECT_EQ(tok.bos_id(), tok.token_to_id("<|im_start|>"));
+  EXPECT_EQ(tok.eos_id(), tok.token_to_id("<|im_end|>"));
+  EXPECT_EQ(tok.eos_token(), "<|im_end|>");
+  EXPECT_EQ(tok.pad_id(), -1);
+  EXPECT_EQ(tok.chat_template(), "D");
+  const Tokenizer plain = load(tiny_tokenizer({}, kByteLevelPre), R"({"chat_template": "{{ x }}"})");
+  EXPECT_EQ(plain.chat_template(), "{{ x }}");
+  EXPECT_EQ(plain.eos_id(), -1);
+}
+
 TEST(Tokenizer, AddedTokensLongestFirstAndFlags) {
   const Tokenizer tok = load(tiny_tokenizer({}, kByteLevelPre));
   const int32_t start = tok.token_to_id("<|im_start|>"), end = tok.token_to_id("<|im_end|>"),
