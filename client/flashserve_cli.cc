@@ -1,11 +1,15 @@
-// flashserve_cli: sends one prompt (token ids) and prints the streamed tokens.
-// Usage: flashserve_cli --target 127.0.0.1:50051 --tokens 1,2,3 [--max-tokens 16]
-//        [--temperature 0] [--auth-token T] [--info]
+// flashserve_cli: sends one prompt and prints what streams back: the text as it comes (with a
+// text prompt or a chat message), or the token ids (with --tokens, or --show-ids).
+// Usage: flashserve_cli --target 127.0.0.1:50051 (--tokens 1,2,3 | --prompt TEXT | --chat MESSAGE
+//        [--system TEXT]) [--max-tokens 16] [--temperature 0] [--stop S]... [--auth-token T]
+//        [--info]
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "flashserve/v1/generation.grpc.pb.h"
 
@@ -14,9 +18,18 @@ int main(int argc, char** argv) {
   std::string target = "127.0.0.1:50051", tokens = "1,2,3", token;
   int max_tokens = 16;
   float temperature = 0.f;
-  bool info = false;
+  bool info = false, show_ids = false;
+  std::string prompt, chat, system;
+  std::vector<std::string> stop;
   app.add_option("--target", target, "host:port")->envname("FLASHSERVE_TARGET");
-  app.add_option("--tokens", tokens, "prompt token ids, comma separated");
+  auto* tokens_opt = app.add_option("--tokens", tokens, "prompt token ids, comma separated");
+  auto* prompt_opt = app.add_option("--prompt", prompt, "a text prompt (tokenized by the server)");
+  auto* chat_opt = app.add_option("--chat", chat, "a user message, through the model's chat template");
+  app.add_option("--system", system, "a system message before --chat")->needs(chat_opt);
+  tokens_opt->excludes(prompt_opt)->excludes(chat_opt);
+  prompt_opt->excludes(chat_opt);
+  app.add_option("--stop", stop, "stop string (repeatable)");
+  app.add_flag("--show-ids", show_ids, "print the token ids beside the text");
   app.add_option("--max-tokens", max_tokens);
   app.add_option("--temperature", temperature);
   app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
@@ -36,14 +49,38 @@ int main(int argc, char** argv) {
     return 0;
   }
   flashserve::v1::GenerateRequest req;
-  std::stringstream ss(tokens);
-  for (std::string t; std::getline(ss, t, ',');) req.add_prompt_token_ids(std::stoi(t));
+  const bool text = !prompt.empty() || !chat.empty();
+  if (!prompt.empty()) {
+    req.set_prompt_text(prompt);
+  } else if (!chat.empty()) {
+    if (!system.empty()) {
+      auto* m = req.add_messages();
+      m->set_role("system");
+      m->set_content(system);
+    }
+    auto* m = req.add_messages();
+    m->set_role("user");
+    m->set_content(chat);
+  } else {
+    std::stringstream ss(tokens);
+    for (std::string t; std::getline(ss, t, ',');) {
+      try {
+        req.add_prompt_token_ids(std::stoi(t));
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "--tokens: '%s' is not a token id\n", t.c_str());
+        return 2;
+      }
+    }
+  }
+  for (const auto& s : stop) req.mutable_sampling()->add_stop(s);
   req.mutable_sampling()->set_max_tokens(max_tokens);
   req.mutable_sampling()->set_temperature(temperature);
   auto reader = stub->Generate(&ctx, req);
   flashserve::v1::GenerateResponse resp;
   while (reader->Read(&resp)) {
-    for (int t : resp.token_ids()) std::printf("%d ", t);
+    if (text) std::fwrite(resp.text().data(), 1, resp.text().size(), stdout);
+    if (!text || show_ids)
+      for (int t : resp.token_ids()) std::printf(text ? " [%d]" : "%d ", t);
     std::fflush(stdout);
     if (resp.finished())
       std::printf("\n[%s] %d prompt, %d completion tokens, ttft %.3f s, total %.3f s\n",

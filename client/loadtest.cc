@@ -67,7 +67,9 @@ int main(int argc, char** argv) {
   app.add_option("--num-warmups", num_warmups, "requests before the measured run");
   app.add_option("--seed", seed);
   app.add_option("--dataset-name", dataset)->check(CLI::IsMember({"random", "jsonl", "prefix-repetition"}));
-  app.add_option("--dataset-path", dataset_path, "jsonl: {\"prompt_token_ids\": [...], \"output_len\": N} a line");
+  app.add_option("--dataset-path", dataset_path,
+                 "jsonl: a line {\"prompt_token_ids\": [...]} or {\"prompt\": \"text\"} (tokenized by the server's "
+                 "Tokenize, so lengths are real token counts), with an optional \"output_len\": N");
   app.add_option("--input-len,--random-input-len", input_len);
   app.add_option("--output-len,--random-output-len", output_len);
   app.add_option("--range-ratio,--random-range-ratio", range_ratio);
@@ -161,13 +163,31 @@ int main(int argc, char** argv) {
     for (std::string l; std::getline(in, l);) {
       if (l.empty()) continue;
       const auto j = nlohmann::json::parse(l, nullptr, false);
-      if (j.is_discarded() || !j.contains("prompt_token_ids")) {
-        std::fprintf(stderr, "flashserve_bench: %s: lines need prompt_token_ids (text needs a tokenizer)\n",
+      const bool ids = !j.is_discarded() && j.is_object() && j.contains("prompt_token_ids");
+      const bool text = !j.is_discarded() && j.is_object() && j.contains("prompt") && j["prompt"].is_string();
+      if (!ids && !text) {
+        std::fprintf(stderr, "flashserve_bench: %s: a line needs prompt_token_ids or prompt (text)\n",
                      dataset_path.c_str());
         return 1;
       }
       Prompt p;
-      p.tokens = j["prompt_token_ids"].get<std::vector<int32_t>>();
+      if (ids) {
+        p.tokens = j["prompt_token_ids"].get<std::vector<int32_t>>();
+      } else {  // the server's tokenizer: the prompt is sent as the ids it gives
+        grpc::ClientContext ctx;
+        if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::TokenizeRequest tr;
+        tr.set_text(j["prompt"].get<std::string>());
+        tr.set_add_special_tokens(true);
+        v1::TokenizeResponse resp;
+        const grpc::Status st = stub->Tokenize(&ctx, tr, &resp);
+        if (!st.ok()) {
+          std::fprintf(stderr, "flashserve_bench: Tokenize: %s\n", st.error_message().c_str());
+          return 1;
+        }
+        p.tokens.assign(resp.token_ids().begin(), resp.token_ids().end());
+      }
       p.output_len = j.value("output_len", output_len);
       all.push_back(std::move(p));
     }

@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--grace-period", grace, "seconds to let running requests finish on SIGTERM")
       ->envname("FLASHSERVE_GRACE_PERIOD");
   app.add_option("--seed", seed, "synthetic weights' seed")->envname("FLASHSERVE_SEED");
+  std::string tokenizer_path;
+  app.add_option("--tokenizer", tokenizer_path,
+                 "tokenizer.json or .gguf to take the tokenizer (and chat template) from instead of the model's")
+      ->envname("FLASHSERVE_TOKENIZER");
   so.metrics_port = 8000;
   app.add_option("--metrics-port", so.metrics_port, "Prometheus GET /metrics port (-1: off, 0: any)")
       ->envname("FLASHSERVE_METRICS_PORT");
@@ -157,7 +161,18 @@ int main(int argc, char** argv) {
     spdlog::error("startup: {}", st.to_string());
     return 1;
   }
-  srv->set_engine(eng.get());
+  text::TextModel text_model;  // tokenizer and chat template: text in and out at the transports
+  if (st.ok()) st = text::TextModel::load(model, tokenizer_path, &text_model);
+  if (!st.ok()) {
+    spdlog::error("tokenizer: {}", st.to_string());
+    return 1;
+  }
+  if (text_model.has_tokenizer())
+    spdlog::info("tokenizer: {}; chat template: {}", text_model.description(),
+                 text_model.has_chat_template() ? text_model.chat_template_source() : "none");
+  else
+    spdlog::info("no tokenizer: token ids only");
+  srv->set_engine(eng.get(), &text_model);
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");
   std::fflush(stdout);

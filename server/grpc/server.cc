@@ -12,6 +12,7 @@
 
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "server/grpc/metrics.h"
+#include "server/text/text_stream.h"
 
 namespace flashserve::server {
 
@@ -46,6 +47,35 @@ v1::FinishReason to_proto(engine::FinishReason r) {
   }
 }
 
+grpc::Status failed_precondition(const std::string& m) {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, m);
+}
+
+std::vector<ChatMessage> chat_of(const google::protobuf::RepeatedPtrField<v1::ChatMessage>& in) {
+  std::vector<ChatMessage> out;
+  out.reserve(in.size());
+  for (const auto& m : in) out.push_back({m.role(), m.content()});
+  return out;
+}
+
+// The prompt ids of a request: exactly one of token ids, text, chat messages.
+grpc::Status prompt_of(const text::TextModel* tm, const v1::GenerateRequest& req, std::vector<int32_t>* ids) {
+  const int given = (req.prompt_token_ids_size() > 0) + !req.prompt_text().empty() + (req.messages_size() > 0);
+  if (given == 0) return to_grpc(invalid_argument("the request has no prompt: give prompt_token_ids, prompt_text or messages"));
+  if (given > 1) return to_grpc(invalid_argument("give exactly one of prompt_token_ids, prompt_text and messages"));
+  if (req.prompt_token_ids_size() > 0) {
+    ids->assign(req.prompt_token_ids().begin(), req.prompt_token_ids().end());
+    return grpc::Status::OK;
+  }
+  if (tm == nullptr || !tm->has_tokenizer())
+    return failed_precondition("text prompts need a tokenizer, and this model has none: send prompt_token_ids");
+  if (!req.prompt_text().empty()) return to_grpc(tm->encode_text(req.prompt_text(), true, ids));
+  if (!tm->has_chat_template())
+    return failed_precondition("chat messages need a chat template, and this model has none: send prompt_text");
+  std::string prompt;
+  return to_grpc(tm->encode_chat(chat_of(req.messages()), true, &prompt, ids));
+}
+
 Status read_file(const std::string& path, std::string* out) {
   std::ifstream f(path);
   if (!f) return invalid_argument("cannot read " + path);
@@ -61,6 +91,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
  public:
   Service(engine::Engine* e, const ServerOptions& o, Metrics* m) : engine_(e), opt_(o), metrics_(m) {}
   std::atomic<engine::Engine*> engine_;
+  std::atomic<const text::TextModel*> text_{nullptr};
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_id{1};
 
@@ -70,12 +101,10 @@ class GrpcServer::Service final : public v1::Generation::Service {
     engine::Engine* engine = engine_.load();
     if (engine == nullptr) return loading();
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
-    if (req->prompt_token_ids_size() == 0 && !req->prompt_text().empty())
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "text prompts need a tokenizer, and this model has none: send prompt_token_ids");
+    const text::TextModel* tm = text_.load();
     engine::GenerateRequest r;
+    if (grpc::Status st = prompt_of(tm, *req, &r.prompt); !st.ok()) return st;
     r.request_id = req->request_id().empty() ? "req-" + std::to_string(next_id++) : req->request_id();
-    r.prompt.assign(req->prompt_token_ids().begin(), req->prompt_token_ids().end());
     const auto& s = req->sampling();
     r.sampling.temperature = s.temperature();
     r.sampling.top_k = s.top_k();
@@ -87,14 +116,26 @@ class GrpcServer::Service final : public v1::Generation::Service {
     r.sampling.min_tokens = s.min_tokens();
     r.sampling.ignore_eos = s.ignore_eos();
     r.cache_salt = req->cache_salt();
+    // Text out: with a tokenizer every chunk carries its text; stop strings end the request.
+    std::vector<std::string> stop(s.stop().begin(), s.stop().end());
+    if (!stop.empty() && (tm == nullptr || !tm->has_tokenizer()))
+      return failed_precondition("stop strings need a tokenizer, and this model has none: use stop_token_ids");
+    if (const Status st = text::validate_stop_strings(stop); !st.ok()) return to_grpc(st);
+    std::unique_ptr<text::TextStream> text_out;
+    if (tm != nullptr && tm->has_tokenizer())
+      text_out = std::make_unique<text::TextStream>(tm->tokenizer(), std::move(stop), !s.include_special_tokens());
     const std::string id = r.request_id;
+    const size_t r_prompt_len = r.prompt.size();
     std::shared_ptr<engine::ResultStream> stream;
     if (const Status st = engine->enqueue(std::move(r), &stream); !st.ok()) {
       spdlog::info("request {} rejected: {}", id, st.to_string());
       return to_grpc(st);
     }
-    spdlog::info("request {} started ({} prompt tokens)", id, req->prompt_token_ids_size());
+    const size_t prompt_len = r_prompt_len;
+    spdlog::info("request {} started ({} prompt tokens)", id, prompt_len);
     bool cancelled = false;
+    bool stopped_by_text = false;  // a stop string ended it: its final message has gone out
+    int32_t sent_tokens = 0;
     engine::StreamEvent ev;
     auto last_token = std::chrono::steady_clock::now();
     bool seen_token = false;
@@ -104,33 +145,53 @@ class GrpcServer::Service final : public v1::Generation::Service {
         engine->cancel(id).ok();
       }
       if (!stream->next_for(&ev, 0.05)) continue;
-      if (!ev.tokens.empty()) {
+      if (!ev.tokens.empty() && !stopped_by_text) {
         const auto now = std::chrono::steady_clock::now();
         if (seen_token) metrics_->observe_inter_token(std::chrono::duration<double>(now - last_token).count());
         last_token = now;
         seen_token = true;
       }
-      v1::GenerateResponse out;
-      out.set_request_id(id);
-      for (int32_t t : ev.tokens) out.add_token_ids(t);
-      if (ev.finished) {
-        out.set_finished(true);
-        out.set_finish_reason(to_proto(ev.reason));
-        out.mutable_usage()->set_prompt_tokens(ev.prompt_tokens);
-        out.mutable_usage()->set_completion_tokens(ev.completion_tokens);
-        out.mutable_usage()->set_cached_tokens(ev.cached_tokens);
-        out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
-        out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
+      if (!stopped_by_text) {  // after a stop string: only waiting for the engine to let go
+        v1::GenerateResponse out;
+        out.set_request_id(id);
+        size_t used = ev.tokens.size();
+        if (text_out != nullptr) {
+          std::string delta;
+          bool hit = false;
+          if (const Status st = text_out->add(ev.tokens, &delta, &hit, &used); !st.ok()) {
+            engine->cancel(id).ok();
+            return to_grpc(internal_error("request " + id + ": detokenize: " + st.message()));
+          }
+          if (ev.finished && !hit) text_out->finish(&delta);
+          out.set_text(std::move(delta));
+          if (hit) {
+            stopped_by_text = true;
+            engine->cancel(id).ok();
+          }
+        }
+        for (size_t i = 0; i < used; ++i) out.add_token_ids(ev.tokens[i]);
+        sent_tokens += static_cast<int32_t>(used);
+        if (ev.finished || stopped_by_text) {
+          out.set_finished(true);
+          out.set_finish_reason(stopped_by_text ? v1::FINISH_REASON_STOP : to_proto(ev.reason));
+          out.mutable_usage()->set_prompt_tokens(static_cast<int32_t>(prompt_len));
+          out.mutable_usage()->set_completion_tokens(sent_tokens);
+          if (ev.finished) out.mutable_usage()->set_cached_tokens(ev.cached_tokens);
+          out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
+          out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
+        }
+        if (!cancelled && !writer->Write(out)) {
+          cancelled = true;
+          engine->cancel(id).ok();
+        }
       }
-      if (!cancelled && !writer->Write(out)) {
-        cancelled = true;
-        engine->cancel(id).ok();
-      }
       if (ev.finished) {
-        spdlog::info("request {} finished: {}, {} tokens", id, engine::finish_reason_name(ev.reason),
-                     ev.completion_tokens);
+        spdlog::info("request {} finished: {}, {} tokens", id,
+                     stopped_by_text ? "stop (text)" : engine::finish_reason_name(ev.reason), sent_tokens);
         if (ev.completion_tokens > 0) metrics_->observe_first_token(ev.time_to_first_token_s);
         metrics_->observe_finished(ev);
+        if (stopped_by_text) return cancelled ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
+                                              : grpc::Status::OK;
         if (ev.reason == engine::FinishReason::kError) return to_grpc(ev.error);
         if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
         return grpc::Status::OK;
@@ -160,6 +221,45 @@ class GrpcServer::Service final : public v1::Generation::Service {
     info->set_dtype(opt_.dtype);
     info->set_device(opt_.device);
     for (int32_t e : c.eos_token_ids) info->add_eos_token_ids(e);
+    if (const text::TextModel* tm = text_.load(); tm != nullptr && tm->has_tokenizer()) {
+      info->set_tokenizer(tm->description());
+      if (tm->has_chat_template()) {
+        info->set_chat_template(tm->tokenizer().chat_template());
+        info->set_chat_template_source(tm->chat_template_source());
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Tokenize(grpc::ServerContext* ctx, const v1::TokenizeRequest* req, v1::TokenizeResponse* resp) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    const text::TextModel* tm = text_.load();
+    if (tm == nullptr || !tm->has_tokenizer()) return failed_precondition("this model has no tokenizer");
+    if (req->text().empty() == (req->messages_size() == 0))
+      return to_grpc(invalid_argument("give exactly one of text and messages"));
+    std::vector<int32_t> ids;
+    if (!req->text().empty()) {
+      if (const Status st = tm->encode_text(req->text(), req->add_special_tokens(), &ids); !st.ok()) return to_grpc(st);
+    } else {
+      if (!tm->has_chat_template()) return failed_precondition("this model has no chat template");
+      std::string prompt;
+      const Status st = tm->encode_chat(chat_of(req->messages()), req->add_generation_prompt(), &prompt, &ids);
+      if (!st.ok()) return to_grpc(st);
+      resp->set_prompt(prompt);
+    }
+    for (int32_t t : ids) resp->add_token_ids(t);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Detokenize(grpc::ServerContext* ctx, const v1::DetokenizeRequest* req,
+                          v1::DetokenizeResponse* resp) override {
+    if (auto st = authorize(ctx); !st.ok()) return st;
+    const text::TextModel* tm = text_.load();
+    if (tm == nullptr || !tm->has_tokenizer()) return failed_precondition("this model has no tokenizer");
+    std::vector<int32_t> ids(req->token_ids().begin(), req->token_ids().end());
+    std::string out;
+    if (const Status st = tm->tokenizer().decode(ids, req->skip_special_tokens(), &out); !st.ok()) return to_grpc(st);
+    resp->set_text(std::move(out));
     return grpc::Status::OK;
   }
 
@@ -238,7 +338,8 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   return Status::Ok();
 }
 
-void GrpcServer::set_engine(engine::Engine* engine) {
+void GrpcServer::set_engine(engine::Engine* engine, const text::TextModel* text) {
+  service_->text_ = text;  // before the engine: a request that sees the engine sees the text model
   engine_ = engine;
   metrics_->set_engine(engine);
   service_->engine_ = engine;

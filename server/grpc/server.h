@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "server/engine/engine.h"
+#include "server/text/text_model.h"
 
 namespace grpc {
 class Server;
@@ -34,9 +35,10 @@ struct ServerOptions {
 class GrpcServer {
  public:
   // engine may be null while the model loads: health says NOT_SERVING and calls UNAVAILABLE
-  // until set_engine().
+  // until set_engine(). `text` (the model's tokenizer and chat template; may be empty) must
+  // outlive the server once set.
   static Status start(const ServerOptions& options, engine::Engine* engine, std::unique_ptr<GrpcServer>* out);
-  void set_engine(engine::Engine* engine);
+  void set_engine(engine::Engine* engine, const text::TextModel* text = nullptr);
   ~GrpcServer();
 
   int port() const { return port_; }
