@@ -15,6 +15,7 @@
 
 #include "server/engine/engine.h"
 #include "server/grpc/server.h"
+#include "server/model/gguf_weights.h"
 #include "server/model/llama.h"
 #if FLASHSERVE_WITH_CUDA
 #include "server/model/cuda/llama_cuda.h"
@@ -73,7 +74,9 @@ int main(int argc, char** argv) {
   ec.num_blocks = 1024;
   double grace = 30.0;
   uint64_t seed = 1;
-  app.add_option("--model", model, "model folder (config.json + *.safetensors) or synthetic:tiny|llama3-8b")
+  app.add_option("--model", model,
+                 "a .gguf file, a model folder (config.json + *.safetensors [+ tokenizer.json]) or "
+                 "synthetic:tiny|llama3-8b")
       ->envname("FLASHSERVE_MODEL");
   app.add_option("--device", device, "cpu or cuda")->envname("FLASHSERVE_DEVICE");
   app.add_option("--host", so.host, "address to listen on")->envname("FLASHSERVE_HOST");
@@ -125,6 +128,8 @@ int main(int argc, char** argv) {
   if (model.rfind("synthetic:", 0) == 0) {
     st = model::synthetic_preset(model.substr(10), &config);
     if (st.ok() && device == "cpu") st = model::synthetic_weights(config, seed, &weights);
+  } else if (model::is_gguf_file(model)) {  // llama.cpp's file: the embedded default's format
+    st = model::load_gguf_model(model, &config, &weights);
   } else {
     st = model::load_model_folder(model, &config, &weights);
   }

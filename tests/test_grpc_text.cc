@@ -146,6 +146,8 @@ TEST(GrpcText, StopStringEndsTheStreamWithoutItsText) {
   EXPECT_EQ(cut.last.finish_reason(), v1::FINISH_REASON_STOP);
   EXPECT_LT(cut.ids.size(), full.ids.size());
   EXPECT_EQ(cut.last.usage().completion_tokens(), static_cast<int>(cut.ids.size()));
+  EXPECT_GT(cut.last.timings().elapsed_s(), 0.0);
+  EXPECT_GT(cut.last.timings().time_to_first_token_s(), 0.0);
   EXPECT_TRUE(std::equal(cut.ids.begin(), cut.ids.end(), full.ids.begin()));
 }
 

@@ -137,8 +137,10 @@ class GrpcServer::Service final : public v1::Generation::Service {
     bool stopped_by_text = false;  // a stop string ended it: its final message has gone out
     int32_t sent_tokens = 0;
     engine::StreamEvent ev;
-    auto last_token = std::chrono::steady_clock::now();
+    const auto started = std::chrono::steady_clock::now();
+    auto last_token = started, first_token = started;
     bool seen_token = false;
+    auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     for (;;) {
       if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
         cancelled = true;
@@ -148,6 +150,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
       if (!ev.tokens.empty() && !stopped_by_text) {
         const auto now = std::chrono::steady_clock::now();
         if (seen_token) metrics_->observe_inter_token(std::chrono::duration<double>(now - last_token).count());
+        if (!seen_token) first_token = now;
         last_token = now;
         seen_token = true;
       }
@@ -177,8 +180,13 @@ class GrpcServer::Service final : public v1::Generation::Service {
           out.mutable_usage()->set_prompt_tokens(static_cast<int32_t>(prompt_len));
           out.mutable_usage()->set_completion_tokens(sent_tokens);
           if (ev.finished) out.mutable_usage()->set_cached_tokens(ev.cached_tokens);
-          out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
-          out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
+          if (ev.finished) {
+            out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
+            out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
+          } else {  // a stop string, before the engine's own final event: this handler's clock
+            out.mutable_timings()->set_time_to_first_token_s(seconds(started, first_token));
+            out.mutable_timings()->set_elapsed_s(seconds(started, std::chrono::steady_clock::now()));
+          }
         }
         if (!cancelled && !writer->Write(out)) {
           cancelled = true;
