@@ -4,7 +4,7 @@
 # a text prompt, honours a stop string, and tokenizes. Reports "skipped" when the model file
 # is absent. Prints "N passed, N failed".
 set -u
-server=$1 cli=$2
+server=$1 cli=$2 bench=${3:-}
 model="${FLASHSERVE_MODEL_DIR:-$HOME/.cache/flashserve/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ ! -f "$model" ]; then
   echo "skipped: $model is absent (scripts/fetch_model.sh puts it there)"
@@ -36,6 +36,16 @@ check "a stop string ends the answer before it" 'echo "$stop" | grep -q "FINISH_
 info=$("$cli" --target "127.0.0.1:$port" --info 2>&1)
 check "model info names the tokenizer and the gguf chat template" \
   'echo "$info" | grep -q "49152 tokens" && echo "$info" | grep -q "chat_template_source: \"gguf\""'
+if [ -n "$bench" ]; then  # the load client's jsonl dataset with text prompts, tokenized by the server
+  data=$(mktemp --suffix .jsonl)
+  printf '%s\n' '{"prompt": "The capital of France is", "output_len": 4}' '{"prompt": "Once upon a time, in a land far away,"}' >"$data"
+  load=$("$bench" --target "127.0.0.1:$port" --dataset-name jsonl --dataset-path "$data" --num-prompts 4 \
+    --request-rate inf --output-len 6 --ignore-eos 2>&1)
+  check "flashserve_bench takes text prompts (real token counts: 5 + 11 + 5 + 11)" \
+    'echo "$load" | grep -qE "Total input tokens: +32" && echo "$load" | grep -qE "Total generated tokens: +20"'
+  echo "$load" | grep -E "Total input|Total generated|Failed"
+  rm -f "$data"
+fi
 bad=$("$cli" --target "127.0.0.1:$port" --prompt "$(printf 'bad \xff text')" 2>&1)
 check "text that is not UTF-8 is INVALID_ARGUMENT" 'echo "$bad" | grep -q "error 3"'
 kill -TERM "$pid"
