@@ -197,6 +197,11 @@ def main():
         peer_vals = [r[n] for n, _ in peers_in if r.get(n)]
         r["best_peer"] = max(peer_vals) if peer_vals else None
 
+    def varlen_peers(q, k, v, cu_q, cu_k, max_q, max_k, causal):
+        """The packed-varlen peers (FA3, FlashInfer) that are here, as (name, maker) pairs for measure()."""
+        return [(name, lambda mk=mk: mk(q, k, v, cu_q, cu_k, max_q, max_k, causal))
+                for name, mk in (("fa3", fa3), ("flashinfer", fi)) if mk is not None]
+
     def check_against(r, o, ref, name):
         if ref is not None:
             r[name + "_maxdiff"] = (o.float() - ref.float()).abs().max().item()
@@ -237,9 +242,7 @@ def main():
                                 with sdpa_kernel(be):
                                     return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
                             peers.append((name, lambda peer=peer: peer))
-                    for name, mk in (("fa3", fa3), ("flashinfer", fi)):
-                        if mk is not None:
-                            peers.append((name, lambda mk=mk: mk(q, k, v, cu, cu, max(lens), max(lens), causal)))
+                    peers += varlen_peers(q, k, v, cu, cu, max(lens), max(lens), causal)
                     measure(r, flops, run, peers)
                     run()
                     if fa3 is not None:
@@ -276,8 +279,7 @@ def main():
         r = {"dtype": "bfloat16", "head_dim": dim, "shape": "2k over 30k", "causal": True}
         kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 16, gen, args.pool)
         run, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 16))
-        peers = [(n, lambda mk=mk: mk(q, k, v, cu_q, cu_k, new, kl, True)) for n, mk in (("fa3", fa3), ("flashinfer", fi))
-                 if mk is not None]
+        peers = varlen_peers(q, k, v, cu_q, cu_k, new, kl, True)
         measure(r, flops, run, peers)
         run()
         if fa3 is not None:
@@ -299,8 +301,7 @@ def main():
         flops = 4 * L * L * heads * dim / 2
         r = {"dtype": "bfloat16", "head_dim": dim, "shape": "GQA 32/8 128k", "causal": True}
         run, _ = ours_fn(lib, q, k, v, o, lse, cu, [L], heads, dim, True, fdt, kv_heads=kvh)
-        peers = [(n, lambda mk=mk: mk(q, k, v, cu, cu, L, L, True)) for n, mk in (("fa3", fa3), ("flashinfer", fi))
-                 if mk is not None]
+        peers = varlen_peers(q, k, v, cu, cu, L, L, True)
         qs, ks, vs = q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2), v.unsqueeze(0).transpose(1, 2)
         peers.append(("cudnn", lambda: (lambda: _sdpa(SDPBackend.CUDNN_ATTENTION, qs, ks, vs))))
         measure(r, flops, run, peers)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/text/tokenizer.h"
+#include "server/text/utf8.h"
 
 namespace flashserve::test {
 
@@ -21,14 +22,7 @@ inline std::vector<std::string> byte_tokens() {
   for (int b = 0; b < 256; ++b) {
     const bool kept = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     const uint32_t cp = kept ? b : 256 + extra++;
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    out[b] = s;
+    text::append_utf8(cp, &out[b]);
   }
   return out;
 }

@@ -12,7 +12,7 @@ if(nlohmann_json_FOUND)
     ${CMAKE_CURRENT_LIST_DIR}/jinja/builtins.cc
     ${CMAKE_CURRENT_LIST_DIR}/jinja/filters.cc
     ${CMAKE_CURRENT_LIST_DIR}/jinja/py_str.cc)
-  target_link_libraries(flashserve_chat_template PUBLIC flashserve_core nlohmann_json::nlohmann_json)
+  target_link_libraries(flashserve_chat_template PUBLIC flashserve_core flashserve_utf8 nlohmann_json::nlohmann_json)
   if(TARGET flashserve_text)
     target_link_libraries(flashserve_text PUBLIC flashserve_chat_template)
   endif()

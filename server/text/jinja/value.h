@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/text/utf8.h"
+
 namespace flashserve::jinja {
 
 // A template error raised while rendering or parsing; caught at the API and turned into a Status.
@@ -130,7 +132,7 @@ bool less_than(const Value& a, const Value& b, int line);
 std::vector<char32_t> decode_utf8(std::string_view s);
 // The code point at byte `*pos` (< s.size()); advances `*pos`.
 char32_t next_code_point(std::string_view s, size_t* pos);
-void append_utf8(char32_t cp, std::string* out);
+using ::flashserve::text::append_utf8;  // server/text/utf8.h
 std::string encode_utf8(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t count_code_points(std::string_view s);
 // Python's str.isspace() for one code point (also what `\s` matches in Python's re).
