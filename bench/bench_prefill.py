@@ -11,7 +11,8 @@ Rows: 16k tokens as 16×1k, 4×4k, 1×16k at hidden 2048 (heads = 2048 / head_di
 chunked prefill (2k new tokens over a 30k cached prefix, our K/V in 16-token pages, the peers'
 packed); GQA 32/8 at 128k causal. "ours" is the default kernel (the warp-specialized TMA kernel
 on sm_90), "v3" the wgmma kernel before it (FLASHSERVE_PREFILL_KERNEL=wgmma), "mma" the mma.sync
-kernel (Ampere's path). The short table last gives ours ÷ the best peer of each row.
+kernel (Ampere's path), "ws_alt" and "ws_order0" the warp-specialized kernel with the other
+key tile (d 128) and with session 11's work order (A/B columns, see measure()). The short table last gives ours ÷ the best peer of each row.
 
 Usage: python3 bench/bench_prefill.py --lib build-gpu/libflashserve_c.so [--quick] [--flashinfer] [--json F]"""
 import argparse
@@ -186,6 +187,29 @@ def main():
                 r[col] = None
                 r[col + "_error"] = str(e).splitlines()[0][:100]
             del os.environ["FLASHSERVE_PREFILL_KERNEL"]
+        # A/B columns of the warp-specialized kernel, same run: "ws_alt" (d 128) with the key tile
+        # the default does not take (128 where it takes 176, else 176; on the chunked row, paged
+        # and so v3 by default, ws with 128-key tiles); "ws_order0" with the
+        # work order of session 11 (one section: q tile slowest over all pairs).
+        variants = []
+        if r["head_dim"] == 128:
+            wide = r["shape"] != "2k over 30k" and (not r["causal"] or r["mean_k"] >= 2048)  # ws_wide's rule
+            alt = "128" if wide or r["shape"] == "2k over 30k" else "176"
+            r["alt_n"] = int(alt)
+            variants.append(("ws_alt", {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
+        if r["head_dim"] == 64:  # v3 by default there
+            variants.append(("ws", {"FLASHSERVE_PREFILL_KERNEL": "ws"}))
+        if r["shape"] != "2k over 30k":
+            variants.append(("ws_order0", {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_SECTION": "0"}))
+        for col, env in variants:
+            os.environ.update(env)
+            try:
+                r[col] = flops / time_fn(run) / 1e12
+            except Exception as e:  # noqa: BLE001
+                r[col] = None
+                r[col + "_error"] = str(e).splitlines()[0][:100]
+            for key in env:
+                del os.environ[key]
         for name, mk in peers_in:
             try:
                 fn = mk()
@@ -231,7 +255,8 @@ def main():
                 for causal in (False, True):
                     pairs = sum(l * l for l in lens)
                     flops = 4 * pairs * heads * dim / (2 if causal else 1)
-                    r = {"dtype": str(tdt).split(".")[-1], "head_dim": dim, "shape": label, "causal": causal}
+                    r = {"dtype": str(tdt).split(".")[-1], "head_dim": dim, "shape": label, "causal": causal,
+                         "mean_k": total / len(lens)}
                     run, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt)
                     peers = []
                     if uniform:
@@ -276,7 +301,7 @@ def main():
         cu_k = torch.tensor([0, kl], dtype=torch.int32, device="cuda")
         pairs = new * prefix + new * (new + 1) // 2
         flops = 4 * pairs * heads * dim
-        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "2k over 30k", "causal": True}
+        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "2k over 30k", "causal": True, "mean_k": kl}
         kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 16, gen, args.pool)
         run, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 16))
         peers = varlen_peers(q, k, v, cu_q, cu_k, new, kl, True)
@@ -299,7 +324,7 @@ def main():
         lse = torch.empty(L, heads, dtype=torch.float32, device="cuda")
         cu = torch.tensor([0, L], dtype=torch.int32, device="cuda")
         flops = 4 * L * L * heads * dim / 2
-        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "GQA 32/8 128k", "causal": True}
+        r = {"dtype": "bfloat16", "head_dim": dim, "shape": "GQA 32/8 128k", "causal": True, "mean_k": L}
         run, _ = ours_fn(lib, q, k, v, o, lse, cu, [L], heads, dim, True, fdt, kv_heads=kvh)
         peers = varlen_peers(q, k, v, cu, cu, L, L, True)
         qs, ks, vs = q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2), v.unsqueeze(0).transpose(1, 2)
@@ -314,7 +339,7 @@ def main():
         torch.cuda.empty_cache()
 
     print()
-    cols = ["ours", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer"]
+    cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer"]
     print(f"{'dtype':<6}{'d':>4} {'shape':<14}{'causal':>7}" + "".join(f"{c:>9}" for c in cols) +
           f"{'÷best':>7}{'maxdiff':>9}")
     f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731

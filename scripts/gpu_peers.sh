@@ -20,7 +20,7 @@ case "${1:-}" in
     (cd "$tmp" && python3 -m zipfile -e ./*.whl x)
     mkdir -p .whl/fa3
     cp "$tmp"/x/flash_attn_interface.py "$tmp"/x/flash_attn_config.py .whl/fa3/
-    xz -T2 -9e -c "$tmp"/x/flash_attn_3/_C.abi3.so > .whl/fa3/_C.abi3.so.xz
+    xz -T2 -9 -c "$tmp"/x/flash_attn_3/_C.abi3.so > .whl/fa3/_C.abi3.so.xz
     rm -rf "$tmp"
     ls -la .whl/fa3 ;;
   prepare-flashinfer)

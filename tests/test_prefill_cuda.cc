@@ -1,9 +1,9 @@
 // CUDA varlen prefill (label gpu): against the float64 reference and the CPU path over the
 // CPU tests' grid (odd lengths in mixed packed batches, GQA 21/3, window, ALiBi, softcap,
-// packed and paged), outputs poisoned first; NaN never passes. Every case runs on both
-// kernels: on sm_90 the warp-specialized TMA one (the default) and v3's wgmma one, everywhere
-// the mma.sync one (Ampere's), selected through FLASHSERVE_PREFILL_KERNEL, and compared with
-// each other.
+// packed and paged), outputs poisoned first; NaN never passes. Every case runs on every
+// kernel: on sm_90 the warp-specialized TMA one (the default; at d 128 with both key tiles) and
+// v3's wgmma one, everywhere the mma.sync one (Ampere's), selected through
+// FLASHSERVE_PREFILL_KERNEL, and compared with each other.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -69,13 +69,32 @@ void check_problem(const Problem& p) {
   ASSERT_TRUE(prefill(cp).ok());
   EXPECT_EQ(compare_outputs(p, mma, cpu, 2.0, 2 * ref.p_rounding_err), "") << "mma.sync vs CPU";
   if (!sm90) return;
-  for (const char* kernel : {"wgmma", "ws"}) {
-    use_kernel(kernel);
+  // At d 128 the warp-specialized kernel runs with both key tiles (128 and the wide 176, forced
+  // through FLASHSERVE_PREFILL_WS_BLOCK_N; the default picks one by the mask), and once with a
+  // work order of 5-pair sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the
+  // default makes a small problem one section). At d 256 there is no v3 kernel ("wgmma" takes
+  // the warp-specialized one).
+  struct Run {
+    const char* kernel;
+    const char* block_n;  // null: the default
+    const char* section;  // null: the default
+  };
+  std::vector<Run> runs = {{"wgmma", nullptr, nullptr}, {"ws", nullptr, nullptr}, {"ws", nullptr, "5"}};
+  if (p.head_dim == 128) runs = {{"wgmma", nullptr, nullptr}, {"ws", "128", nullptr}, {"ws", "176", "5"}};
+  if (p.head_dim == 256) runs = {{"ws", nullptr, nullptr}, {"ws", nullptr, "5"}};
+  for (const Run& run : runs) {
+    use_kernel(run.kernel);
+    if (run.block_n != nullptr) setenv("FLASHSERVE_PREFILL_WS_BLOCK_N", run.block_n, 1);
+    if (run.section != nullptr) setenv("FLASHSERVE_PREFILL_WS_SECTION", run.section, 1);
     Outputs gpu = run_gpu(p, d, &st);
+    unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
+    unsetenv("FLASHSERVE_PREFILL_WS_SECTION");
+    const std::string what = std::string(run.kernel) + (run.block_n ? std::string(" n") + run.block_n : "") +
+                             (run.section ? std::string(" section ") + run.section : "");
     ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-    EXPECT_EQ(compare(p, gpu, ref, tol), "") << kernel << " kernel";
-    EXPECT_EQ(compare_outputs(p, gpu, mma, 2.0, 2 * ref.p_rounding_err), "") << kernel << " vs mma.sync";
-    EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << kernel << " vs CPU";
+    EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << " kernel";
+    EXPECT_EQ(compare_outputs(p, gpu, mma, 2.0, 2 * ref.p_rounding_err), "") << what << " vs mma.sync";
+    EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << what << " vs CPU";
   }
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
 }
@@ -206,7 +225,8 @@ TEST(PrefillCuda, HeadDim256) {
   };
   const Opt opts[] = {{8, 2, false, 0, -1, false, 0, DType::kBFloat16}, {21, 3, true, 0, -1, false, 0, DType::kFloat16},
                       {8, 8, true, 16, -1, false, 0, DType::kBFloat16}, {21, 3, true, 64, 40, true, 20, DType::kBFloat16},
-                      {4, 1, false, 16, 17, false, 5, DType::kFloat16}};
+                      {4, 1, false, 16, 17, false, 5, DType::kFloat16}, {8, 2, true, 8, -1, false, 0, DType::kBFloat16},
+                      {8, 2, false, 128, -1, false, 0, DType::kFloat16}, {9, 3, true, 1, -1, false, 0, DType::kBFloat16}};
   int seed = 1400;
   for (const Opt& o : opts) {
     Problem p;

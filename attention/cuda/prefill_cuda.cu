@@ -31,12 +31,19 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-extern template cudaError_t launch_prefill_sm90_ws<64, __half>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<64, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int,
-                                                                      cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<128, __half>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
-extern template cudaError_t launch_prefill_sm90_ws<128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int,
-                                                                       cudaStream_t);
+#define FS_WS_INSTANCE(D, N, T) \
+  extern template cudaError_t launch_prefill_sm90_ws<D, N, T>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+FS_WS_INSTANCE(64, 128, __half)
+FS_WS_INSTANCE(64, 128, __nv_bfloat16)
+FS_WS_INSTANCE(128, 128, __half)
+FS_WS_INSTANCE(128, 128, __nv_bfloat16)
+FS_WS_INSTANCE(128, 176, __half)
+FS_WS_INSTANCE(128, 176, __nv_bfloat16)
+#if FLASHSERVE_PREFILL_HD256
+FS_WS_INSTANCE(256, 80, __half)
+FS_WS_INSTANCE(256, 80, __nv_bfloat16)
+#endif
+#undef FS_WS_INSTANCE
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -51,8 +58,8 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 enum class Kernel { kMma, kWgmma, kWs };
 
 // Which kernel: on a device that runs this build's sm_90a code, the warp-specialized one (TMA,
-// wgmma; head_dim 64 and 128; the default where prefill_ws_by_default) or, where its tensor maps
-// cannot describe the tensors, the wgmma one of v3; elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
+// wgmma; head_dim 64, 128 and 256; the default where prefill_ws_by_default) or, where its tensor
+// maps cannot describe the tensors, the wgmma one of v3 (d 256: mma.sync); elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
 // kernel, =wgmma the v3 wgmma kernel, =ws the warp-specialized one (cross-checks, A/B
 // benchmarks; a forced sm_90a kernel is an error where the device cannot run it; =ws falls back
 // to v3 where the maps cannot describe the tensors). Read at every call.
@@ -141,24 +148,86 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The warp-specialized kernel's maps for this call: Q, and K and V when packed or in pages of
-// at least 8 tokens (a box's rows then start on the swizzle's 1024-byte period); smaller pages
-// are gathered with cp.async (page_box 0).
-bool make_tma_maps(const PrefillParams& p, PrefillTmaMaps* maps) {
+// Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
+// packed K/V without a window (176 keys fit only pages of 8 or 16 tokens; a window sees fewer
+// keys), and causal only where sequences have 2k keys or more on average: the diagonal costs a
+// 176-key tile more. Same-run A/B, bf16 TFLOP/s, 176 against 128 (NOTES "prefill v4.3"):
+// 1×16k 618/552, causal 624/544; 4×4k 585/556, causal 514/506; 16×1k 400/403, causal 280/306;
+// GQA 32/8 128k causal 600/565. FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at
+// d 128 (A/B benchmarks, cross-checks), read at every call.
+bool ws_wide(const PrefillParams& p) {
+  if (p.head_dim != 128) return false;
+  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
+  if (force != nullptr && std::strcmp(force, "176") == 0) return true;
+  if (force != nullptr && std::strcmp(force, "128") == 0) return false;
+  if (p.paged || p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
+  return !p.mask.causal || p.total_k >= 2048ll * std::max(1, p.batch);
+}
+
+// The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
+// the same, so a section is one pair: its q tiles run side by side and read each K/V tile from
+// HBM about once (16×1k at d 128 with 64-pair sections, the K/V of 32 MB of pairs at a time:
+// L2 hit rate 48%, DRAM 1.75 TB/s, 394 TFLOP/s). Causal: as many pairs as have their K and V
+// in kL2Budget (FA3 sizes its sections alike), so the longest q tiles of all pairs of a
+// section go first; keys by the mean a sequence (packed; paged: the most a block table holds,
+// so sections are never too large), a kv head shared by its query heads. Overrides, read at
+// every call (A/B benchmarks): FLASHSERVE_PREFILL_WS_SECTION=N pairs (0: all, session 11's
+// order), FLASHSERVE_PREFILL_WS_L2_MB=M the budget in MiB (causal and not).
+int ws_section(const PrefillParams& p) {
+  int64_t budget = 32ll << 20;
+  const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(p.num_heads) * p.batch);
+  if (const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SECTION")) {
+    const long n = std::strtol(force, nullptr, 10);
+    return static_cast<int>(n <= 0 || n > pairs ? pairs : n);
+  }
+  const char* mb = std::getenv("FLASHSERVE_PREFILL_WS_L2_MB");
+  if (mb != nullptr) budget = std::max(1l, std::strtol(mb, nullptr, 10)) << 20;
+  if (mb == nullptr && !p.mask.causal) return 1;
+  const int64_t keys = p.paged ? std::max<int64_t>(p.max_seqlen_q, p.pages.block_table_stride * p.pages.block_size)
+                               : std::max<int64_t>(1, p.total_k / std::max(1, p.batch));
+  const int64_t group = std::max(1, p.num_heads / std::max(1, p.num_kv_heads));
+  const int64_t bytes = std::max<int64_t>(1, keys * p.head_dim * 2 * 2 / group);  // K and V, 16-bit
+  return static_cast<int>(std::clamp<int64_t>(budget / bytes, 1, pairs));
+}
+
+// The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or
+// in pages that tile the key tile without straddling it, of at least 8 tokens (a box's rows then
+// start on the swizzle's 1024-byte period); other pages are gathered with cp.async (page_box 0).
+bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
-  constexpr PrefillWsTiles tiles = prefill_ws_tiles(128);
-  static_assert(prefill_ws_tiles(64).block_m == tiles.block_m && prefill_ws_tiles(64).block_n == tiles.block_n,
-                "one box size for both head dims");
+  maps->section = ws_section(p);
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   if (p.paged) {
-    const int box = std::min(p.pages.block_size, tiles.block_n);
-    if (box >= 8 && encode_pages(&maps->k, p, p.pages.k_pages, box) && encode_pages(&maps->v, p, p.pages.v_pages, box))
+    const int bs = p.pages.block_size, box = std::min(bs, tiles.block_n);
+    const bool fits = bs <= tiles.block_n ? tiles.block_n % bs == 0 : bs % tiles.block_n == 0;
+    if (fits && box >= 8 && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
+        encode_pages(&maps->v, p, p.pages.v_pages, box))
       maps->page_box = box;
     return true;
   }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
+}
+
+// d 256 by the mma.sync kernel, which needs more shared memory than some devices allow.
+Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
+#if FLASHSERVE_PREFILL_HD256
+  int device = 0, optin = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
+  constexpr int kNeed = PrefillTraits<256, __half>::kSmemBytes;
+  if (optin < kNeed)
+    return unsupported("prefill: head_dim 256 needs " + std::to_string(kNeed) + " bytes of shared memory per block; " +
+                       "this device allows " + std::to_string(optin));
+  err = p.dtype == DType::kFloat16 ? launch_prefill<256, __half>(p, stream) : launch_prefill<256, __nv_bfloat16>(p, stream);
+  return cuda_status(err, "prefill kernel (head_dim 256)");
+#else
+  (void)p;
+  (void)stream;
+  return unsupported("prefill: head_dim 256 on CUDA needs a build with -DFLASHSERVE_PREFILL_HD256=ON");
+#endif
 }
 
 }  // namespace
@@ -190,48 +259,53 @@ Status validate_prefill_cuda(const PrefillParams& p) {
 Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   cudaError_t err;
-#if FLASHSERVE_PREFILL_HD256
-  if (p.head_dim == 256) {  // the mma.sync kernel only (a wgmma tile of 256 columns does not fit)
-    int device = 0, optin = 0;
-    err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
-    constexpr int kNeed = PrefillTraits<256, __half>::kSmemBytes;
-    if (optin < kNeed)
-      return unsupported("prefill: head_dim 256 needs " + std::to_string(kNeed) + " bytes of shared memory per block; " +
-                         "this device allows " + std::to_string(optin));
-    err = p.dtype == DType::kFloat16 ? launch_prefill<256, __half>(p, stream)
-                                     : launch_prefill<256, __nv_bfloat16>(p, stream);
-    return cuda_status(err, "prefill kernel (head_dim 256)");
-  }
-#endif
   Kernel kernel = Kernel::kMma;
   FS_RETURN_IF_ERROR(pick_kernel(p, &kernel));
+  // d 256: the warp-specialized kernel where sm_90a runs (there is no v3 kernel: =wgmma takes
+  // it too), else mma.sync.
+  if (p.head_dim == 256 && kernel == Kernel::kWgmma) kernel = Kernel::kWs;
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
-    // One CTA a work item, scheduled by the hardware in launch order (heavy items first); the
-    // persistent grid of one CTA an SM walking the items statically measured 0-7% slower at
-    // d 128 (bench/NOTES.md "prefill v4"), kept for A/B: FLASHSERVE_PREFILL_WS_PERSISTENT=1.
+    // One CTA a work item, dispatched by the hardware in WsWorkOrder's order, or a persistent
+    // grid of one CTA an SM walking the items statically: better where items are short (d 128
+    // packed, sequences of 1k keys or fewer: 16×1k 469 against 433 TFLOP/s, causal 325 against
+    // 311), worse on long ones (4×4k 535/584, 1×16k causal 480/571; NOTES "prefill v4.3").
+    // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces it (A/B).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
-    if (persistent != nullptr && std::strcmp(persistent, "1") == 0) {
+    const bool short_items = p.head_dim == 128 && !p.paged && p.total_k <= 1024ll * std::max(1, p.batch);
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : short_items) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
     }
-    if (make_tma_maps(p, &maps)) {
+    const bool wide = ws_wide(p);
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
+      const bool f16 = p.dtype == DType::kFloat16;
       if (p.head_dim == 64) {
-        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<64, __half>(p, maps, sms, stream)
-                                         : launch_prefill_sm90_ws<64, __nv_bfloat16>(p, maps, sms, stream);
+        err = f16 ? launch_prefill_sm90_ws<64, 128, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<64, 128, __nv_bfloat16>(p, maps, sms, stream);
+      } else if (p.head_dim == 128 && wide) {
+        err = f16 ? launch_prefill_sm90_ws<128, 176, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<128, 176, __nv_bfloat16>(p, maps, sms, stream);
+      } else if (p.head_dim == 128) {
+        err = f16 ? launch_prefill_sm90_ws<128, 128, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<128, 128, __nv_bfloat16>(p, maps, sms, stream);
       } else {
-        err = p.dtype == DType::kFloat16 ? launch_prefill_sm90_ws<128, __half>(p, maps, sms, stream)
-                                         : launch_prefill_sm90_ws<128, __nv_bfloat16>(p, maps, sms, stream);
+#if FLASHSERVE_PREFILL_HD256
+        err = f16 ? launch_prefill_sm90_ws<256, 80, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<256, 80, __nv_bfloat16>(p, maps, sms, stream);
+#else
+        err = cudaErrorNotSupported;  // validate_prefill_cuda refuses d 256 in such a build
+#endif
       }
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }
-    kernel = Kernel::kWgmma;  // forced or not: e.g. no keys at all (a map needs rows), odd strides
+    // Forced or not: e.g. no keys at all (a map needs rows), odd strides. d 256 has no v3.
+    kernel = p.head_dim == 256 ? Kernel::kMma : Kernel::kWgmma;
   }
+  if (p.head_dim == 256) return prefill_mma_hd256(p, stream);
   if (kernel == Kernel::kWgmma) {
     if (p.head_dim == 64) {
       err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)

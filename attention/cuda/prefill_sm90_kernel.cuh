@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
 #pragma unroll
     for (int ks = 0; ks < Tr::kKSteps; ++ks) {
       const int blk = ks / 4, col = (ks % 4) * 16;
-      wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col),
+      wgmma_ss<128, T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col),
                        kmajor_desc(sk + blk * kSm90BlockN * 64 + col), ks > 0);
     }
     wgmma_commit();

@@ -1,7 +1,7 @@
 // The warp-specialized Hopper prefill kernel (sm_90a), FlashAttention-3's design: one producer
 // warpgroup loads, two consumer warpgroups compute. Same semantics as prefill_sm90_kernel.cuh
-// and prefill_kernel.cuh; templated on head_dim and the storage type, one instance per file
-// (prefill_sm90_ws_hd*_*.cu).
+// and prefill_kernel.cuh; templated on head_dim, the key tile and the storage type, one
+// instance per file (prefill_sm90_ws_hd*_*.cu).
 //
 // CTA = (sequence, query head, tile of kBlockM = 128 query rows), 384 threads:
 //  - warpgroup 0, the producer (setmaxnreg 24): Q once and K/V tiles of kBlockN keys into a ring
@@ -15,7 +15,7 @@
 //    pages by a cp.async gather of all 128 producer threads (zero-filled past the keys and on
 //    bad page ids), each arriving on the stage's barrier when its copies land.
 //  - warpgroups 1 and 2, the consumers (setmaxnreg 240), 64 query rows each: per tile
-//    S = Q·Kᵀ (wgmma m64n128k16, both operands in shared memory), online softmax on the
+//    S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared memory), online softmax on the
 //    accumulators (prefill_common.cuh), O += P·V (P from registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the two warpgroups a pair of named barriers
@@ -42,37 +42,68 @@ namespace flashserve::cuda {
 // 64 columns × page_box tokens of one (block, kv head).
 struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
-  int page_box = 0;  // paged: tokens a box (min(block_size, kBlockN), >= 8); 0: cp.async gather
+  int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: cp.async gather
+  int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
 };
 
-// Tile sizes of the warp-specialized kernel, by head dim (one place; FA3's tile_size.h).
+// The order of the work items w = 0, 1, ... (CTAs are dispatched in that order; the persistent
+// walk takes them in it too): the (query head, sequence) pairs in sections of `section` pairs,
+// chosen on the host so that a section's K and V fit in the L2 (prefill_cuda.cu); inside a
+// section the q tiles longest first (causal: the most keys; FA3's longest-processing-time
+// order), the section's pairs fastest. The CTAs running at one time then share their K/V
+// through the L2: with the q tile slowest over all pairs (section = all), 16×1k at d 128 read
+// each sequence's K/V from HBM once a CTA (16 MB of K/V against 60 MB of L2, 2048 CTAs).
+struct WsWorkOrder {
+  int num_m, pairs, section;
+  __device__ __forceinline__ void item(int w, int& m_tile, int& pair) const {
+    const int per_section = section * num_m;
+    const int sec = w / per_section, first = sec * section;
+    const int n = min(section, pairs - first);  // the last section may be short
+    const int within = w - sec * per_section;
+    m_tile = num_m - 1 - within / n;
+    pair = first + within % n;
+  }
+};
+
+// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and, at
+// d 128, whether the call takes the wide key tile (`wide`: see prefill_cuda.cu):
+//  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
+//    registers a thread, so the S tile stays narrow);
+//  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; wide 128 × 176, 32 + 2 × (44 + 44) = 208 KB;
+//  - d 64: 128 × 128, 16 + 2 × (16 + 16) = 80 KB.
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
+  return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
+         : head_dim == 128 && wide      ? PrefillWsTiles{128, 176, 2}
+                                        : PrefillWsTiles{128, 128, 2};
+}
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from the same-run
-// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.1-1.4× v3); at
-// d 64 it ties v3 (which runs two CTAs an SM), and paged its single-thread page boxes lose to
-// v3's cp.async copies (2k over 30k, 16-token pages: 280 against 413 TFLOP/s).
-constexpr bool prefill_ws_by_default(int head_dim, bool paged) { return head_dim == 128 && !paged; }
-
-constexpr PrefillWsTiles prefill_ws_tiles(int head_dim) {
-  // d 128: Q 32 KB + 2 stages × (K 32 + V 32) KB = 160 KB; d 64: 16 + 2 × 32 = 80 KB.
-  return head_dim == 128 ? PrefillWsTiles{128, 128, 2} : PrefillWsTiles{128, 128, 2};
+// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.1-1.4× v3), and
+// d 256, which has no v3 kernel (only mma.sync); at d 64 it ties v3 (which runs two CTAs an
+// SM), and paged its single-thread page boxes lose to v3's cp.async copies (2k over 30k,
+// 16-token pages: 280 against 413 TFLOP/s).
+constexpr bool prefill_ws_by_default(int head_dim, bool paged) {
+  return head_dim == 256 || (head_dim == 128 && !paged);
 }
 
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kKeyTile, typename T>
 struct PrefillWsTraits {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "prefill ws: head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
-  static constexpr PrefillWsTiles kTiles = prefill_ws_tiles(kHeadDim);
+  static constexpr PrefillWsTiles kTiles = prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
-  static_assert(kBlockM == 128 && kBlockN == 128, "two consumer warpgroups of 64 rows; S tiles of 128 keys");
+  static_assert(kBlockN == kKeyTile, "a key tile of prefill_ws_tiles");
+  static_assert(kBlockM == 128 && kBlockN % 16 == 0 && kBlockN <= 256,
+                "two consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
   static constexpr int kThreads = 384;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 40/232: -4..-12% at d 128 (NOTES)
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;
+  static constexpr int kKeySteps = kBlockN / 16;  // k-steps of P·V
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
@@ -102,11 +133,11 @@ __device__ __forceinline__ void gather_tile(const KVSource& s, const char* base,
   }
 }
 
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kKeyTile, typename T>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = PrefillWsTraits<kHeadDim, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kKeyTile, T>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN;
   extern __shared__ unsigned char smem_raw[];
@@ -131,19 +162,20 @@ __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
 
-  // Persistent: work item w = (q tile, head, sequence), q tiles longest first (causal: the most
-  // keys), every CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the
-  // same items, and a skipped item (a q tile past its sequence's queries) is skipped by both.
+  // Work item w = (q tile, head, sequence) in WsWorkOrder; one CTA an item, or persistent: every
+  // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
+  // and a skipped item (a q tile past its sequence's queries) is skipped by both.
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
-  const int per_m = p.num_heads * p.batch;
-  const int total = num_m * per_m;
+  const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
+  const int total = num_m * order.pairs;
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
   // the sequence's own, masked like any other).
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {
-    const int m_tile = num_m - 1 - w / per_m;
-    h = (w % per_m) % p.num_heads;
-    b = (w % per_m) / p.num_heads;
+    int m_tile, pair;
+    order.item(w, m_tile, pair);
+    h = pair % p.num_heads;
+    b = pair / p.num_heads;
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, 2)) return false;
     key_base = tma_pages ? (cta.cta_lo & ~(maps.page_box - 1)) : cta.cta_lo;
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
@@ -155,7 +187,11 @@ __global__ void __launch_bounds__(384, 1)
     // ---- producer ----
     setmaxnreg_dec<Tr::kProducerRegs>();
     const bool gather = p.paged && !tma_pages;
-    if (!gather && tid != 0) return;  // TMA: one thread issues everything
+    // Packed: one thread issues everything. Paged by TMA: warp 0, a lane a page box (reading its
+    // page id), so a tile's table reads overlap instead of following each other (one thread
+    // issuing them in turn, each copy waiting on its id: 301 TFLOP/s on 2k over 30k against
+    // packed's 598, NOTES "prefill v4.3"). Gathered: all 128 threads.
+    if (tid >= (gather ? 128 : tma_pages ? 32 : 1)) return;
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
       if (!p.paged || tma_pages) {
@@ -195,8 +231,10 @@ __global__ void __launch_bounds__(384, 1)
           const KVSource& src = cta.src;
           const int box = maps.page_box;
           const int boxes = min(kBN / box, (cta.cta_hi - key0 + box - 1) / box);  // those with a key in range
-          MBarrier::arrive_expect_tx(bar, static_cast<uint32_t>(boxes * box * kHeadDim * 2));
-          for (int i = 0; i < boxes; ++i) {
+          // The bytes are expected by lane 0's arrival (the stage's one); a lane's copies may land
+          // before it: the phase cannot complete while that arrival is pending.
+          if (tid == 0) MBarrier::arrive_expect_tx(bar, static_cast<uint32_t>(boxes * box * kHeadDim * 2));
+          for (int i = tid; i < boxes; i += 32) {  // boxes <= kBN / 8 <= 32: one a lane
             const int key = key0 + i * box;
             const int page = src.table[key >> src.block_shift];  // out of the pool: zeros
 #pragma unroll
@@ -265,21 +303,21 @@ __global__ void __launch_bounds__(384, 1)
       for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
     const LogitArgs la(p.mask, h);
 
-    float s[64];
+    float s[kBN / 2];
     auto issue_s = [&](int stage) {
       const T* skt = smem_k + stage * Tr::kTileElems;
 #pragma unroll
       for (int ks = 0; ks < Tr::kKSteps; ++ks) {
         const int blk = ks / 4, col = (ks % 4) * 16;
-        wgmma_ss_n128<T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
+        wgmma_ss<kBN, T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
                          ks > 0);
       }
       wgmma_commit();
     };
-    uint32_t pa[8][4];
+    uint32_t pa[Tr::kKeySteps][4];
     auto pack_p = [&] {
 #pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
+      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
         pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
         pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
         pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
@@ -289,7 +327,7 @@ __global__ void __launch_bounds__(384, 1)
     auto issue_pv = [&](int stage) {
       const T* svt = smem_v + stage * Tr::kTileElems;
 #pragma unroll
-      for (int kk = 0; kk < 8; ++kk)
+      for (int kk = 0; kk < Tr::kKeySteps; ++kk)
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c)
           wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(svt + c * kBN * 64 + kk * 16 * 64));
@@ -302,7 +340,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         auto at = [&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; };
-        f[i] = softmax_row<16>(at, la, key0, tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
+        f[i] = softmax_row<kBN / 8>(at, la, key0, tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
       }
     };
     auto rescale_o = [&] {
@@ -414,11 +452,11 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 // grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kKeyTile, typename T>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, T>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kKeyTile, T>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kKeyTile, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;

@@ -1,5 +1,5 @@
 // Hopper (sm_90a) warpgroup MMA helpers: shared-memory matrix descriptors for the 128-byte
-// swizzled layout, the two wgmma shapes the sm90 prefill kernel issues, and the fences.
+// swizzled layout, the wgmma shapes the sm90 prefill kernels issue, and the fences.
 //
 // Layout ("SW128"): a tile of R rows × C 16-bit columns is stored as C/64 column blocks, each
 // [R rows][64 elements = 128 bytes], with the 16-byte chunk c of row r at chunk c ^ (r mod 8)
@@ -58,10 +58,10 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
 // async proxy (wgmma operands); a barrier must follow before other threads' wgmmas read them.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// d[64] (+)= A(64×16, K-major in shared memory) · B(16×128, K-major): m64n128k16. accumulate = 0
-// overwrites d.
-template <typename T>
-__device__ void wgmma_ss_n128(float (&d)[64], uint64_t a, uint64_t b, int accumulate);
+// d[N/2] (+)= A(64×16, K-major in shared memory) · B(16×N, K-major): m64nNk16, N = 80, 128 or
+// 176 (the S tile widths of the Hopper kernels). accumulate = 0 overwrites d.
+template <int N, typename T>
+__device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
 // d[32] += A(64×16, registers: the mma.sync A fragment of this warp's 16 rows) · B(16×64,
 // MN-major in shared memory): m64n64k16.
 template <typename T>
@@ -71,24 +71,38 @@ __device__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
   "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
       "+f"(d[o + 7])
 #define FS_D32 FS_D8(0), FS_D8(8), FS_D8(16), FS_D8(24)
+#define FS_D40 FS_D32, FS_D8(32)
 #define FS_D64 FS_D32, FS_D8(32), FS_D8(40), FS_D8(48), FS_D8(56)
-#define FS_R32                                                                                            \
+#define FS_D88 FS_D64, FS_D8(64), FS_D8(72), FS_D8(80)
+#define FS_R32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FS_R64                                                                                            \
+#define FS_R40 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
-  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "  \
-  "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "  \
-  "%62, %63}"
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
+#define FS_R64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, " \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FS_R88 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+  "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, " \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, " \
+  "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
+// One m64nNk16 with both operands in shared memory: N/2 accumulators, then a, b, accumulate.
+#define FS_WGMMA_SS(N, T, TY, DLIST, RLIST, IA, IB, IACC)                                                  \
+  template <>                                                                                             \
+  __device__ __forceinline__ void wgmma_ss<N, T>(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IACC ", 0;\n"                                      \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " RLIST ", %" #IA ", %" #IB   \
+                 ", p, 1, 1, 0, 0;\n}\n"                                                                  \
+                 : DLIST                                                                                  \
+                 : "l"(a), "l"(b), "r"(accumulate));                                                      \
+  }
 #define FS_WGMMA_DEFINE(T, TY)                                                                           \
-  template <>                                                                                           \
-  __device__ __forceinline__ void wgmma_ss_n128<T>(float (&d)[64], uint64_t a, uint64_t b, int accumulate) { \
-    asm volatile(                                                                                       \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                    \
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FS_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n" \
-        : FS_D64                                                                                        \
-        : "l"(a), "l"(b), "r"(accumulate));                                                             \
-  }                                                                                                     \
+  FS_WGMMA_SS(80, T, TY, FS_D40, FS_R40, 40, 41, 42)                                                      \
+  FS_WGMMA_SS(128, T, TY, FS_D64, FS_R64, 64, 65, 66)                                                     \
+  FS_WGMMA_SS(176, T, TY, FS_D88, FS_R88, 88, 89, 90)                                                     \
   template <>                                                                                           \
   __device__ __forceinline__ void wgmma_rs_n64<T>(float (&d)[32], const uint32_t (&a)[4], uint64_t b) { \
     asm volatile(                                                                                       \
@@ -101,9 +115,14 @@ __device__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
 FS_WGMMA_DEFINE(__nv_bfloat16, "bf16")
 FS_WGMMA_DEFINE(__half, "f16")
 #undef FS_WGMMA_DEFINE
+#undef FS_WGMMA_SS
+#undef FS_R88
 #undef FS_R64
+#undef FS_R40
 #undef FS_R32
+#undef FS_D88
 #undef FS_D64
+#undef FS_D40
 #undef FS_D32
 #undef FS_D8
 
