@@ -312,6 +312,21 @@ TEST(ChatTemplate, LimitsStopHostileTemplates) {
   // Integer overflow is an error, not undefined behaviour.
   EXPECT_EQ(code_of("{{ 9223372036854775807 + 1 }}"), StatusCode::kInvalidArgument);
   EXPECT_EQ(code_of("{{ 2 ** 64 }}"), StatusCode::kInvalidArgument);
+  // Found by fuzz_chat_template: a namespace holding itself printed itself without end (a stack
+  // overflow; the cycle also leaked). A namespace in a namespace is refused, however deep.
+  for (const char* cyc : {"{% set ns = namespace(n=0) %}{% set ns.n = ns %}{{ ns.n }}",
+                          "{% set ns = namespace(n=0) %}{% set ns.n = [1, {'a': ns}] %}{{ ns }}",
+                          "{% set a = namespace(x=1) %}{% set b = namespace(y=a) %}{{ b }}"})
+    EXPECT_EQ(code_of(cyc), StatusCode::kInvalidArgument) << cyc;
+  EXPECT_EQ(code_of("{% set a = namespace(x=[1, 2]) %}{% set b = [a, a] %}{{ b|length }}{{ a.x }}"), StatusCode::kOk);
+  // A list wrapped in itself a thousand times: refused at 128 levels, not printed (or freed) by
+  // a recursion 1000 deep.
+  EXPECT_EQ(code_of("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                    "{{ ns.x }}"),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(code_of("{% set ns = namespace(x=[]) %}{% for i in range(100) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                    "{{ ns.x|length }}"),
+            StatusCode::kOk);
 }
 
 TEST(ChatTemplate, RobustToOddConversations) {

@@ -145,6 +145,29 @@ TEST(LlamaConfig, RefusesWhatIsNotImplemented) {
             StatusCode::kInvalidArgument);
 }
 
+// Found by fuzz_config: a rope type that is not a string threw (nlohmann's value() with a string
+// default), and integers past 32 bits were truncated (4294967303 read as 7), in both files.
+TEST(LlamaConfig, WrongTypesAndWideIntegersAreErrors) {
+  const std::string base = R"({"vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, )";
+  LlamaConfig c;
+  for (const char* tail : {R"("rope_parameters": {"rope_type": 92}})", R"("rope_scaling": {"type": [1]}})",
+                           R"("rope_scaling": {"rope_type": {"a": 1}, "factor": 2.0}})"}) {
+    Status st;
+    EXPECT_NO_THROW(st = parse_llama_config(base + tail, &c)) << tail;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << tail << ": " << st.to_string();
+  }
+  EXPECT_EQ(parse_llama_config(R"({"vocab_size": 4294967396, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4})", &c).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse_llama_config(base + R"("head_dim": -4294967280})", &c).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(parse_llama_config(base + R"("eos_token_id": [4294967303, 9]})", &c).ok());
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{9}));  // the wide id is not taken as 7
+  EXPECT_EQ(apply_generation_config(R"({"eos_token_id": 4294967303})", &c).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(apply_generation_config(R"({"eos_token_id": [3, 18446744073709551615]})", &c).code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{9}));
+}
+
 TEST(LlamaConfig, GenerationConfigEosIds) {
   LlamaConfig c;
   ASSERT_TRUE(synthetic_preset("tiny", &c).ok());

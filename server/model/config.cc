@@ -43,6 +43,26 @@ std::vector<double> LlamaConfig::inv_freq() const {
   return f;
 }
 
+namespace {
+
+// An integer JSON value that fits int32_t (nlohmann's get<int32_t> truncates one that does not:
+// 4294967303 would read as 7).
+bool json_int32(const nlohmann::json& v, int32_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT32_MAX)) return false;
+    *out = static_cast<int32_t>(u);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  const int64_t i = v.get<int64_t>();
+  if (i < INT32_MIN || i > INT32_MAX) return false;
+  *out = static_cast<int32_t>(i);
+  return true;
+}
+
+}  // namespace
+
 Status parse_llama_config(const std::string& text, LlamaConfig* out) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_argument("config.json is not a JSON object");
@@ -51,8 +71,8 @@ Status parse_llama_config(const std::string& text, LlamaConfig* out) {
     if (!j.contains(key) || j[key].is_null()) {
       return required ? invalid_argument(std::string("config.json: missing ") + key) : Status::Ok();
     }
-    if (!j[key].is_number_integer()) return invalid_argument(std::string("config.json: ") + key + " is not an integer");
-    *v = j[key].get<int32_t>();
+    if (!json_int32(j[key], v))
+      return invalid_argument(std::string("config.json: ") + key + " is not an integer of 32 bits");
     return Status::Ok();
   };
   FS_RETURN_IF_ERROR(get_int("vocab_size", &c.vocab_size, true));
@@ -102,7 +122,12 @@ Status parse_llama_config(const std::string& text, LlamaConfig* out) {
   }
   if (rope != nullptr) {
     const auto& r = *rope;
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    std::string type = "default";
+    for (const char* key : {"type", "rope_type"}) {  // rope_type wins over the older "type"
+      if (!r.contains(key) || r[key].is_null()) continue;
+      if (!r[key].is_string()) return invalid_argument(std::string("config.json: rope ") + key + " is not a string");
+      type = r[key].get<std::string>();
+    }
     auto number = [&](const char* key, double fallback, double* v) -> Status {
       if (!r.contains(key) || r[key].is_null()) {
         *v = fallback;
@@ -134,10 +159,11 @@ Status parse_llama_config(const std::string& text, LlamaConfig* out) {
   }
   if (j.contains("eos_token_id")) {
     const auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int32_t>());
+    int32_t id = 0;
+    if (e.is_number_integer() && json_int32(e, &id)) c.eos_token_ids.push_back(id);
     if (e.is_array())
       for (const auto& x : e)
-        if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<int32_t>());
+        if (x.is_number_integer() && json_int32(x, &id)) c.eos_token_ids.push_back(id);
   }
   FS_RETURN_IF_ERROR(c.validate());
   *out = c;
@@ -150,11 +176,18 @@ Status apply_generation_config(const std::string& text, LlamaConfig* out) {
   if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::Ok();
   const auto& e = j["eos_token_id"];
   std::vector<int32_t> ids;
-  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-  else if (e.is_array()) {
+  int32_t id = 0;
+  auto outside = [&](const nlohmann::json& x) {
+    return out_of_range("generation_config.json: eos_token_id " + x.dump() + " is outside the vocabulary");
+  };
+  if (e.is_number_integer()) {
+    if (!json_int32(e, &id)) return outside(e);
+    ids.push_back(id);
+  } else if (e.is_array()) {
     for (const auto& x : e) {
       if (!x.is_number_integer()) return invalid_argument("generation_config.json: eos_token_id holds a non-integer");
-      ids.push_back(x.get<int32_t>());
+      if (!json_int32(x, &id)) return outside(x);
+      ids.push_back(id);
     }
   } else {
     return invalid_argument("generation_config.json: eos_token_id is neither an integer nor a list");

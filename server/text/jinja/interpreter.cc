@@ -172,6 +172,7 @@ void Interpreter::assign(const Target& t, const Value& v, int line) {
     case Target::Kind::kNamespaceAttr: {
       const Value* ns = lookup(t.name);
       if (ns == nullptr || !ns->is_namespace()) type_error("cannot assign attribute on non-namespace object", line);
+      if (v.holds_namespace()) type_error("a namespace cannot hold a namespace", line);  // value.h says why
       auto& items = ns->mutable_namespace_items();
       for (auto& [k, old] : items) {
         if (k.is_string() && k.as_string() == t.attr) {

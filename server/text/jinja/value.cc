@@ -46,22 +46,53 @@ Value Value::string(std::string s) {
   v.str_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
+namespace {
+// A container's depth and whether it holds a namespace, from one of its items.
+void take_item(int item_depth, bool item_holds, int* depth, bool* holds) {
+  *depth = std::max(*depth, 1 + item_depth);
+  *holds = *holds || item_holds;
+}
+void check_depth(int depth) {
+  if (depth > kMaxValueDepth)
+    throw TemplateError("a list or dict nested more than " + std::to_string(kMaxValueDepth) + " levels deep", 0, true);
+}
+}  // namespace
+
 Value Value::list(ValueList items, bool is_tuple) {
   Value v;
   v.kind_ = Kind::kList;
   v.tuple_ = is_tuple;
+  int depth = 1;
+  bool holds = false;
+  for (const Value& x : items) take_item(x.depth_, x.holds_namespace(), &depth, &holds);
+  check_depth(depth);
+  v.depth_ = static_cast<uint8_t>(depth);
+  v.holds_ns_ = holds;
   v.list_ = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 Value Value::dict(ValueItems items) {
   Value v;
   v.kind_ = Kind::kDict;
+  int depth = 1;
+  bool holds = false;
+  for (const auto& [k, x] : items) {
+    take_item(k.depth_, k.holds_namespace(), &depth, &holds);
+    take_item(x.depth_, x.holds_namespace(), &depth, &holds);
+  }
+  check_depth(depth);
+  v.depth_ = static_cast<uint8_t>(depth);
+  v.holds_ns_ = holds;
   v.items_ = std::make_shared<ValueItems>(std::move(items));
   return v;
 }
 Value Value::name_space(ValueItems items) {
+  for (const auto& [k, x] : items)
+    if (x.holds_namespace()) throw TemplateError("a namespace cannot hold a namespace", 0);
   Value v = dict(std::move(items));
   v.kind_ = Kind::kNamespace;
+  v.depth_ = 0;
+  v.holds_ns_ = false;
   return v;
 }
 Value Value::callable(std::shared_ptr<const Callable> fn) {

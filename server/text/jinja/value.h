@@ -6,7 +6,12 @@
 //
 // Lists and dicts are immutable once built (transformers renders in an
 // ImmutableSandboxedEnvironment), so values share them by pointer; a namespace is the one
-// mutable object (`ns.x = ...`), shared by reference like Python's.
+// mutable object (`ns.x = ...`), shared by reference like Python's. Every value is a finite tree
+// of bounded depth, so printing, comparing and freeing one never recurses without end: a list
+// or dict nests at most kMaxValueDepth levels (deeper is a TemplateError), and a namespace never
+// holds a namespace, directly or inside a list or dict (Python allows `ns.x = ns`; a namespace
+// in a namespace would allow cycles and depth that grows after construction; fuzz_chat_template
+// found `{% set ns.n = ns %}{{ ns.n }}` overflowing the stack).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,7 @@ struct TemplateError : std::runtime_error {
 
 class Value;
 struct Callable;
+inline constexpr int kMaxValueDepth = 128;
 using ValueList = std::vector<Value>;
 using ValueItems = std::vector<std::pair<Value, Value>>;  // a dict: keys in insertion order
 
@@ -60,7 +66,8 @@ class Value {
   static Value string(std::string s);
   static Value list(ValueList items, bool is_tuple = false);
   static Value dict(ValueItems items);
-  static Value name_space(ValueItems items);
+  // Throws TemplateError (a limit) for a list or dict deeper than kMaxValueDepth.
+  static Value name_space(ValueItems items);  // throws TemplateError if an item holds a namespace
   static Value callable(std::shared_ptr<const Callable> fn);
 
   Kind kind() const { return kind_; }
@@ -86,6 +93,8 @@ class Value {
   const ValueItems& as_items() const { return *items_; }
   ValueItems& mutable_namespace_items() const { return *items_; }
   const Callable& as_callable() const { return *fn_; }
+  // Whether a namespace is in this list or dict, at any depth (or this is one).
+  bool holds_namespace() const { return holds_ns_ || kind_ == Kind::kNamespace; }
   const std::string& undefined_hint() const { return hint_; }  // "'x' is undefined"
 
   // Python's bool(x).
@@ -101,6 +110,8 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool tuple_ = false;
+  bool holds_ns_ = false;  // a list or dict with a namespace in it, at any depth
+  uint8_t depth_ = 0;      // list and dict levels: 0 for a scalar or namespace, else 1 + its items'
   int64_t int_ = 0;
   double float_ = 0.0;
   std::shared_ptr<const std::string> str_;
