@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
   so.model_name = model;
   so.device = device;
   so.dtype = device == "cuda" ? "bf16" : "fp32";
+  // Declared before the server, so destroyed after it: the server's threads (handlers, the
+  // metrics scrape) reach both until it has stopped.
+  std::unique_ptr<engine::Engine> eng;
+  text::TextModel text_model;  // tokenizer and chat template: text in and out at the transports
   std::unique_ptr<server::GrpcServer> srv;
   if (const Status ls = server::GrpcServer::start(so, nullptr, &srv); !ls.ok()) {
     spdlog::error("listen: {}", ls.to_string());
@@ -158,7 +162,6 @@ int main(int argc, char** argv) {
   } else {
     st = invalid_argument("--device must be cpu or cuda");
   }
-  std::unique_ptr<engine::Engine> eng;
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
   so.model_name = model;
   so.device = device;
@@ -166,7 +169,6 @@ int main(int argc, char** argv) {
     spdlog::error("startup: {}", st.to_string());
     return 1;
   }
-  text::TextModel text_model;  // tokenizer and chat template: text in and out at the transports
   if (st.ok()) st = text::TextModel::load(model, tokenizer_path, &text_model);
   if (!st.ok()) {
     spdlog::error("tokenizer: {}", st.to_string());
@@ -185,7 +187,8 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   spdlog::info("signal {}: draining (grace period {} s)", sig, grace);
   srv->drain_and_stop(grace);
-  srv->wait();
+  srv->wait();  // joins every thread that can reach the engine
+  srv.reset();
   spdlog::info("stopped");
   return 0;
 }

@@ -250,6 +250,33 @@ TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   drain.join();
 }
 
+// Shutdown order (issue 24, point 1): once wait() returns, no thread of the server reaches the
+// engine any more, so the engine can go first. The metrics thread was the one left running (it
+// read Engine::stats() of a destroyed engine): its port must be closed by then.
+bool connects(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+TEST(GrpcServer, WaitJoinsEveryThreadThatReachesTheEngine) {
+  Fixture f = start();
+  ASSERT_TRUE(generate(*f.stub, request({1, 2, 3}, 4)).status.ok());
+  const int mport = f.server->metrics_port();
+  ASSERT_NE(scrape(mport).find("vllm:generation_tokens_total 4"), std::string::npos);
+  f.server->drain_and_stop(1.0);
+  f.server->wait();
+  f.engine.reset();  // the order main() had: the engine before the server object
+  EXPECT_FALSE(connects(mport)) << "the metrics thread still serves after wait(): it can reach a destroyed engine";
+  EXPECT_EQ(scrape(mport), "");
+  f.server.reset();
+}
+
 // A model whose forward pass fails (a kernel error): the request ends with INTERNAL and the
 // server goes on.
 class FailingModel : public model::Model {

@@ -374,6 +374,9 @@ void GrpcServer::drain_and_stop(double grace_s) {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
-void GrpcServer::wait() { server_->Wait(); }
+void GrpcServer::wait() {
+  server_->Wait();    // every handler has returned
+  metrics_->stop();   // and the scrape thread, which reads the engine's stats, is joined
+}
 
 }  // namespace flashserve::server

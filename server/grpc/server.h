@@ -35,8 +35,8 @@ struct ServerOptions {
 class GrpcServer {
  public:
   // engine may be null while the model loads: health says NOT_SERVING and calls UNAVAILABLE
-  // until set_engine(). `text` (the model's tokenizer and chat template; may be empty) must
-  // outlive the server once set.
+  // until set_engine(). The engine and `text` (the model's tokenizer and chat template; may be
+  // empty) must outlive the server's threads: destroy the server, or wait() for it, first.
   static Status start(const ServerOptions& options, engine::Engine* engine, std::unique_ptr<GrpcServer>* out);
   void set_engine(engine::Engine* engine, const text::TextModel* text = nullptr);
   ~GrpcServer();
@@ -46,6 +46,9 @@ class GrpcServer {
   // Stops taking requests (UNAVAILABLE, health NOT_SERVING), lets running ones finish for up
   // to grace_s seconds, aborts the rest, and stops the server.
   void drain_and_stop(double grace_s);
+  // Blocks until the server has stopped. When it returns no thread of the server can reach the
+  // engine any more (every handler has returned, the metrics thread is joined), so the engine
+  // and the text model may be destroyed.
   void wait();
 
   class Service;

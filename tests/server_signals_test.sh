@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The server process and its signals (issue 24). Usage: server_signals_test.sh MODE SERVER CLI
+#   shutdown  three rounds of start -> /metrics scraped without pause -> SIGTERM: exit 0, and no
+#             sanitizer report (a -DFLASHSERVE_SANITIZE=ON build reported a heap
+#             use-after-free here: the metrics thread read the destroyed engine's stats)
+# Prints "N passed, N failed".
+set -u
+mode=$1 server=$2 cli=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
+sanitizer_report='ERROR: (Address|Leak)Sanitizer|runtime error:|UndefinedBehaviorSanitizer'
+
+# start_server LOG ERR ARGS...: starts it in the background (pid in $pid) and waits for "ready".
+start_server() {
+  local log=$1 err=$2
+  shift 2
+  : >"$log"
+  "$server" --port 0 "$@" >"$log" 2>"$err" &
+  pid=$!
+  port=""
+  for _ in $(seq 300); do
+    port=$(grep -oE 'listening on 127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+    [ -n "$port" ] && grep -q '^ready$' "$log" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+}
+
+# wait_exit PID SECONDS: its exit status in $rc (124: still running after SECONDS, then killed).
+wait_exit() {
+  local deadline=$((SECONDS + $2))
+  while kill -0 "$1" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.05; done
+  if kill -0 "$1" 2>/dev/null; then
+    kill -KILL "$1"
+    wait "$1" 2>/dev/null
+    rc=124
+  else
+    wait "$1"
+    rc=$?
+  fi
+}
+
+case "$mode" in
+shutdown)
+  for round in 1 2 3; do
+    start_server "$tmp/log" "$tmp/err" --metrics-port 0
+    mport=$(grep -oE 'metrics on http://127.0.0.1:[0-9]+' "$tmp/log" | grep -oE '[0-9]+$')
+    "$cli" --target "127.0.0.1:$port" --tokens 5,6,7 --max-tokens 4 >/dev/null 2>&1
+    # Scrapes back to back until the port closes: one of them lands while the process shuts down.
+    python3 - "$mport" >"$tmp/scrapes" 2>&1 <<'EOF' &
+import socket, sys, time
+n, t0 = 0, time.time()
+while time.time() - t0 < 10:
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+        s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        while s.recv(65536):
+            pass
+        s.close()
+        n += 1
+        if n == 1:
+            print("scraping", flush=True)
+    except OSError:
+        if n:
+            break
+print(n, "scrapes")
+EOF
+    scraper=$!
+    for _ in $(seq 200); do
+      grep -q scraping "$tmp/scrapes" && break
+      sleep 0.05
+    done
+    sleep 0.2
+    kill -TERM "$pid"
+    wait_exit "$pid" 20
+    wait "$scraper"
+    check "round $round: scraped until the port closed ($(tail -1 "$tmp/scrapes"))" '! grep -q "^0 scrapes" "$tmp/scrapes"'
+    check "round $round: SIGTERM under scrapes exits 0 (rc $rc)" '[ "$rc" -eq 0 ]'
+    check "round $round: no sanitizer report" '! grep -qE "$sanitizer_report" "$tmp/err"'
+    grep -E -A12 "$sanitizer_report" "$tmp/err" | head -40
+  done
+  ;;
+*)
+  echo "unknown mode $mode"
+  exit 2
+  ;;
+esac
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
