@@ -1,13 +1,13 @@
 // flashserve_server: the gRPC serving process. Loads a model (a Hugging Face folder or
 // synthetic:NAME), starts the engine and the gRPC server, and drains on SIGTERM/SIGINT (stops
-// taking requests, lets running ones finish within --grace-period, aborts the rest, exits 0).
+// taking requests, lets running ones finish within --grace-period, aborts the rest, exits 0); a
+// signal before it is ready exits 0 at once (server/signals.h).
 // Every flag has an environment twin (FLASHSERVE_<FLAG>).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -17,6 +17,7 @@
 #include "server/grpc/server.h"
 #include "server/model/gguf_weights.h"
 #include "server/model/llama.h"
+#include "server/signals.h"
 #if FLASHSERVE_WITH_CUDA
 #include "server/model/cuda/llama_cuda.h"
 #endif
@@ -102,13 +103,6 @@ int main(int argc, char** argv) {
       ->envname("FLASHSERVE_METRICS_PORT");
   CLI11_PARSE(app, argc, argv);
 
-  // Signals are taken by a thread of their own (sigwait), so no handler runs inside the engine.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
   // Listen first: while the model loads, health says NOT_SERVING and calls get UNAVAILABLE.
   so.model_name = model;
   so.device = device;
@@ -118,6 +112,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<engine::Engine> eng;
   text::TextModel text_model;  // tokenizer and chat template: text in and out at the transports
   std::unique_ptr<server::GrpcServer> srv;
+  // SIGTERM/SIGINT (blocked in every thread since before main): while starting, exit 0 at once.
+  // Declared after the server, so its thread is joined before the server goes.
+  server::TerminationSignals signals;
   if (const Status ls = server::GrpcServer::start(so, nullptr, &srv); !ls.ok()) {
     spdlog::error("listen: {}", ls.to_string());
     return 1;
@@ -183,8 +180,7 @@ int main(int argc, char** argv) {
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.wait_for_signal(nullptr);
   spdlog::info("signal {}: draining (grace period {} s)", sig, grace);
   srv->drain_and_stop(grace);
   srv->wait();  // joins every thread that can reach the engine

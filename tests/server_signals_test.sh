@@ -3,6 +3,8 @@
 #   shutdown  three rounds of start -> /metrics scraped without pause -> SIGTERM: exit 0, and no
 #             sanitizer report (a -DFLASHSERVE_SANITIZE=ON build reported a heap
 #             use-after-free here: the metrics thread read the destroyed engine's stats)
+#   startup   SIGTERM, then SIGINT, while the model loads (SmolLM2 from the model cache; skipped
+#             without it): exit 0 within seconds, never death by the signal
 # Prints "N passed, N failed".
 set -u
 mode=$1 server=$2 cli=$3
@@ -80,6 +82,30 @@ EOF
     check "round $round: SIGTERM under scrapes exits 0 (rc $rc)" '[ "$rc" -eq 0 ]'
     check "round $round: no sanitizer report" '! grep -qE "$sanitizer_report" "$tmp/err"'
     grep -E -A12 "$sanitizer_report" "$tmp/err" | head -40
+  done
+  ;;
+startup)
+  model="${FLASHSERVE_MODEL_DIR:-$HOME/.cache/flashserve/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ ! -f "$model" ]; then
+    echo "skipped: $model is absent (scripts/fetch_model.sh puts it there)"
+    exit 0
+  fi
+  for sig in TERM INT; do
+    : >"$tmp/log"
+    "$server" --model "$model" --port 0 --metrics-port -1 >"$tmp/log" 2>"$tmp/err" &
+    pid=$!
+    # "listening" is printed just before the model loads (which takes a second or more).
+    for _ in $(seq 400); do
+      grep -q 'listening on' "$tmp/log" && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.01
+    done
+    kill -"$sig" "$pid"
+    start=$SECONDS
+    wait_exit "$pid" 10
+    check "SIG$sig while the model loads: exit 0 (rc $rc)" '[ "$rc" -eq 0 ]'
+    check "SIG$sig while the model loads: exits within 5 s" '[ $((SECONDS - start)) -le 5 ]'
+    check "SIG$sig came during start-up" 'grep -q "during start-up" "$tmp/err" && ! grep -q "^ready$" "$tmp/log"'
   done
   ;;
 *)
