@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   std::string target = "127.0.0.1:50051", tokens = "1,2,3", token;
   int max_tokens = 16;
   float temperature = 0.f;
-  bool info = false, show_ids = false;
+  bool info = false, show_ids = false, ignore_eos = false;
   std::string prompt, chat, system;
   std::vector<std::string> stop;
   app.add_option("--target", target, "host:port")->envname("FLASHSERVE_TARGET");
@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--show-ids", show_ids, "print the token ids beside the text");
   app.add_option("--max-tokens", max_tokens);
   app.add_option("--temperature", temperature);
+  app.add_flag("--ignore-eos", ignore_eos, "generate past the model's eos (to max-tokens)");
   app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
   app.add_flag("--info", info, "print the model and server info instead");
   CLI11_PARSE(app, argc, argv);
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   for (const auto& s : stop) req.mutable_sampling()->add_stop(s);
   req.mutable_sampling()->set_max_tokens(max_tokens);
   req.mutable_sampling()->set_temperature(temperature);
+  req.mutable_sampling()->set_ignore_eos(ignore_eos);
   auto reader = stub->Generate(&ctx, req);
   flashserve::v1::GenerateResponse resp;
   while (reader->Read(&resp)) {

@@ -1,7 +1,8 @@
 // flashserve_server: the gRPC serving process. Loads a model (a Hugging Face folder or
 // synthetic:NAME), starts the engine and the gRPC server, and drains on SIGTERM/SIGINT (stops
 // taking requests, lets running ones finish within --grace-period, aborts the rest, exits 0); a
-// signal before it is ready exits 0 at once (server/signals.h).
+// second signal ends the grace period, a signal before it is ready exits 0 at once
+// (server/signals.h).
 // Every flag has an environment twin (FLASHSERVE_<FLAG>).
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -180,7 +181,9 @@ int main(int argc, char** argv) {
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");
   std::fflush(stdout);
-  const int sig = signals.wait_for_signal(nullptr);
+  // A second signal ends the grace period: what runs is aborted, its streams get their final
+  // message, and the process still exits 0.
+  const int sig = signals.wait_for_signal([&srv] { srv->cut_drain_short(); });
   spdlog::info("signal {}: draining (grace period {} s)", sig, grace);
   srv->drain_and_stop(grace);
   srv->wait();  // joins every thread that can reach the engine

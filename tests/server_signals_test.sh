@@ -5,6 +5,8 @@
 #             use-after-free here: the metrics thread read the destroyed engine's stats)
 #   startup   SIGTERM, then SIGINT, while the model loads (SmolLM2 from the model cache; skipped
 #             without it): exit 0 within seconds, never death by the signal
+#   second    a second SIGTERM during the drain: every in-flight stream still gets its final
+#             message (FINISH_REASON_ABORTED) and the process exits 0, well inside the grace period
 # Prints "N passed, N failed".
 set -u
 mode=$1 server=$2 cli=$3
@@ -107,6 +109,37 @@ startup)
     check "SIG$sig while the model loads: exits within 5 s" '[ $((SECONDS - start)) -le 5 ]'
     check "SIG$sig came during start-up" 'grep -q "during start-up" "$tmp/err" && ! grep -q "^ready$" "$tmp/log"'
   done
+  ;;
+second)
+  # One running request at a time: the others wait in the queue, in flight all the same.
+  start_server "$tmp/log" "$tmp/err" --metrics-port -1 --grace-period 60 --max-num-seqs 1
+  cpids=()
+  for i in 1 2 3 4; do
+    "$cli" --target "127.0.0.1:$port" --tokens 5,6,$i --max-tokens 4000 --ignore-eos >"$tmp/out$i" 2>&1 &
+    cpids+=($!)
+  done
+  for _ in $(seq 200); do
+    [ "$(grep -c 'started' "$tmp/err")" -ge 4 ] && break
+    sleep 0.05
+  done
+  check "four streams in flight" '[ "$(grep -c started "$tmp/err")" -ge 4 ]'
+  kill -TERM "$pid"
+  sleep 0.5
+  check "the first SIGTERM drains (the process waits for the streams)" 'kill -0 "$pid" 2>/dev/null'
+  kill -TERM "$pid"
+  start=$SECONDS
+  wait_exit "$pid" 20
+  check "a second SIGTERM: exit 0 (rc $rc)" '[ "$rc" -eq 0 ]'
+  check "a second SIGTERM ends the drain within 5 s (grace period 60 s)" '[ $((SECONDS - start)) -le 5 ]'
+  aborted=0
+  for i in 1 2 3 4; do
+    wait "${cpids[$((i - 1))]}"
+    crc=$?
+    check "stream $i: a final message, status OK (rc $crc)" 'grep -q "^\[FINISH_REASON_" "$tmp/out$i" && [ "$crc" -eq 0 ]'
+    grep -q '^\[FINISH_REASON_ABORTED\]' "$tmp/out$i" && aborted=$((aborted + 1))
+    tail -c 300 "$tmp/out$i" | tail -2
+  done
+  check "the streams still running were aborted ($aborted)" '[ "$aborted" -ge 1 ]'
   ;;
 *)
   echo "unknown mode $mode"

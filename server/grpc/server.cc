@@ -365,7 +365,7 @@ void GrpcServer::drain_and_stop(double grace_s) {
   service_->draining = true;
   set_health(server_.get(), false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-  while (engine_ != nullptr && std::chrono::steady_clock::now() < deadline) {
+  while (engine_ != nullptr && !cut_drain_short_ && std::chrono::steady_clock::now() < deadline) {
     const engine::EngineStats s = engine_->stats();
     if (s.running + s.waiting == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

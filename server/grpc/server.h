@@ -44,8 +44,12 @@ class GrpcServer {
   int port() const { return port_; }
   int metrics_port() const;
   // Stops taking requests (UNAVAILABLE, health NOT_SERVING), lets running ones finish for up
-  // to grace_s seconds, aborts the rest, and stops the server.
+  // to grace_s seconds, aborts the rest (each stream's final message says ABORTED), and stops
+  // the server.
   void drain_and_stop(double grace_s);
+  // Ends the grace period of a drain now (a second SIGTERM): what is still running is aborted
+  // as above. Any thread, any time; a drain that starts later has no grace.
+  void cut_drain_short() { cut_drain_short_ = true; }
   // Blocks until the server has stopped. When it returns no thread of the server can reach the
   // engine any more (every handler has returned, the metrics thread is joined), so the engine
   // and the text model may be destroyed.
@@ -60,6 +64,7 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   engine::Engine* engine_ = nullptr;
   int port_ = 0;
+  std::atomic<bool> cut_drain_short_{false};
 };
 
 // Engine status -> gRPC status code number (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
