@@ -148,6 +148,97 @@ TEST(Engine, SamplingRules) {
   if (x.last.reason == FinishReason::kEos) EXPECT_EQ(x.tokens.back(), 2);
 }
 
+// min_tokens (issue 24, point 4) over random sampling settings (seed 24): before min_tokens no
+// eos (unless ignored) and no stop id is ever generated, so a stream only ends early by the
+// length limit, never by eos or stop. Stop lists range from none through the greedy path's own
+// tokens to every token of the vocabulary; a list that, with eos, leaves nothing to sample
+// before min_tokens must be refused (INVALID_ARGUMENT), and only such a list. (vLLM masks the
+// same logits; it does not refuse the degenerate case, and samples a masked token.)
+TEST(Engine, MinTokensHoldsUnderRandomSamplingSettings) {
+  auto e = make_engine(512, 16, 256);
+  const int32_t V = e->model_config().vocab_size;
+  const std::vector<int32_t> eos = e->model_config().eos_token_ids;
+  std::mt19937 rng(24);
+  auto uniform = [&](float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); };
+  auto pick = [&](int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng); };
+  struct Case {
+    GenerateRequest req;
+    std::shared_ptr<ResultStream> stream;
+    std::vector<bool> banned;  // before min_tokens
+    std::string what;
+  };
+  std::vector<std::vector<int32_t>> greedy_prompts, greedy_outs;
+  for (int i = 0; i < 3; ++i) {
+    greedy_prompts.push_back(random_prompt(rng, 4 + i));
+    greedy_outs.push_back(reference_greedy(greedy_prompts.back(), 4));
+  }
+  std::vector<Case> cases;
+  int refused = 0;
+  for (int i = 0; i < 240; ++i) {
+    Case c;
+    GenerateRequest& r = c.req;
+    r.request_id = "m" + std::to_string(i);
+    r.prompt = random_prompt(rng, pick(1, 12));
+    SamplingParams& sp = r.sampling;
+    sp.temperature = pick(0, 3) == 0 ? 0.f : uniform(0.05f, 2.5f);
+    sp.top_k = std::vector<int>{0, 0, 1, 5, 50, 600}[pick(0, 5)];
+    sp.top_p = pick(0, 1) ? 1.f : uniform(0.05f, 1.f);
+    sp.min_p = pick(0, 1) ? 0.f : uniform(0.f, 0.6f);
+    if (pick(0, 3)) sp.seed = rng();
+    sp.ignore_eos = pick(0, 2) == 0;
+    sp.max_tokens = pick(1, 24);
+    sp.min_tokens = pick(0, sp.max_tokens);
+    const int kind = i % 6;
+    if (kind == 1) {  // a few random ids
+      for (int k = pick(1, 8); k > 0; --k) sp.stop_token_ids.push_back(pick(0, V - 1));
+    } else if (kind == 2) {  // the tokens greedy decoding gives: stops are likely
+      const size_t which = static_cast<size_t>(pick(0, 2));
+      r.prompt = greedy_prompts[which];
+      sp.stop_token_ids.assign(greedy_outs[which].begin(), greedy_outs[which].end());
+    } else if (kind == 3) {  // a random share of the vocabulary, duplicates included
+      for (int k = pick(V / 2, 2 * V); k > 0; --k) sp.stop_token_ids.push_back(pick(0, V - 1));
+    } else if (kind == 4) {  // every token but one, or but eos
+      const int keep = pick(0, 1) ? eos[0] : pick(3, V - 1);
+      for (int32_t t = 0; t < V; ++t)
+        if (t != keep) sp.stop_token_ids.push_back(t);
+    } else if (kind == 5) {  // every token
+      for (int32_t t = 0; t < V; ++t) sp.stop_token_ids.push_back(t);
+    }
+    std::shuffle(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), rng);
+    c.banned.assign(static_cast<size_t>(V), false);
+    for (int32_t t : sp.stop_token_ids) c.banned[t] = true;
+    if (!sp.ignore_eos)
+      for (int32_t t : eos) c.banned[t] = true;
+    const bool nothing_left = std::count(c.banned.begin(), c.banned.end(), true) == V;
+    c.what = "case " + std::to_string(i) + ": temperature " + std::to_string(sp.temperature) + ", top_k " +
+             std::to_string(sp.top_k) + ", top_p " + std::to_string(sp.top_p) + ", min_p " +
+             std::to_string(sp.min_p) + ", min_tokens " + std::to_string(sp.min_tokens) + " of " +
+             std::to_string(sp.max_tokens) + ", " + std::to_string(sp.stop_token_ids.size()) + " stop ids" +
+             (sp.ignore_eos ? ", ignore_eos" : "");
+    const Status st = e->enqueue(r, &c.stream);
+    if (sp.min_tokens > 0 && nothing_left) {
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.what << ": nothing can be sampled before min_tokens";
+      refused += !st.ok();
+    } else {
+      ASSERT_TRUE(st.ok()) << c.what << ": " << st.to_string();
+    }
+    if (st.ok()) cases.push_back(std::move(c));
+  }
+  EXPECT_GT(refused, 20);
+  int ended_by_stop_or_eos = 0;
+  for (Case& c : cases) {
+    const Collected got = collect(*c.stream);
+    const SamplingParams& sp = c.req.sampling;
+    ASSERT_FALSE(got.tokens.empty()) << c.what;
+    for (int32_t k = 0; k < std::min<int32_t>(sp.min_tokens, static_cast<int32_t>(got.tokens.size())); ++k)
+      ASSERT_FALSE(c.banned[got.tokens[k]]) << c.what << ": token " << k << " = " << got.tokens[k]
+                                            << " is a stop id or eos, before min_tokens";
+    EXPECT_GE(got.last.completion_tokens, sp.min_tokens) << c.what << ", finish " << finish_reason_name(got.last.reason);
+    if (got.last.reason == FinishReason::kStop || got.last.reason == FinishReason::kEos) ++ended_by_stop_or_eos;
+  }
+  EXPECT_GT(ended_by_stop_or_eos, 20) << "too few streams ended by a stop id or eos to test anything";
+}
+
 TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {
   auto e = make_engine(32, 16, 64);
   std::shared_ptr<ResultStream> s;

@@ -121,6 +121,14 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
       return invalid_argument("prompt token " + std::to_string(i) + " = " + std::to_string(request.prompt[i]) +
                               " is outside the vocabulary [0, " + std::to_string(mc.vocab_size) + ")");
   FS_RETURN_IF_ERROR(request.sampling.validate(mc.vocab_size));
+  if (request.sampling.min_tokens > 0) {  // until then the sampler masks eos and the stop ids
+    std::vector<int32_t> banned = request.sampling.stop_token_ids;
+    if (!request.sampling.ignore_eos) banned.insert(banned.end(), mc.eos_token_ids.begin(), mc.eos_token_ids.end());
+    std::sort(banned.begin(), banned.end());
+    if (std::unique(banned.begin(), banned.end()) - banned.begin() >= mc.vocab_size)
+      return invalid_argument("min_tokens: the stop token ids" + std::string(request.sampling.ignore_eos ? "" : " and eos") +
+                              " cover the whole vocabulary, so no token can be sampled before min_tokens");
+  }
   const int64_t total = n + request.sampling.max_tokens;
   if (total > config_.max_model_len)
     return invalid_argument("prompt (" + std::to_string(n) + ") + max_tokens (" +

@@ -17,7 +17,8 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // set: the request's samples are reproducible
   std::vector<int32_t> stop_token_ids;
   int32_t max_tokens = 16;
-  int32_t min_tokens = 0;    // EOS and stop tokens are not sampled before this many
+  int32_t min_tokens = 0;    // EOS (unless ignored) and stop ids are masked before this many;
+                             // the engine refuses a request where they cover the vocabulary
   bool ignore_eos = false;
 
   Status validate(int32_t vocab_size) const;

@@ -36,6 +36,7 @@ int32_t sample_row(const float* logits, int32_t vocab, const SampleRow& p) {
   double sum = 0;
   for (int32_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((l[idx[i]] - mx) / p.temperature);
   int32_t n = keep;
+  while (n > 1 && prob[n - 1] == 0.0) --n;  // banned (-inf) and underflowed: never drawn, not even by rounding
   if (p.min_p > 0.f)
     while (n > 1 && prob[n - 1] < p.min_p * prob[0]) --n;
   if (p.top_p < 1.f) {
