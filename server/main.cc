@@ -9,8 +9,12 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string_view>
 #include <thread>
 
@@ -51,6 +55,37 @@ class JsonEscapedMessage : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
 };
 
+// Numeric flags (and their FLASHSERVE_* twins) are checked as they are parsed: the whole value a
+// decimal number (std::from_chars: no sign on unsigned ones, no overflow) within its range, NaN
+// never; else the flag is refused by name before anything starts. (--port 118496 used to listen
+// on 52960, modulo 65536; --seed -1 became 2^64-1; --grace-period nan meant no grace at all.)
+template <typename T>
+bool parse_number(const std::string& in, T* v) {
+  const auto [end, ec] = std::from_chars(in.data(), in.data() + in.size(), *v);
+  return ec == std::errc() && end == in.data() + in.size();
+}
+
+template <typename T>
+CLI::Validator in_range(T lo, T hi) {
+  std::ostringstream range;
+  range << "in [" << lo << ", " << hi << "]";
+  return CLI::Validator(
+      [lo, hi, r = range.str()](std::string& in) -> std::string {
+        T v{};
+        if (!parse_number(in, &v) || !(v >= lo && v <= hi)) return "'" + in + "' is not a number " + r;
+        return {};
+      },
+      range.str());
+}
+
+const CLI::Validator kPowerOfTwo(
+    [](std::string& in) -> std::string {
+      int64_t v = 0;
+      if (!parse_number(in, &v) || v < 1 || (v & (v - 1)) != 0) return "'" + in + "' is not a power of two";
+      return {};
+    },
+    "a power of two");
+
 void setup_logging() {
   auto logger = spdlog::stderr_color_mt("flashserve");
   spdlog::set_default_logger(logger);
@@ -82,25 +117,37 @@ int main(int argc, char** argv) {
       ->envname("FLASHSERVE_MODEL");
   app.add_option("--device", device, "cpu or cuda")->envname("FLASHSERVE_DEVICE");
   app.add_option("--host", so.host, "address to listen on")->envname("FLASHSERVE_HOST");
-  app.add_option("--port", so.port, "port (0: any free one)")->envname("FLASHSERVE_PORT");
+  app.add_option("--port", so.port, "port (0: any free one)")->check(in_range(0, 65535))->envname("FLASHSERVE_PORT");
   app.add_option("--auth-token", so.auth_token, "require 'authorization: Bearer <token>'")->envname("FLASHSERVE_AUTH_TOKEN");
   app.add_option("--tls-cert", so.tls_cert_file, "TLS certificate (PEM)")->envname("FLASHSERVE_TLS_CERT");
   app.add_option("--tls-key", so.tls_key_file, "TLS private key (PEM)")->envname("FLASHSERVE_TLS_KEY");
-  app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->envname("FLASHSERVE_NUM_BLOCKS");
-  app.add_option("--block-size", ec.block_size, "tokens a KV block")->envname("FLASHSERVE_BLOCK_SIZE");
-  app.add_option("--max-batched-tokens", ec.max_num_batched_tokens, "tokens a step")->envname("FLASHSERVE_MAX_BATCHED_TOKENS");
-  app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")->envname("FLASHSERVE_MAX_NUM_SEQS");
+  app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->check(in_range<int32_t>(2, INT32_MAX))->envname("FLASHSERVE_NUM_BLOCKS");
+  app.add_option("--block-size", ec.block_size, "tokens a KV block")
+      ->check(in_range(1, 256))
+      ->check(kPowerOfTwo)
+      ->envname("FLASHSERVE_BLOCK_SIZE");
+  app.add_option("--max-batched-tokens", ec.max_num_batched_tokens, "tokens a step")
+      ->check(in_range<int32_t>(1, INT32_MAX))
+      ->envname("FLASHSERVE_MAX_BATCHED_TOKENS");
+  app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")
+      ->check(in_range<int32_t>(1, INT32_MAX))
+      ->envname("FLASHSERVE_MAX_NUM_SEQS");
   app.add_option("--max-waiting", ec.max_waiting, "waiting queue limit (RESOURCE_EXHAUSTED past it)")
+      ->check(in_range<int32_t>(1, INT32_MAX))
       ->envname("FLASHSERVE_MAX_WAITING");
   app.add_option("--grace-period", grace, "seconds to let running requests finish on SIGTERM")
+      ->check(in_range(0.0, 86400.0))
       ->envname("FLASHSERVE_GRACE_PERIOD");
-  app.add_option("--seed", seed, "synthetic weights' seed")->envname("FLASHSERVE_SEED");
+  app.add_option("--seed", seed, "synthetic weights' seed")
+      ->check(in_range<uint64_t>(0, UINT64_MAX))
+      ->envname("FLASHSERVE_SEED");
   std::string tokenizer_path;
   app.add_option("--tokenizer", tokenizer_path,
                  "tokenizer.json or .gguf to take the tokenizer (and chat template) from instead of the model's")
       ->envname("FLASHSERVE_TOKENIZER");
   so.metrics_port = 8000;
   app.add_option("--metrics-port", so.metrics_port, "Prometheus GET /metrics port (-1: off, 0: any)")
+      ->check(in_range(-1, 65535))
       ->envname("FLASHSERVE_METRICS_PORT");
   CLI11_PARSE(app, argc, argv);
 
