@@ -250,6 +250,31 @@ TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   drain.join();
 }
 
+// Request ids (issue 24, point 6): at most 128 bytes of printable ASCII, else INVALID_ARGUMENT
+// with a short message that does not echo the id (a 1 MiB id was taken, logged and echoed).
+TEST(GrpcServer, RequestIdsAreBounded) {
+  Fixture f = start();
+  auto with_id = [](const std::string& id) {
+    v1::GenerateRequest r = request({1, 2, 3}, 2);
+    r.set_request_id(id);
+    return r;
+  };
+  std::string printable;
+  for (int i = 0; i < 128; ++i) printable.push_back(static_cast<char>(0x20 + i % 95));
+  const Result ok = generate(*f.stub, with_id(printable));
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.last.request_id(), printable);
+  for (const std::string& bad : {std::string(129, 'a'), std::string(1 << 20, 'x'), std::string("a\nb"),
+                                 std::string("req\r\n[info] forged"), std::string("tab\there"), std::string("del\x7f"),
+                                 std::string("caf\xc3\xa9"), std::string("nul\0x", 5)}) {
+    const Result r = generate(*f.stub, with_id(bad));
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.size() << " bytes";
+    EXPECT_LT(r.status.error_message().size(), 100u);
+    EXPECT_NE(r.status.error_message().find("request_id"), std::string::npos) << r.status.error_message();
+  }
+  EXPECT_EQ(f.engine->stats().prompt_tokens, 3) << "a refused id reached the engine";
+}
+
 // Shutdown order (issue 24, point 1): once wait() returns, no thread of the server reaches the
 // engine any more, so the engine can go first. The metrics thread was the one left running (it
 // read Engine::stats() of a destroyed engine): its port must be closed by then.

@@ -76,6 +76,21 @@ grpc::Status prompt_of(const text::TextModel* tm, const v1::GenerateRequest& req
   return to_grpc(tm->encode_chat(chat_of(req.messages()), true, &prompt, ids));
 }
 
+// A client's request id goes into every log line of the request and every response message:
+// at most kMaxRequestIdBytes of printable ASCII (a 1 MiB id was taken, logged twice a request
+// and echoed back in status messages past what clients accept). The message does not echo it.
+constexpr size_t kMaxRequestIdBytes = 128;
+
+grpc::Status check_request_id(const std::string& id) {
+  if (id.size() > kMaxRequestIdBytes)
+    return to_grpc(invalid_argument("request_id is " + std::to_string(id.size()) + " bytes; at most " +
+                                    std::to_string(kMaxRequestIdBytes) + " are allowed"));
+  for (size_t i = 0; i < id.size(); ++i)
+    if (static_cast<unsigned char>(id[i]) < 0x20 || static_cast<unsigned char>(id[i]) > 0x7e)
+      return to_grpc(invalid_argument("request_id must be printable ASCII; byte " + std::to_string(i) + " is not"));
+  return grpc::Status::OK;
+}
+
 Status read_file(const std::string& path, std::string* out) {
   std::ifstream f(path);
   if (!f) return invalid_argument("cannot read " + path);
@@ -101,6 +116,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     engine::Engine* engine = engine_.load();
     if (engine == nullptr) return loading();
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
+    if (grpc::Status st = check_request_id(req->request_id()); !st.ok()) return st;
     const text::TextModel* tm = text_.load();
     engine::GenerateRequest r;
     if (grpc::Status st = prompt_of(tm, *req, &r.prompt); !st.ok()) return st;
