@@ -5,8 +5,6 @@
 // (server/signals.h).
 // Every flag has an environment twin (FLASHSERVE_<FLAG>).
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -19,6 +17,7 @@
 #include <thread>
 
 #include "server/engine/engine.h"
+#include "server/grpc/logging.h"
 #include "server/grpc/server.h"
 #include "server/model/gguf_weights.h"
 #include "server/model/llama.h"
@@ -30,30 +29,6 @@
 using namespace flashserve;
 
 namespace {
-
-// %* in a pattern: the message, escaped for a JSON string.
-class JsonEscapedMessage : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    for (const char c : std::string_view(msg.payload.data(), msg.payload.size())) {
-      switch (c) {
-        case '"': dest.append(std::string_view("\\\"")); break;
-        case '\\': dest.append(std::string_view("\\\\")); break;
-        case '\n': dest.append(std::string_view("\\n")); break;
-        case '\t': dest.append(std::string_view("\\t")); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            dest.append(std::string_view(buf));
-          } else {
-            dest.push_back(c);
-          }
-      }
-    }
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonEscapedMessage>(); }
-};
 
 // Numeric flags (and their FLASHSERVE_* twins) are checked as they are parsed: the whole value a
 // decimal number (std::from_chars: no sign on unsigned ones, no overflow) within its range, NaN
@@ -86,24 +61,10 @@ const CLI::Validator kPowerOfTwo(
     },
     "a power of two");
 
-void setup_logging() {
-  auto logger = spdlog::stderr_color_mt("flashserve");
-  spdlog::set_default_logger(logger);
-  const char* fmt = std::getenv("LOG_FORMAT");
-  if (fmt && std::string(fmt) == "json") {
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%*"})");
-    spdlog::set_formatter(std::move(formatter));
-  }
-  const char* level = std::getenv("LOG_LEVEL");
-  spdlog::set_level(level ? spdlog::level::from_str(level) : spdlog::level::info);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  setup_logging();
+  server::setup_logging();
   CLI::App app{"flashserve: a gRPC inference server over the flashserve attention backend"};
   std::string model = "synthetic:tiny", device = "cpu";
   server::ServerOptions so;
