@@ -239,6 +239,33 @@ TEST(Engine, MinTokensHoldsUnderRandomSamplingSettings) {
   EXPECT_GT(ended_by_stop_or_eos, 20) << "too few streams ended by a stop id or eos to test anything";
 }
 
+// Stop lists (issue 24, point 8): at most kMaxStopTokenIds ids (4 M ids were taken and took
+// 4.3 s, stalling the neighbours); a full list still stops at the first of its ids generated.
+TEST(Engine, StopListsAreCapped) {
+  auto e = make_engine(128, 16, 64);
+  std::mt19937 rng(8);
+  const auto prompt = random_prompt(rng, 7);
+  const auto greedy_out = reference_greedy(prompt, 6);
+  GenerateRequest r = greedy("too-many", prompt, 6);
+  r.sampling.stop_token_ids.assign(kMaxStopTokenIds + 1, 300);
+  std::shared_ptr<ResultStream> s;
+  const Status st = e->enqueue(r, &s);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("at most 1024"), std::string::npos) << st.message();
+  // 1024 ids, duplicates among them, the greedy path's 4th token the only one it meets.
+  r.request_id = "full";
+  r.sampling.stop_token_ids.clear();
+  for (size_t i = 0; r.sampling.stop_token_ids.size() < kMaxStopTokenIds; ++i) {
+    const int32_t t = static_cast<int32_t>(i % 512);
+    if (std::find(greedy_out.begin(), greedy_out.begin() + 4, t) == greedy_out.begin() + 4 || t == greedy_out[3])
+      r.sampling.stop_token_ids.push_back(t);
+  }
+  ASSERT_TRUE(e->enqueue(r, &s).ok());
+  const Collected c = collect(*s);
+  EXPECT_EQ(c.last.reason, FinishReason::kStop);
+  EXPECT_EQ(c.tokens, std::vector<int32_t>(greedy_out.begin(), greedy_out.begin() + 4));
+}
+
 TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {
   auto e = make_engine(32, 16, 64);
   std::shared_ptr<ResultStream> s;

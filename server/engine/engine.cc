@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 namespace flashserve::engine {
 
@@ -60,6 +61,7 @@ bool ResultStream::next_for(StreamEvent* ev, double timeout_s) {
 struct Engine::Request {
   GenerateRequest req;
   std::shared_ptr<ResultStream> stream;
+  std::unordered_set<int32_t> stop_ids;  // the sampling's stop_token_ids: one lookup a token
   std::vector<int32_t> tokens;  // prompt, then every generated token
   int32_t num_generated = 0;
   int64_t seq_id = 0;           // in the cache manager; 0 while waiting
@@ -141,6 +143,7 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
   auto r = std::make_shared<Request>();
   r->stream = std::make_shared<ResultStream>();
   r->tokens = request.prompt;
+  r->stop_ids.insert(request.sampling.stop_token_ids.begin(), request.sampling.stop_token_ids.end());
   r->seed = request.sampling.seed ? *request.sampling.seed
                                   : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   r->t_enqueue = Clock::now();
@@ -395,7 +398,7 @@ bool Engine::step() {
     row.step = static_cast<uint64_t>(r.num_generated);
     if (r.num_generated < sp.min_tokens) {
       if (!sp.ignore_eos) row.banned = model_->config().eos_token_ids;
-      row.banned.insert(row.banned.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+      row.banned.insert(row.banned.end(), r.stop_ids.begin(), r.stop_ids.end());
     }
   }
   lock.unlock();
@@ -422,7 +425,7 @@ bool Engine::step() {
     FinishReason reason = FinishReason::kNone;
     const auto& eos = model_->config().eos_token_ids;
     if (!sp.ignore_eos && std::find(eos.begin(), eos.end(), tok) != eos.end()) reason = FinishReason::kEos;
-    else if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), tok) != sp.stop_token_ids.end())
+    else if (r.stop_ids.count(tok))
       reason = FinishReason::kStop;
     else if (r.num_generated >= sp.max_tokens) reason = FinishReason::kLength;
     StreamEvent ev;

@@ -12,6 +12,9 @@ Status SamplingParams::validate(int32_t vocab_size) const {
   if (!(min_p >= 0.f && min_p <= 1.f)) return invalid_argument("min_p must be in [0, 1]");
   if (max_tokens < 1) return invalid_argument("max_tokens must be >= 1");
   if (min_tokens < 0 || min_tokens > max_tokens) return invalid_argument("min_tokens must be in [0, max_tokens]");
+  if (stop_token_ids.size() > kMaxStopTokenIds)
+    return invalid_argument("stop_token_ids: at most " + std::to_string(kMaxStopTokenIds) + " ids, got " +
+                            std::to_string(stop_token_ids.size()));
   for (int32_t t : stop_token_ids)
     if (t < 0 || t >= vocab_size) return invalid_argument("stop token id " + std::to_string(t) + " is not in the vocabulary");
   return Status::Ok();

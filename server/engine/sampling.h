@@ -9,6 +9,10 @@
 
 namespace flashserve::engine {
 
+// At most this many stop ids a request (vLLM has no cap; 4 M ids took 4.3 s and stalled the
+// neighbours' steps). Stop strings have theirs in server/text/text_stream.h.
+inline constexpr size_t kMaxStopTokenIds = 1024;
+
 struct SamplingParams {
   float temperature = 1.0f;  // 0: greedy
   int32_t top_k = 0;         // 0: off
