@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -457,6 +458,60 @@ TEST(GrpcServer, MalformedMessagesAreRejected) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
     EXPECT_FALSE(status.ok()) << method;
+  }
+  EXPECT_TRUE(generate(*f.stub, request({1, 2}, 3)).status.ok()) << "the server did not survive";
+}
+
+// Malformed protobuf payloads (issue 24, point 11) get INVALID_ARGUMENT "could not parse
+// request", not INTERNAL with an empty message, on every one-message method; random bytes that
+// happen to parse get the handler's own error, with a message, and never INTERNAL.
+TEST(GrpcServer, UnparsableRequestsAreInvalidArgument) {
+  Fixture f = start();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  auto call = [&](const std::string& method, const std::string& payload) {
+    grpc::Slice slice(payload);
+    grpc::ByteBuffer request(&slice, 1), reply;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status status;
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return status;
+  };
+  const std::vector<std::string> methods = {"Generate", "Tokenize", "Detokenize", "Abort", "GetModelInfo", "GetServerInfo"};
+  const std::vector<std::string> unparsable = {
+      std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // a varint of 11 bytes
+      std::string("\x0a\x05ab"),                                   // field 1: 5 bytes announced, 2 sent
+      std::string("\xff\xff\xff\xff\x0f garbage that is no protobuf"),
+      std::string("\x07"),                                          // wire type 7 does not exist
+  };
+  auto expect_unparsable = [&](const std::string& m, const std::string& payload, size_t i) {
+    const grpc::Status st = call("/flashserve.v1.Generation/" + m, payload);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << m << " payload " << i << ": " << st.error_message();
+    EXPECT_EQ(st.error_message(), "could not parse request") << m << " payload " << i;
+  };
+  for (const auto& m : methods)
+    for (size_t i = 0; i < unparsable.size(); ++i) expect_unparsable(m, unparsable[i], i);
+  for (const std::string m : {"Generate", "Abort"})  // their field 1 is a string: bad UTF-8 there
+    expect_unparsable(m, std::string("\x0a\x02\xc3\x28"), unparsable.size());
+  std::mt19937 rng(11);
+  for (int i = 0; i < 120; ++i) {
+    std::string junk(static_cast<size_t>(std::uniform_int_distribution<int>(1, 64)(rng)), '\0');
+    for (auto& c : junk) c = static_cast<char>(rng());
+    const std::string& m = methods[static_cast<size_t>(i) % methods.size()];
+    const grpc::Status st = call("/flashserve.v1.Generation/" + m, junk);
+    EXPECT_NE(st.error_code(), grpc::StatusCode::INTERNAL) << m << ": " << st.error_message();
+    if (!st.ok()) EXPECT_FALSE(st.error_message().empty()) << m << " " << st.error_code();
   }
   EXPECT_TRUE(generate(*f.stub, request({1, 2}, 3)).status.ok()) << "the server did not survive";
 }

@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -318,6 +319,38 @@ class GrpcServer::Service final : public v1::Generation::Service {
   Metrics* metrics_;
 };
 
+// A request that does not parse as its protobuf type (random bytes, an overlong varint, a
+// truncated field, bad UTF-8 in a string) never reaches a handler: gRPC sends INTERNAL with an
+// empty message for it. A client needs INVALID_ARGUMENT and a reason, so this interceptor notes
+// the failed parse of a one-message request (its received message is null) and rewrites the
+// INTERNAL status that follows.
+class ParseErrorInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit ParseErrorInterceptor(bool one_request) : one_request_(one_request) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (one_request_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        m->GetRecvMessage() == nullptr)
+      parse_failed_ = true;
+    if (parse_failed_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        m->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL)
+      m->ModifySendStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "could not parse request"));
+    m->Proceed();
+  }
+
+ private:
+  bool one_request_;  // unary or server streaming: a null message can only be a failed parse
+  bool parse_failed_ = false;
+};
+
+class ParseErrorInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    using Type = grpc::experimental::ServerRpcInfo::Type;
+    return new ParseErrorInterceptor(info->type() == Type::UNARY || info->type() == Type::SERVER_STREAMING);
+  }
+};
+
 // grpc.health.v1: the overall status ("") and flashserve.v1.Generation's, which load balancers
 // and Kubernetes readiness probes ask for by name.
 static void set_health(grpc::Server* server, bool serving) {
@@ -346,6 +379,9 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   }
   b.AddListeningPort(opt.host + ":" + std::to_string(opt.port), creds, &s->port_);
   b.RegisterService(s->service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
+  b.experimental().SetInterceptorCreators(std::move(interceptors));
   b.SetMaxReceiveMessageSize(opt.max_message_bytes);
   b.SetMaxSendMessageSize(opt.max_message_bytes);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
