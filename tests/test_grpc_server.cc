@@ -491,7 +491,7 @@ TEST(GrpcServer, UnparsableRequestsAreInvalidArgument) {
   const std::vector<std::string> methods = {"Generate", "Tokenize", "Detokenize", "Abort", "GetModelInfo", "GetServerInfo"};
   const std::vector<std::string> unparsable = {
       std::string("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"),  // a varint of 11 bytes
-      std::string("\x0a\x05ab"),                                   // field 1: 5 bytes announced, 2 sent
+      std::string("\x0a\x05" "ab"),                               // field 1: 5 bytes announced, 2 sent
       std::string("\xff\xff\xff\xff\x0f garbage that is no protobuf"),
       std::string("\x07"),                                          // wire type 7 does not exist
   };
@@ -511,7 +511,9 @@ TEST(GrpcServer, UnparsableRequestsAreInvalidArgument) {
     const std::string& m = methods[static_cast<size_t>(i) % methods.size()];
     const grpc::Status st = call("/flashserve.v1.Generation/" + m, junk);
     EXPECT_NE(st.error_code(), grpc::StatusCode::INTERNAL) << m << ": " << st.error_message();
-    if (!st.ok()) EXPECT_FALSE(st.error_message().empty()) << m << " " << st.error_code();
+    if (!st.ok()) {
+      EXPECT_FALSE(st.error_message().empty()) << m << " " << st.error_code();
+    }
   }
   EXPECT_TRUE(generate(*f.stub, request({1, 2}, 3)).status.ok()) << "the server did not survive";
 }
