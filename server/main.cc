@@ -10,7 +10,11 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string_view>
@@ -61,6 +65,19 @@ const CLI::Validator kPowerOfTwo(
     },
     "a power of two");
 
+// The bearer token from a file: one line, its line break dropped; empty or unreadable is an error.
+Status read_token_file(const std::string& path, std::string* token) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return invalid_argument("--auth-token-file: cannot read " + path + ": " + std::strerror(errno));
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.empty()) return invalid_argument("--auth-token-file: " + path + " holds no token");
+  if (s.find_first_of("\r\n") != std::string::npos)
+    return invalid_argument("--auth-token-file: " + path + " holds more than one line");
+  *token = std::move(s);
+  return Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,7 +96,16 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu or cuda")->envname("FLASHSERVE_DEVICE");
   app.add_option("--host", so.host, "address to listen on")->envname("FLASHSERVE_HOST");
   app.add_option("--port", so.port, "port (0: any free one)")->check(in_range(0, 65535))->envname("FLASHSERVE_PORT");
-  app.add_option("--auth-token", so.auth_token, "require 'authorization: Bearer <token>'")->envname("FLASHSERVE_AUTH_TOKEN");
+  // A token on the command line is readable by every local user (/proc/PID/cmdline): the file
+  // or the environment twin keep it to the process's owner.
+  std::string auth_token_file;
+  auto* token_opt = app.add_option("--auth-token", so.auth_token,
+                                   "require 'authorization: Bearer <token>' (others can read a command line: "
+                                   "prefer --auth-token-file or FLASHSERVE_AUTH_TOKEN)")
+                        ->envname("FLASHSERVE_AUTH_TOKEN");
+  app.add_option("--auth-token-file", auth_token_file, "read the bearer token from this file (one line)")
+      ->envname("FLASHSERVE_AUTH_TOKEN_FILE")
+      ->excludes(token_opt);
   app.add_option("--tls-cert", so.tls_cert_file, "TLS certificate (PEM)")->envname("FLASHSERVE_TLS_CERT");
   app.add_option("--tls-key", so.tls_key_file, "TLS private key (PEM)")->envname("FLASHSERVE_TLS_KEY");
   app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->check(in_range<int32_t>(2, INT32_MAX))->envname("FLASHSERVE_NUM_BLOCKS");
@@ -111,6 +137,12 @@ int main(int argc, char** argv) {
       ->check(in_range(-1, 65535))
       ->envname("FLASHSERVE_METRICS_PORT");
   CLI11_PARSE(app, argc, argv);
+  if (!auth_token_file.empty()) {
+    if (const Status st = read_token_file(auth_token_file, &so.auth_token); !st.ok()) {
+      spdlog::error("{}", st.message());
+      return 1;
+    }
+  }
 
   // Listen first: while the model loads, health says NOT_SERVING and calls get UNAVAILABLE.
   so.model_name = model;

@@ -230,6 +230,16 @@ TEST(GrpcServer, BearerToken) {
   EXPECT_EQ(f.stub->GetServerInfo(&wrong, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// The token compare (issue 24, point 16) reads every byte whatever they hold; here only what it
+// answers can be checked: equal only when equal, lengths included.
+TEST(GrpcServer, TokenCompare) {
+  EXPECT_TRUE(equal_in_constant_time("Bearer s3cret", "Bearer s3cret"));
+  EXPECT_TRUE(equal_in_constant_time("", ""));
+  for (const std::string& other : {std::string("Bearer s3creT"), std::string("bearer s3cret"), std::string("Bearer s3cre"),
+                                   std::string("Bearer s3crett"), std::string(), std::string("Bearer s3cret\0", 14)})
+    EXPECT_FALSE(equal_in_constant_time(other, "Bearer s3cret")) << other.size() << " bytes: " << other;
+}
+
 TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   Fixture f = start();
   grpc::ClientContext ctx;

@@ -6,6 +6,7 @@
 #include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -18,6 +19,19 @@
 namespace flashserve::server {
 
 namespace v1 = ::flashserve::v1;
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  // Every byte of the longer one is read and no branch depends on their contents: the time
+  // tells at most the lengths (a token's length is no secret worth the branch).
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
 
 int grpc_code_of(const Status& st) {
   switch (st.code()) {
@@ -308,7 +322,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
     if (opt_.auth_token.empty()) return grpc::Status::OK;
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
-    if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + opt_.auth_token)
+    if (it == md.end() ||
+        !equal_in_constant_time(std::string_view(it->second.data(), it->second.size()), expected_authorization_))
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "a valid bearer token is required");
     return grpc::Status::OK;
   }
@@ -316,6 +331,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
   static grpc::Status loading() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is loading"); }
 
   ServerOptions opt_;
+  const std::string expected_authorization_ = "Bearer " + opt_.auth_token;
   Metrics* metrics_;
 };
 

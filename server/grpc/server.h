@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "server/engine/engine.h"
@@ -69,5 +70,9 @@ class GrpcServer {
 
 // Engine status -> gRPC status code number (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
 int grpc_code_of(const Status& st);
+
+// a == b in a time that does not depend on where they differ (the bearer token check: a plain
+// compare returns at the first wrong byte, which a client can time byte by byte).
+bool equal_in_constant_time(std::string_view a, std::string_view b);
 
 }  // namespace flashserve::server
