@@ -33,6 +33,7 @@ for v in 0 3 512 -16; do refused --block-size "--block-size $v" -- --port 0 "${b
 for f in --max-batched-tokens --max-num-seqs --max-waiting; do
   for v in 0 -5 4294967296; do refused "$f" "$f $v" -- --port 0 "${base[@]}" "$f" "$v"; done
 done
+for v in 0 1023 2147483648 -5 x; do refused --max-receive-bytes "--max-receive-bytes $v" -- --port 0 "${base[@]}" --max-receive-bytes "$v"; done
 for v in -1 18446744073709551616; do refused --seed "--seed $v" -- --port 0 "${base[@]}" --seed "$v"; done
 
 # The environment twins: the same checks, the same refusals.
@@ -46,10 +47,11 @@ refused --max-batched-tokens "FLASHSERVE_MAX_BATCHED_TOKENS=0" FLASHSERVE_MAX_BA
 refused --max-num-seqs "FLASHSERVE_MAX_NUM_SEQS=0" FLASHSERVE_MAX_NUM_SEQS=0 -- --port 0 "${base[@]}"
 refused --max-waiting "FLASHSERVE_MAX_WAITING=0" FLASHSERVE_MAX_WAITING=0 -- --port 0 "${base[@]}"
 refused --seed "FLASHSERVE_SEED=-1" FLASHSERVE_SEED=-1 -- --port 0 "${base[@]}"
+refused --max-receive-bytes "FLASHSERVE_MAX_RECEIVE_BYTES=0" FLASHSERVE_MAX_RECEIVE_BYTES=0 -- --port 0 "${base[@]}"
 
 # Edges of the ranges are taken: the server gets ready and a SIGTERM still exits 0.
 "$server" --port 0 --metrics-port 0 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
-  --max-num-seqs 1 --max-waiting 1 --seed 18446744073709551615 >"$tmp/out" 2>"$tmp/err" &
+  --max-num-seqs 1 --max-waiting 1 --seed 18446744073709551615 --max-receive-bytes 2147483647 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 for _ in $(seq 200); do
   grep -q '^ready$' "$tmp/out" && break
@@ -61,7 +63,8 @@ kill -TERM "$pid" 2>/dev/null
 wait "$pid"
 rc=$?
 check "... and SIGTERM exits 0 (rc $rc)" '[ "$rc" -eq 0 ]'
-FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 "$server" --metrics-port -1 >"$tmp/out" 2>"$tmp/err" &
+check "... the receive limit is --max-receive-bytes" 'grep -q "largest request message: 2147483647 bytes" "$tmp/err"'
+FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTES=1024 "$server" --metrics-port -1 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 for _ in $(seq 200); do
   grep -q '^ready$' "$tmp/out" && break
@@ -72,5 +75,13 @@ check "FLASHSERVE_GRACE_PERIOD=2.5 and FLASHSERVE_PORT=0 are taken" 'grep -q "^r
 kill -TERM "$pid" 2>/dev/null
 wait "$pid"
 check "... the grace period is 2.5 s" 'grep -q "grace period 2.5 s" "$tmp/err"'
+check "... the receive limit is FLASHSERVE_MAX_RECEIVE_BYTES" 'grep -q "largest request message: 1024 bytes" "$tmp/err"'
+# By default the limit is the model's context length x 4 + 64 KiB (synthetic:tiny: 4096 positions).
+timeout 10 "$server" --port 0 --metrics-port -1 >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 200); do grep -q '^ready$' "$tmp/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+check "the default receive limit follows the context (4096 x 4 + 65536)" 'grep -q "largest request message: 81920 bytes" "$tmp/err"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

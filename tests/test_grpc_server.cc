@@ -41,12 +41,11 @@ struct Fixture {
 };
 
 Fixture start(engine::EngineConfig ec = {}, const std::string& token = "", const std::string& cert = "",
-              const std::string& key = "") {
+              const std::string& key = "", ServerOptions so = {}) {
   Fixture f;
   if (ec.num_blocks == 256) ec.num_blocks = 512;
   auto m = test::tiny_model(7, ec.num_blocks, ec.block_size);
   EXPECT_TRUE(engine::Engine::create(ec, std::move(m), &f.engine).ok());
-  ServerOptions so;
   so.port = 0;
   so.metrics_port = 0;
   so.auth_token = token;
@@ -228,6 +227,52 @@ TEST(GrpcServer, BearerToken) {
   wrong.AddMetadata("authorization", "Bearer nope");
   v1::ServerInfo info;
   EXPECT_EQ(f.stub->GetServerInfo(&wrong, {}, &info).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+// The receive limit (issue 24, point 9): what a real request needs, the context length x 4 bytes
+// plus 64 KiB, and no more. A message of exactly that size reaches the handler (which refuses
+// these ids as out of the vocabulary: INVALID_ARGUMENT); one byte more is refused by gRPC with
+// RESOURCE_EXHAUSTED before it is parsed. (Before: 16 MiB for every model; 24 messages of 14 MiB
+// took 1.2 GB.)
+TEST(GrpcServer, ReceiveLimitFollowsTheContext) {
+  model::LlamaConfig c;
+  ASSERT_TRUE(model::synthetic_preset("tiny", &c).ok());
+  const int limit = max_receive_bytes_for(c.max_position_embeddings);
+  EXPECT_EQ(limit, c.max_position_embeddings * 4 + 65536);
+  ServerOptions so;
+  so.max_receive_bytes = limit;
+  Fixture f = start({}, "", "", "", so);
+  // target bytes exactly: 1-byte ids, then some made 2-byte ones (200) to land on it.
+  auto sized = [](size_t target) {
+    v1::GenerateRequest r = request({}, 2);
+    const size_t bulk = target - r.ByteSizeLong() - 8;  // under the target with the field's framing
+    r.mutable_prompt_token_ids()->Resize(static_cast<int>(bulk), 1);
+    int k = 0;
+    while (r.ByteSizeLong() < target) {
+      r.add_prompt_token_ids(1);
+      if (r.ByteSizeLong() > target) {
+        r.mutable_prompt_token_ids()->RemoveLast();
+        r.set_prompt_token_ids(k++, 200);
+      }
+    }
+    return r;
+  };
+  const v1::GenerateRequest at = sized(limit), over = sized(limit + 1);
+  ASSERT_EQ(at.ByteSizeLong(), static_cast<size_t>(limit));
+  ASSERT_EQ(over.ByteSizeLong(), static_cast<size_t>(limit) + 1);
+  const Result r_at = generate(*f.stub, at);
+  EXPECT_EQ(r_at.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << r_at.status.error_message();
+  const Result r_over = generate(*f.stub, over);
+  EXPECT_EQ(r_over.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << r_over.status.error_message();
+  // A full context of the widest ids (4 bytes each) fits; a real request is served.
+  v1::GenerateRequest full = request(std::vector<int32_t>(c.max_position_embeddings, 1 << 27), 1);
+  for (int i = 0; i < 1024; ++i) full.mutable_sampling()->add_stop_token_ids(1 << 27);  // the most allowed
+  ASSERT_LT(full.ByteSizeLong(), static_cast<size_t>(limit));
+  const Result r_full = generate(*f.stub, full);
+  EXPECT_EQ(r_full.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << r_full.status.error_message();
+  const Result ok = generate(*f.stub, request({1, 2, 3}, 2));
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens, reference_greedy({1, 2, 3}, 2));
 }
 
 // The token compare (issue 24, point 16) reads every byte whatever they hold; here only what it

@@ -398,7 +398,7 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
   b.experimental().SetInterceptorCreators(std::move(interceptors));
-  b.SetMaxReceiveMessageSize(opt.max_message_bytes);
+  b.SetMaxReceiveMessageSize(opt.max_receive_bytes);
   b.SetMaxSendMessageSize(opt.max_message_bytes);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);

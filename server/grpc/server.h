@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,7 +28,10 @@ struct ServerOptions {
   int port = 50051;                 // 0: any free port (port() tells which)
   std::string auth_token;           // non-empty: every call needs "authorization: Bearer <token>"
   std::string tls_cert_file, tls_key_file;  // both set: TLS
-  int max_message_bytes = 16 << 20;
+  int max_message_bytes = 16 << 20;  // the largest message sent
+  // The largest message received: bigger ones are refused by gRPC with RESOURCE_EXHAUSTED before
+  // they reach a handler. main() sets max_receive_bytes_for(the model's context length).
+  int max_receive_bytes = 16 << 20;
   std::string model_name = "flashserve";
   std::string device = "cpu";
   std::string dtype = "fp32";
@@ -67,6 +72,15 @@ class GrpcServer {
   int port_ = 0;
   std::atomic<bool> cut_drain_short_{false};
 };
+
+// What a real request to a model of this context length needs: every position a token id of
+// at most 4 bytes (a varint below 2^28), plus 64 KiB for the sampling parameters, stop strings,
+// request id and framing. Capped at INT32_MAX (gRPC's limit is an int).
+constexpr int64_t kReceiveSlackBytes = 64 << 10;
+inline int max_receive_bytes_for(int64_t context_len) {
+  const int64_t n = (context_len > 0 ? context_len : 0) * 4 + kReceiveSlackBytes;
+  return n > INT32_MAX ? INT32_MAX : static_cast<int>(n);
+}
 
 // Engine status -> gRPC status code number (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
 int grpc_code_of(const Status& st);
