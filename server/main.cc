@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
   app.add_option("--auth-token-file", auth_token_file, "read the bearer token from this file (one line)")
       ->envname("FLASHSERVE_AUTH_TOKEN_FILE")
       ->excludes(token_opt);
+  app.add_flag("--open-reflection", so.open_reflection,
+               "serve gRPC reflection without the bearer token (by default it needs the token like Generate; "
+               "health never does)")
+      ->envname("FLASHSERVE_OPEN_REFLECTION");
   app.add_option("--tls-cert", so.tls_cert_file, "TLS certificate (PEM)")->envname("FLASHSERVE_TLS_CERT");
   app.add_option("--tls-key", so.tls_key_file, "TLS private key (PEM)")->envname("FLASHSERVE_TLS_KEY");
   app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->check(in_range<int32_t>(2, INT32_MAX))->envname("FLASHSERVE_NUM_BLOCKS");

@@ -399,14 +399,18 @@ TEST(GrpcServer, KernelErrorsAreInternal) {
   EXPECT_NEAR(info.kv_cache_usage(), 0.0, 1e-12);
 }
 
-// Server reflection lists the service: one ServerReflectionInfo exchange, encoded by hand
-// (field 7, list_services), through the generic stub.
-TEST(GrpcServer, ReflectionListsTheService) {
-  Fixture f = start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+// One ServerReflectionInfo exchange, encoded by hand (field 7, list_services = "*"), through the
+// generic stub: the response's bytes and the final status.
+struct Reflected {
+  std::string bytes;
+  grpc::Status status;
+};
+Reflected reflect(int port, const std::string& authorization = "") {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   grpc::GenericStub generic(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   auto call = generic.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag;
@@ -416,28 +420,69 @@ TEST(GrpcServer, ReflectionListsTheService) {
     EXPECT_EQ(reinterpret_cast<intptr_t>(tag), want);
     return ok;
   };
+  Reflected out;
   call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(step(1));
-  const std::string list_services("\x3a\x01*", 3);  // list_services = "*"
-  grpc::Slice slice(list_services);
-  grpc::ByteBuffer req(&slice, 1), resp;
-  call->Write(req, reinterpret_cast<void*>(2));
-  ASSERT_TRUE(step(2));
-  call->Read(&resp, reinterpret_cast<void*>(3));
-  ASSERT_TRUE(step(3));
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(resp.Dump(&slices).ok());
-  std::string bytes;
-  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-  EXPECT_NE(bytes.find("flashserve.v1.Generation"), std::string::npos);
-  call->WritesDone(reinterpret_cast<void*>(4));
-  step(4);
-  grpc::Status st;
-  call->Finish(&st, reinterpret_cast<void*>(5));
+  if (step(1)) {
+    const std::string list_services("\x3a\x01*", 3);  // list_services = "*"
+    grpc::Slice slice(list_services);
+    grpc::ByteBuffer req(&slice, 1), resp;
+    call->Write(req, reinterpret_cast<void*>(2));
+    if (step(2)) {
+      call->Read(&resp, reinterpret_cast<void*>(3));
+      if (step(3)) {
+        std::vector<grpc::Slice> slices;
+        EXPECT_TRUE(resp.Dump(&slices).ok());
+        for (const auto& sl : slices) out.bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      }
+    }
+    call->WritesDone(reinterpret_cast<void*>(4));
+    step(4);
+  }
+  call->Finish(&out.status, reinterpret_cast<void*>(5));
   step(5);
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+  return out;
+}
+
+// Server reflection lists the service.
+TEST(GrpcServer, ReflectionListsTheService) {
+  Fixture f = start();
+  const Reflected r = reflect(f.server->port());
+  EXPECT_NE(r.bytes.find("flashserve.v1.Generation"), std::string::npos);
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+}
+
+// Reflection follows the bearer token (issue 24, point 13): without it (or with a wrong one) the
+// exchange says nothing of the services (its one response is an UNAUTHENTICATED error_response)
+// and ends UNAUTHENTICATED; with it, the services are listed; open_reflection leaves it open.
+// Health stays open either way. (Before: reflection listed the services to anyone.)
+TEST(GrpcServer, ReflectionFollowsTheToken) {
+  Fixture f = start({}, "s3cret");
+  for (const std::string& auth : {std::string(), std::string("Bearer nope")}) {
+    const Reflected r = reflect(f.server->port(), auth);
+    EXPECT_EQ(r.bytes.find("flashserve.v1.Generation"), std::string::npos) << "'" << auth << "'";
+    EXPECT_NE(r.bytes.find("a valid bearer token is required"), std::string::npos) << "'" << auth << "'";
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "'" << auth << "'";
+  }
+  const Reflected with = reflect(f.server->port(), "Bearer s3cret");
+  EXPECT_NE(with.bytes.find("flashserve.v1.Generation"), std::string::npos);
+  EXPECT_TRUE(with.status.ok()) << with.status.error_message();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  auto hstub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext hctx;
+  grpc::health::v1::HealthCheckResponse hresp;
+  EXPECT_TRUE(hstub->Check(&hctx, {}, &hresp).ok()) << "health must stay open for probes";
+
+  ServerOptions so;
+  so.open_reflection = true;
+  Fixture open = start({}, "s3cret", "", "", so);
+  const Reflected r = reflect(open.server->port());
+  EXPECT_NE(r.bytes.find("flashserve.v1.Generation"), std::string::npos);
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(generate(*open.stub, request({1, 2}, 2)).status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << "open reflection does not open Generate";
 }
 
 // The overall status (service ""), or one service's: the Helm chart's readiness probe and Envoy's

@@ -367,6 +367,54 @@ class ParseErrorInterceptorFactory final : public grpc::experimental::ServerInte
   }
 };
 
+// Server reflection follows the bearer token (issue 24, point 13): it describes every service
+// and message, so a client without the token learns nothing from it unless open_reflection.
+// The reflection service is grpc's own (its class is not public), so the check is here: every
+// message it would send is replaced by an error_response (UNAUTHENTICATED, the same message as
+// Generate's) and the final status by UNAUTHENTICATED. Health stays open for probes.
+class ReflectionAuthInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit ReflectionAuthInterceptor(const std::string* expected) : expected_(expected) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      const auto* md = m->GetRecvInitialMetadata();
+      auto it = md->find("authorization");
+      authorized_ = it != md->end() &&
+                    equal_in_constant_time(std::string_view(it->second.data(), it->second.size()), *expected_);
+    }
+    if (!authorized_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      // ServerReflectionResponse { error_response (7) { error_code (1): 16, error_message (2) } }
+      const std::string text = kUnauthenticated;
+      std::string inner = std::string("\x08\x10\x12", 3) + static_cast<char>(text.size()) + text;
+      const std::string bytes = std::string("\x3a", 1) + static_cast<char>(inner.size()) + inner;
+      grpc::Slice slice(bytes);
+      *m->GetSerializedSendMessage() = grpc::ByteBuffer(&slice, 1);
+    }
+    if (!authorized_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS))
+      m->ModifySendStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, kUnauthenticated));
+    m->Proceed();
+  }
+  static constexpr const char* kUnauthenticated = "a valid bearer token is required";
+
+ private:
+  const std::string* expected_;  // "Bearer <token>", owned by the factory
+  bool authorized_ = true;       // until the metadata says otherwise
+};
+
+class ReflectionAuthInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit ReflectionAuthInterceptorFactory(const std::string& token) : expected_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    const char* method = info->method();
+    if (method == nullptr || std::string_view(method).rfind("/grpc.reflection.", 0) != 0) return nullptr;
+    return new ReflectionAuthInterceptor(&expected_);
+  }
+
+ private:
+  const std::string expected_;
+};
+
 // grpc.health.v1: the overall status ("") and flashserve.v1.Generation's, which load balancers
 // and Kubernetes readiness probes ask for by name.
 static void set_health(grpc::Server* server, bool serving) {
@@ -397,6 +445,8 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   b.RegisterService(s->service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
+  if (!opt.auth_token.empty() && !opt.open_reflection)
+    interceptors.push_back(std::make_unique<ReflectionAuthInterceptorFactory>(opt.auth_token));
   b.experimental().SetInterceptorCreators(std::move(interceptors));
   b.SetMaxReceiveMessageSize(opt.max_receive_bytes);
   b.SetMaxSendMessageSize(opt.max_message_bytes);

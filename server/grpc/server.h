@@ -27,6 +27,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;                 // 0: any free port (port() tells which)
   std::string auth_token;           // non-empty: every call needs "authorization: Bearer <token>"
+                                    // (reflection too, unless open_reflection; health never)
+  bool open_reflection = false;     // server reflection without the token
   std::string tls_cert_file, tls_key_file;  // both set: TLS
   int max_message_bytes = 16 << 20;  // the largest message sent
   // The largest message received: bigger ones are refused by gRPC with RESOURCE_EXHAUSTED before
