@@ -5,9 +5,16 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/support/server_interceptor.h>
 #include <spdlog/spdlog.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -106,12 +113,56 @@ grpc::Status check_request_id(const std::string& id) {
   return grpc::Status::OK;
 }
 
-Status read_file(const std::string& path, std::string* out) {
-  std::ifstream f(path);
-  if (!f) return invalid_argument("cannot read " + path);
+// A TLS file, named by its flag in every error: which file, and why.
+Status read_file(const char* flag, const std::string& path, std::string* out) {
+  errno = 0;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return invalid_argument(std::string(flag) + ": cannot read " + path + ": " + std::strerror(errno ? errno : EIO));
   std::stringstream ss;
   ss << f.rdbuf();
+  if (f.bad()) return invalid_argument(std::string(flag) + ": cannot read " + path + ": " + std::strerror(errno ? errno : EIO));
   *out = ss.str();
+  if (out->empty()) return invalid_argument(std::string(flag) + ": " + path + " is empty");
+  return Status::Ok();
+}
+
+// OpenSSL's reason for the last failure (its error queue emptied), or `fallback`.
+std::string openssl_reason(const char* fallback) {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return fallback;
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// The certificate and key read and checked before gRPC sees them: gRPC only says it cannot
+// listen when the key does not match the certificate or either is not PEM. Each error names
+// the flag, the file and the reason.
+Status load_tls_pair(const ServerOptions& opt, grpc::SslServerCredentialsOptions::PemKeyCertPair* pair) {
+  if (opt.tls_cert_file.empty() || opt.tls_key_file.empty())
+    return invalid_argument(opt.tls_cert_file.empty() ? "--tls-key " + opt.tls_key_file + " is set but --tls-cert is not: TLS needs both"
+                                                      : "--tls-cert " + opt.tls_cert_file + " is set but --tls-key is not: TLS needs both");
+  FS_RETURN_IF_ERROR(read_file("--tls-cert", opt.tls_cert_file, &pair->cert_chain));
+  FS_RETURN_IF_ERROR(read_file("--tls-key", opt.tls_key_file, &pair->private_key));
+  ERR_clear_error();
+  std::unique_ptr<BIO, decltype(&BIO_free)> cb(BIO_new_mem_buf(pair->cert_chain.data(), static_cast<int>(pair->cert_chain.size())), BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(cb ? PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr) : nullptr, X509_free);
+  if (!cert)
+    return invalid_argument("--tls-cert: " + opt.tls_cert_file + " holds no PEM certificate (" +
+                            openssl_reason("no BEGIN CERTIFICATE block") + ")");
+  std::unique_ptr<BIO, decltype(&BIO_free)> kb(BIO_new_mem_buf(pair->private_key.data(), static_cast<int>(pair->private_key.size())), BIO_free);
+  // No passphrase callback: an encrypted key fails here rather than prompting.
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      kb ? PEM_read_bio_PrivateKey(kb.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr) : nullptr, EVP_PKEY_free);
+  if (!key)
+    return invalid_argument("--tls-key: " + opt.tls_key_file + " holds no unencrypted PEM private key (" +
+                            openssl_reason("no BEGIN PRIVATE KEY block") + ")");
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return invalid_argument("--tls-key: the key in " + opt.tls_key_file + " does not match the certificate in " +
+                            opt.tls_cert_file);
+  }
   return Status::Ok();
 }
 
@@ -436,8 +487,7 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   if (!opt.tls_cert_file.empty() || !opt.tls_key_file.empty()) {
     grpc::SslServerCredentialsOptions ssl;
     grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-    FS_RETURN_IF_ERROR(read_file(opt.tls_key_file, &pair.private_key));
-    FS_RETURN_IF_ERROR(read_file(opt.tls_cert_file, &pair.cert_chain));
+    FS_RETURN_IF_ERROR(load_tls_pair(opt, &pair));
     ssl.pem_key_cert_pairs.push_back(pair);
     creds = grpc::SslServerCredentials(ssl);
   }
