@@ -49,39 +49,38 @@ refused --max-waiting "FLASHSERVE_MAX_WAITING=0" FLASHSERVE_MAX_WAITING=0 -- --p
 refused --seed "FLASHSERVE_SEED=-1" FLASHSERVE_SEED=-1 -- --port 0 "${base[@]}"
 refused --max-receive-bytes "FLASHSERVE_MAX_RECEIVE_BYTES=0" FLASHSERVE_MAX_RECEIVE_BYTES=0 -- --port 0 "${base[@]}"
 
+# served ENV... -- ARGS...: starts the server, waits up to 10 s for "ready" (rc_ready 0 if it
+# came), sends SIGTERM and waits; rc is its exit status, $tmp/out and $tmp/err what it wrote.
+served() {
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$server" "$@" >"$tmp/out" 2>"$tmp/err" &
+  local pid=$!
+  for _ in $(seq 200); do
+    grep -q '^ready$' "$tmp/out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q '^ready$' "$tmp/out"
+  rc_ready=$?
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+}
+
 # Edges of the ranges are taken: the server gets ready and a SIGTERM still exits 0.
-"$server" --port 0 --metrics-port 0 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
-  --max-num-seqs 1 --max-waiting 1 --seed 18446744073709551615 --max-receive-bytes 2147483647 >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do
-  grep -q '^ready$' "$tmp/out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.05
-done
-check "the ranges' edges are taken" 'grep -q "^ready$" "$tmp/out"'
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
-rc=$?
+served -- --port 0 --metrics-port 0 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
+  --max-num-seqs 1 --max-waiting 1 --seed 18446744073709551615 --max-receive-bytes 2147483647
+check "the ranges' edges are taken" '[ "$rc_ready" -eq 0 ]'
 check "... and SIGTERM exits 0 (rc $rc)" '[ "$rc" -eq 0 ]'
 check "... the receive limit is --max-receive-bytes" 'grep -q "largest request message: 2147483647 bytes" "$tmp/err"'
-FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTES=1024 "$server" --metrics-port -1 >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do
-  grep -q '^ready$' "$tmp/out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.05
-done
-check "FLASHSERVE_GRACE_PERIOD=2.5 and FLASHSERVE_PORT=0 are taken" 'grep -q "^ready$" "$tmp/out"'
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
+served FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTES=1024 -- --metrics-port -1
+check "FLASHSERVE_GRACE_PERIOD=2.5 and FLASHSERVE_PORT=0 are taken" '[ "$rc_ready" -eq 0 ]'
 check "... the grace period is 2.5 s" 'grep -q "grace period 2.5 s" "$tmp/err"'
 check "... the receive limit is FLASHSERVE_MAX_RECEIVE_BYTES" 'grep -q "largest request message: 1024 bytes" "$tmp/err"'
 # By default the limit is the model's context length x 4 + 64 KiB (synthetic:tiny: 4096 positions).
-timeout 10 "$server" --port 0 --metrics-port -1 >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 200); do grep -q '^ready$' "$tmp/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-kill -TERM "$pid" 2>/dev/null
-wait "$pid"
+served -- --port 0 --metrics-port -1
 check "the default receive limit follows the context (4096 x 4 + 65536)" 'grep -q "largest request message: 81920 bytes" "$tmp/err"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

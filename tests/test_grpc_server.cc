@@ -533,6 +533,27 @@ TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   drain.join();
 }
 
+// One unary call of `method` with raw bytes for its request (the generic stub): the status.
+grpc::Status raw_unary_call(grpc::GenericStub& generic, const std::string& method, const std::string& payload) {
+  grpc::Slice slice(payload);
+  grpc::ByteBuffer request(&slice, 1), reply;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = s;
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  return status;
+}
+
 // Garbage where a request message should be: an error status, and the server lives on.
 TEST(GrpcServer, MalformedMessagesAreRejected) {
   Fixture f = start();
@@ -541,23 +562,7 @@ TEST(GrpcServer, MalformedMessagesAreRejected) {
   for (const char* method : {"/flashserve.v1.Generation/GetModelInfo", "/flashserve.v1.Generation/Generate",
                              "/flashserve.v1.Generation/NoSuchMethod"}) {
     const std::string junk = "\xff\xff\xff\xff\x0f garbage that is no protobuf";
-    grpc::Slice slice(junk);
-    grpc::ByteBuffer request(&slice, 1), reply;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
-      std::lock_guard<std::mutex> lock(mu);
-      status = s;
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    EXPECT_FALSE(status.ok()) << method;
+    EXPECT_FALSE(raw_unary_call(generic, method, junk).ok()) << method;
   }
   EXPECT_TRUE(generate(*f.stub, request({1, 2}, 3)).status.ok()) << "the server did not survive";
 }
@@ -570,23 +575,7 @@ TEST(GrpcServer, UnparsableRequestsAreInvalidArgument) {
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
   grpc::GenericStub generic(channel);
   auto call = [&](const std::string& method, const std::string& payload) {
-    grpc::Slice slice(payload);
-    grpc::ByteBuffer request(&slice, 1), reply;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
-      std::lock_guard<std::mutex> lock(mu);
-      status = s;
-      done = true;
-      cv.notify_all();
-    });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    return status;
+    return raw_unary_call(generic, method, payload);
   };
   const std::vector<std::string> methods = {"Generate", "Tokenize", "Detokenize", "Abort", "GetModelInfo", "GetServerInfo"};
   const std::vector<std::string> unparsable = {
