@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev                    # CPU GEMMs (model)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # server, client
   libcli11-dev nlohmann-json3-dev    # flags, json
+  libssl-dev                         # the server checks its TLS certificate and key (OpenSSL) before listening
   libpcre2-dev                       # pre-tokenizer regexes (Unicode classes), server/text
   python3 python3-numpy              # scripts, the Python binding's tests
   python3-jinja2                     # chat templates rendered by jinja2 to compare with ours
