@@ -85,9 +85,10 @@ int main(int argc, char** argv) {
       for (int t : resp.token_ids()) std::printf(text ? " [%d]" : "%d ", t);
     std::fflush(stdout);
     if (resp.finished())
-      std::printf("\n[%s] %d prompt, %d completion tokens, ttft %.3f s, total %.3f s\n",
+      std::printf("\n[%s] %d prompt, %d completion tokens, ttft %.3f s, total %.3f s, %d prompt tokens cached\n",
                   flashserve::v1::FinishReason_Name(resp.finish_reason()).c_str(), resp.usage().prompt_tokens(),
-                  resp.usage().completion_tokens(), resp.timings().time_to_first_token_s(), resp.timings().elapsed_s());
+                  resp.usage().completion_tokens(), resp.timings().time_to_first_token_s(), resp.timings().elapsed_s(),
+                  resp.usage().cached_tokens());
   }
   const grpc::Status s = reader->Finish();
   if (!s.ok()) {

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <climits>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "server/engine/engine.h"
 #include "server/grpc/logging.h"
@@ -67,16 +69,24 @@ const CLI::Validator kPowerOfTwo(
     },
     "a power of two");
 
-// The bearer token from a file: one line, its line break dropped; empty or unreadable is an error.
-Status read_token_file(const std::string& path, std::string* token) {
+// Bearer tokens from a file (`flag` names it in errors): one a line, line breaks (\n, \r\n)
+// dropped, empty lines skipped; unreadable, no token, a token twice, or more than one line where
+// `one` is set is an error. Each token is one identity (server/grpc/caller.h).
+Status read_token_file(const char* flag, const std::string& path, bool one, std::vector<std::string>* tokens) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return invalid_argument("--auth-token-file: cannot read " + path + ": " + std::strerror(errno));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  if (s.empty()) return invalid_argument("--auth-token-file: " + path + " holds no token");
-  if (s.find_first_of("\r\n") != std::string::npos)
-    return invalid_argument("--auth-token-file: " + path + " holds more than one line");
-  *token = std::move(s);
+  if (!f) return invalid_argument(std::string(flag) + ": cannot read " + path + ": " + std::strerror(errno));
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    if (line.find('\r') != std::string::npos)
+      return invalid_argument(std::string(flag) + ": " + path + " line " + std::to_string(n) + " holds a stray carriage return");
+    if (std::find(tokens->begin(), tokens->end(), line) != tokens->end())
+      return invalid_argument(std::string(flag) + ": " + path + " line " + std::to_string(n) + " repeats an earlier token");
+    tokens->push_back(line);
+  }
+  if (tokens->empty()) return invalid_argument(std::string(flag) + ": " + path + " holds no token");
+  if (one && tokens->size() > 1) return invalid_argument(std::string(flag) + ": " + path + " holds more than one token");
   return Status::Ok();
 }
 
@@ -122,9 +132,24 @@ int main(int argc, char** argv) {
                                    "require 'authorization: Bearer <token>' (others can read a command line: "
                                    "prefer --auth-token-file or FLASHSERVE_AUTH_TOKEN)")
                         ->envname("FLASHSERVE_AUTH_TOKEN");
-  app.add_option("--auth-token-file", auth_token_file, "read the bearer token from this file (one line)")
+  app.add_option("--auth-token-file", auth_token_file,
+                 "read the bearer tokens from this file, one a line: each token is one tenant, which owns its "
+                 "requests (their ids, Abort, and with --prefix-cache-isolation its cached prefixes)")
       ->envname("FLASHSERVE_AUTH_TOKEN_FILE")
       ->excludes(token_opt);
+  std::string admin_token_file;
+  app.add_option("--admin-token-file", admin_token_file,
+                 "read an admin bearer token from this file (one line): accepted wherever a token is, and its "
+                 "Abort reaches every caller's requests (others abort only their own)")
+      ->envname("FLASHSERVE_ADMIN_TOKEN_FILE");
+  std::string isolation = "none";
+  app.add_option("--prefix-cache-isolation", isolation,
+                 "none: every caller shares the prefix cache (the throughput win: a system prompt is computed "
+                 "once for all); identity: each caller identity (its token; without tokens, its connection) "
+                 "only reuses the prefixes it sent itself, so no one can tell from cached tokens or timing "
+                 "what others sent. A request's cache_salt is combined with either")
+      ->check(CLI::IsMember({"none", "identity"}))
+      ->envname("FLASHSERVE_PREFIX_CACHE_ISOLATION");
   app.add_flag("--open-reflection", so.open_reflection,
                "serve gRPC reflection without the bearer token (by default it needs the token like Generate; "
                "health never does)")
@@ -171,11 +196,31 @@ int main(int argc, char** argv) {
   so.max_receive_bytes = max_receive_bytes > 0 ? static_cast<int>(max_receive_bytes)
                                                : server::max_receive_bytes_for(peek_context_length(model));
   if (!auth_token_file.empty()) {
-    if (const Status st = read_token_file(auth_token_file, &so.auth_token); !st.ok()) {
+    std::vector<std::string> tokens;
+    if (const Status st = read_token_file("--auth-token-file", auth_token_file, false, &tokens); !st.ok()) {
       spdlog::error("{}", st.message());
       return 1;
     }
+    so.auth_token = tokens[0];  // "token 1"; the others "token 2"...
+    so.extra_auth_tokens.assign(tokens.begin() + 1, tokens.end());
   }
+  if (!admin_token_file.empty()) {
+    std::vector<std::string> admin;
+    if (const Status st = read_token_file("--admin-token-file", admin_token_file, true, &admin); !st.ok()) {
+      spdlog::error("{}", st.message());
+      return 1;
+    }
+    so.admin_token = admin[0];
+    if (admin[0] == so.auth_token ||
+        std::find(so.extra_auth_tokens.begin(), so.extra_auth_tokens.end(), admin[0]) != so.extra_auth_tokens.end()) {
+      spdlog::error("--admin-token-file: the admin token is also a tenant token; give the admin its own");
+      return 1;
+    }
+  }
+  so.prefix_cache_isolation =
+      isolation == "identity" ? server::PrefixCacheIsolation::kIdentity : server::PrefixCacheIsolation::kNone;
+  if (so.prefix_cache_isolation == server::PrefixCacheIsolation::kIdentity && so.auth_token.empty())
+    spdlog::warn("--prefix-cache-isolation identity without tokens: each connection is its own identity");
 
   // Listen first: while the model loads, health says NOT_SERVING and calls get UNAVAILABLE.
   so.model_name = model;

@@ -29,7 +29,7 @@ wait "$pid"
 rc=$?
 check "SIGTERM: exit 0" '[ "$rc" -eq 0 ]'
 check "LOG_FORMAT=json: every line is a JSON object naming the request" \
-  'python3 -c "import json,sys; lines=[json.loads(l) for l in open(sys.argv[1])]; assert any(\"req-1\" in l[\"msg\"] for l in lines) and all(\"level\" in l for l in lines)" "$errlog"'
+  'python3 -c "import json,re,sys; lines=[json.loads(l) for l in open(sys.argv[1])]; assert any(re.search(\"req-[0-9a-f]{32}\", l[\"msg\"]) for l in lines) and all(\"level\" in l for l in lines)" "$errlog"'
 rm -f "$log" "$errlog"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -302,6 +302,33 @@ TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {
   collect(*s);
 }
 
+// Request ids are keyed by (owner, id) (issue 24, points 12 and 15): two owners use one id at
+// once, the same owner twice is a duplicate, cancel() with another owner is an unknown id and
+// leaves the request running, and cancel_in_every_namespace reaches both.
+TEST(Engine, RequestIdsLiveInTheirOwnersNamespace) {
+  auto e = make_engine(1024, 16, 64);  // room for three of 3000 tokens: none ends by itself here
+  GenerateRequest a = greedy("job", {1, 2, 3}, 3000), b = greedy("job", {4, 5, 6}, 3000);
+  a.owner = "token 1";
+  b.owner = "token 2";
+  std::shared_ptr<ResultStream> sa, sb, s;
+  ASSERT_TRUE(e->enqueue(a, &sa).ok());
+  ASSERT_TRUE(e->enqueue(b, &sb).ok()) << "another owner's live id is no duplicate";
+  EXPECT_EQ(e->enqueue(a, &s).code(), StatusCode::kInvalidArgument) << "the same owner's live id is";
+  EXPECT_EQ(e->cancel("job", "token 3").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->cancel("job").code(), StatusCode::kInvalidArgument);  // the empty owner is a namespace too
+  ASSERT_TRUE(e->cancel("job", "token 1").ok());
+  Collected ca = collect(*sa);
+  EXPECT_EQ(ca.last.reason, FinishReason::kAborted);
+  GenerateRequest c = greedy("job", {7, 8}, 3000);
+  c.owner = "token 3";
+  ASSERT_TRUE(e->enqueue(c, &s).ok());
+  EXPECT_EQ(e->cancel_in_every_namespace("job"), 2);  // token 2's and token 3's
+  EXPECT_EQ(collect(*sb).last.reason, FinishReason::kAborted);
+  EXPECT_EQ(collect(*s).last.reason, FinishReason::kAborted);
+  EXPECT_EQ(e->cancel_in_every_namespace("job"), 0);
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+}
+
 TEST(Engine, CancelMidStreamReturnsThePool) {
   auto e = make_engine(64, 4, 32);
   std::shared_ptr<ResultStream> s;

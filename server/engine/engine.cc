@@ -151,12 +151,12 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status(StatusCode::kUnavailable, "the engine is shutting down");
     if (request.request_id.empty()) request.request_id = "req-" + std::to_string(next_seq_id_);
-    if (by_id_.count(request.request_id))
+    if (by_id_.count({request.owner, request.request_id}))
       return invalid_argument("request id " + request.request_id + " is already in use");
     if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting)
       return resource_exhausted("the waiting queue is full (" + std::to_string(config_.max_waiting) + ")");
     r->req = std::move(request);
-    by_id_[r->req.request_id] = r;
+    by_id_[{r->req.owner, r->req.request_id}] = r;
     waiting_.push_back(r);
     stats_.prompt_tokens += n;
   }
@@ -165,15 +165,29 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
   return Status::Ok();
 }
 
-Status Engine::cancel(const std::string& request_id) {
+Status Engine::cancel(const std::string& request_id, const std::string& owner) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = by_id_.find(request_id);
+    auto it = by_id_.find({owner, request_id});
     if (it == by_id_.end()) return invalid_argument("no request " + request_id);
     it->second->cancelled = true;
   }
   work_cv_.notify_all();
   return Status::Ok();
+}
+
+int Engine::cancel_in_every_namespace(const std::string& request_id) {
+  int n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, r] : by_id_)
+      if (key.second == request_id) {
+        r->cancelled = true;
+        ++n;
+      }
+  }
+  if (n > 0) work_cv_.notify_all();
+  return n;
 }
 
 void Engine::shutdown() {
@@ -213,7 +227,7 @@ void Engine::finish(Request& r, FinishReason reason, Status error) {
   ev.elapsed_s = seconds(r.t_enqueue, now);
   ev.time_to_first_token_s = r.num_generated ? seconds(r.t_enqueue, r.t_first) : 0.0;
   r.stream->push(std::move(ev));
-  by_id_.erase(r.req.request_id);
+  by_id_.erase({r.req.owner, r.req.request_id});
 }
 
 // Called with mu_ held: recompute preemption. The request keeps its tokens (prompt and

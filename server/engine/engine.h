@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -34,6 +35,10 @@ const char* finish_reason_name(FinishReason r);
 
 struct GenerateRequest {
   std::string request_id;
+  // The namespace of request_id: requests are keyed by (owner, request_id), so two owners may
+  // use the same id at once and cancel() reaches only its owner's. The gRPC transport sets the
+  // caller's identity (server/grpc/caller.h); an embedder with one namespace leaves it empty.
+  std::string owner;
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   uint64_t cache_salt = 0;  // extra prefix-cache key (model, adapter, tenant)
@@ -98,10 +103,15 @@ class Engine {
   // Validates the request before it touches the cache: an empty prompt, ids past the
   // vocabulary, prompt + max_tokens past the context limit or the whole pool, nonsense
   // sampling values, a duplicate id: INVALID_ARGUMENT; the queue full: RESOURCE_EXHAUSTED;
-  // shutting down: UNAVAILABLE. An empty request_id gets one.
+  // shutting down: UNAVAILABLE. An empty request_id gets a sequential one (for embedders; the gRPC
+  // transport assigns random ones). The duplicate check is within the request's owner: another
+  // owner's live request of the same id is no duplicate.
   Status enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* stream);
-  // Aborts a request (its stream ends with kAborted). INVALID_ARGUMENT for an unknown id.
-  Status cancel(const std::string& request_id);
+  // Aborts the owner's request of that id (its stream ends with kAborted). INVALID_ARGUMENT for
+  // an id the owner has no live request of, whether or not another owner has one.
+  Status cancel(const std::string& request_id, const std::string& owner = {});
+  // Aborts the live requests of that id of every owner (an operator's abort); how many.
+  int cancel_in_every_namespace(const std::string& request_id);
   // Stops taking requests, aborts what is left, joins the scheduler.
   void shutdown();
 
@@ -125,7 +135,7 @@ class Engine {
   std::condition_variable work_cv_;
   std::deque<std::shared_ptr<Request>> waiting_;
   std::vector<std::shared_ptr<Request>> running_;
-  std::map<std::string, std::shared_ptr<Request>> by_id_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Request>> by_id_;  // (owner, request_id)
   int64_t next_seq_id_ = 1;
   bool stopping_ = false;
   EngineStats stats_;

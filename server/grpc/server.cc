@@ -166,19 +166,33 @@ Status load_tls_pair(const ServerOptions& opt, grpc::SslServerCredentialsOptions
   return Status::Ok();
 }
 
+// Every token the options name, in order: "token 1" is auth_token.
+std::vector<std::string> tokens_of(const ServerOptions& o) {
+  std::vector<std::string> t;
+  if (!o.auth_token.empty()) t.push_back(o.auth_token);
+  t.insert(t.end(), o.extra_auth_tokens.begin(), o.extra_auth_tokens.end());
+  return t;
+}
+
+Credentials credentials_of(const ServerOptions& o) { return Credentials(tokens_of(o), o.admin_token); }
+
 }  // namespace
 
 class GrpcServer::Service final : public v1::Generation::Service {
  public:
-  Service(engine::Engine* e, const ServerOptions& o, Metrics* m) : engine_(e), opt_(o), metrics_(m) {}
+  Service(engine::Engine* e, const ServerOptions& o, Metrics* m)
+      : engine_(e), opt_(o), credentials_(credentials_of(o)), salter_(o.prefix_cache_isolation), metrics_(m) {}
   std::atomic<engine::Engine*> engine_;
   std::atomic<const text::TextModel*> text_{nullptr};
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> next_id{1};
 
+  // Request ids live in the caller's namespace (its owner, server/grpc/caller.h): the engine keys
+  // a request by (owner, id), so nobody can take or abort another caller's id; the id the client
+  // sent (or the random one assigned) is what responses and logs show.
   grpc::Status Generate(grpc::ServerContext* ctx, const v1::GenerateRequest* req,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override {
-    if (auto st = authorize(ctx); !st.ok()) return st;
+    Caller caller;
+    if (auto st = authorize(ctx, &caller); !st.ok()) return st;
     engine::Engine* engine = engine_.load();
     if (engine == nullptr) return loading();
     if (draining) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
@@ -186,7 +200,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
     const text::TextModel* tm = text_.load();
     engine::GenerateRequest r;
     if (grpc::Status st = prompt_of(tm, *req, &r.prompt); !st.ok()) return st;
-    r.request_id = req->request_id().empty() ? "req-" + std::to_string(next_id++) : req->request_id();
+    r.request_id = req->request_id().empty() ? random_request_id() : req->request_id();
+    r.owner = caller.owner;
     const auto& s = req->sampling();
     r.sampling.temperature = s.temperature();
     r.sampling.top_k = s.top_k();
@@ -197,7 +212,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     r.sampling.max_tokens = s.max_tokens() == 0 ? 16 : s.max_tokens();
     r.sampling.min_tokens = s.min_tokens();
     r.sampling.ignore_eos = s.ignore_eos();
-    r.cache_salt = req->cache_salt();
+    r.cache_salt = salter_.salt(caller.owner, req->cache_salt());
     // Text out: with a tokenizer every chunk carries its text; stop strings end the request.
     std::vector<std::string> stop(s.stop().begin(), s.stop().end());
     if (!stop.empty() && (tm == nullptr || !tm->has_tokenizer()))
@@ -210,11 +225,11 @@ class GrpcServer::Service final : public v1::Generation::Service {
     const size_t r_prompt_len = r.prompt.size();
     std::shared_ptr<engine::ResultStream> stream;
     if (const Status st = engine->enqueue(std::move(r), &stream); !st.ok()) {
-      spdlog::info("request {} rejected: {}", id, st.to_string());
+      spdlog::info("request {} ({}) rejected: {}", id, caller.owner, st.to_string());
       return to_grpc(st);
     }
     const size_t prompt_len = r_prompt_len;
-    spdlog::info("request {} started ({} prompt tokens)", id, prompt_len);
+    spdlog::info("request {} ({}) started ({} prompt tokens)", id, caller.owner, prompt_len);
     bool cancelled = false;
     bool stopped_by_text = false;  // a stop string ended it: its final message has gone out
     int32_t sent_tokens = 0;
@@ -226,7 +241,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     for (;;) {
       if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
         cancelled = true;
-        engine->cancel(id).ok();
+        engine->cancel(id, caller.owner).ok();
       }
       if (!stream->next_for(&ev, 0.05)) continue;
       if (!ev.tokens.empty() && !stopped_by_text) {
@@ -244,14 +259,14 @@ class GrpcServer::Service final : public v1::Generation::Service {
           std::string delta;
           bool hit = false;
           if (const Status st = text_out->add(ev.tokens, &delta, &hit, &used); !st.ok()) {
-            engine->cancel(id).ok();
+            engine->cancel(id, caller.owner).ok();
             return to_grpc(internal_error("request " + id + ": detokenize: " + st.message()));
           }
           if (ev.finished && !hit) text_out->finish(&delta);
           out.set_text(std::move(delta));
           if (hit) {
             stopped_by_text = true;
-            engine->cancel(id).ok();
+            engine->cancel(id, caller.owner).ok();
           }
         }
         for (size_t i = 0; i < used; ++i) out.add_token_ids(ev.tokens[i]);
@@ -272,7 +287,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
         }
         if (!cancelled && !writer->Write(out)) {
           cancelled = true;
-          engine->cancel(id).ok();
+          engine->cancel(id, caller.owner).ok();
         }
       }
       if (ev.finished) {
@@ -289,12 +304,18 @@ class GrpcServer::Service final : public v1::Generation::Service {
     }
   }
 
+  // Aborts the caller's own requests of these ids: another owner's id counts as unknown (not
+  // aborted, no error), so Abort tells nobody which ids others use. The admin token aborts the id
+  // in every owner's namespace.
   grpc::Status Abort(grpc::ServerContext* ctx, const v1::AbortRequest* req, v1::AbortResponse* resp) override {
-    if (auto st = authorize(ctx); !st.ok()) return st;
+    Caller caller;
+    if (auto st = authorize(ctx, &caller); !st.ok()) return st;
     engine::Engine* engine = engine_.load();
     if (engine == nullptr) return loading();
     int n = 0;
-    for (const auto& id : req->request_ids()) n += engine->cancel(id).ok() ? 1 : 0;
+    for (const auto& id : req->request_ids())
+      n += caller.admin ? engine->cancel_in_every_namespace(id) : (engine->cancel(id, caller.owner).ok() ? 1 : 0);
+    if (caller.admin) spdlog::info("admin abort: {} requests", n);
     resp->set_aborted(n);
     return grpc::Status::OK;
   }
@@ -369,12 +390,15 @@ class GrpcServer::Service final : public v1::Generation::Service {
   }
 
  private:
-  grpc::Status authorize(grpc::ServerContext* ctx) const {
-    if (opt_.auth_token.empty()) return grpc::Status::OK;
+  // The bearer token's check, and who the caller is (its token, the admin token, or without
+  // tokens its connection).
+  grpc::Status authorize(grpc::ServerContext* ctx, Caller* caller = nullptr) const {
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
-    if (it == md.end() ||
-        !equal_in_constant_time(std::string_view(it->second.data(), it->second.size()), expected_authorization_))
+    std::string_view header;
+    if (it != md.end()) header = std::string_view(it->second.data(), it->second.size());
+    Caller local;
+    if (!credentials_.identify(it != md.end() ? &header : nullptr, ctx->peer(), caller ? caller : &local))
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "a valid bearer token is required");
     return grpc::Status::OK;
   }
@@ -382,7 +406,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
   static grpc::Status loading() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is loading"); }
 
   ServerOptions opt_;
-  const std::string expected_authorization_ = "Bearer " + opt_.auth_token;
+  const Credentials credentials_;
+  const CacheSalter salter_;
   Metrics* metrics_;
 };
 
@@ -425,14 +450,16 @@ class ParseErrorInterceptorFactory final : public grpc::experimental::ServerInte
 // Generate's) and the final status by UNAUTHENTICATED. Health stays open for probes.
 class ReflectionAuthInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit ReflectionAuthInterceptor(const std::string* expected) : expected_(expected) {}
+  explicit ReflectionAuthInterceptor(const Credentials* credentials) : credentials_(credentials) {}
   void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
     using grpc::experimental::InterceptionHookPoints;
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
       const auto* md = m->GetRecvInitialMetadata();
       auto it = md->find("authorization");
-      authorized_ = it != md->end() &&
-                    equal_in_constant_time(std::string_view(it->second.data(), it->second.size()), *expected_);
+      std::string_view header;
+      if (it != md->end()) header = std::string_view(it->second.data(), it->second.size());
+      Caller caller;
+      authorized_ = credentials_->identify(it != md->end() ? &header : nullptr, {}, &caller);
     }
     if (!authorized_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
       // ServerReflectionResponse { error_response (7) { error_code (1): 16, error_message (2) } }
@@ -449,21 +476,21 @@ class ReflectionAuthInterceptor final : public grpc::experimental::Interceptor {
   static constexpr const char* kUnauthenticated = "a valid bearer token is required";
 
  private:
-  const std::string* expected_;  // "Bearer <token>", owned by the factory
+  const Credentials* credentials_;  // owned by the factory
   bool authorized_ = true;       // until the metadata says otherwise
 };
 
 class ReflectionAuthInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit ReflectionAuthInterceptorFactory(const std::string& token) : expected_("Bearer " + token) {}
+  explicit ReflectionAuthInterceptorFactory(Credentials credentials) : credentials_(std::move(credentials)) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
     const char* method = info->method();
     if (method == nullptr || std::string_view(method).rfind("/grpc.reflection.", 0) != 0) return nullptr;
-    return new ReflectionAuthInterceptor(&expected_);
+    return new ReflectionAuthInterceptor(&credentials_);
   }
 
  private:
-  const std::string expected_;
+  const Credentials credentials_;
 };
 
 // grpc.health.v1: the overall status ("") and flashserve.v1.Generation's, which load balancers
@@ -495,8 +522,8 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   b.RegisterService(s->service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
-  if (!opt.auth_token.empty() && !opt.open_reflection)
-    interceptors.push_back(std::make_unique<ReflectionAuthInterceptorFactory>(opt.auth_token));
+  if (credentials_of(opt).tokens_required() && !opt.open_reflection)
+    interceptors.push_back(std::make_unique<ReflectionAuthInterceptorFactory>(credentials_of(opt)));
   b.experimental().SetInterceptorCreators(std::move(interceptors));
   b.SetMaxReceiveMessageSize(opt.max_receive_bytes);
   b.SetMaxSendMessageSize(opt.max_message_bytes);

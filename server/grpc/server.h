@@ -10,9 +10,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "server/engine/engine.h"
+#include "server/grpc/caller.h"
 #include "server/text/text_model.h"
 
 namespace grpc {
@@ -28,6 +30,12 @@ struct ServerOptions {
   int port = 50051;                 // 0: any free port (port() tells which)
   std::string auth_token;           // non-empty: every call needs "authorization: Bearer <token>"
                                     // (reflection too, unless open_reflection; health never)
+  // More tokens beside auth_token, each its own tenant (server/grpc/caller.h): auth_token is
+  // "token 1", these "token 2"... (--auth-token-file's first line goes to auth_token, the others
+  // here). Any of them, or admin_token, is accepted where a token is needed.
+  std::vector<std::string> extra_auth_tokens;
+  std::string admin_token;          // non-empty: its holder may Abort any owner's request
+  PrefixCacheIsolation prefix_cache_isolation = PrefixCacheIsolation::kNone;
   bool open_reflection = false;     // server reflection without the token
   std::string tls_cert_file, tls_key_file;  // both set: TLS
   int max_message_bytes = 16 << 20;  // the largest message sent
