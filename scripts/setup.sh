@@ -14,6 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev    # flags, json
   libssl-dev                         # the server checks its TLS certificate and key (OpenSSL) before listening
   libpcre2-dev                       # pre-tokenizer regexes (Unicode classes), server/text
+  libcpp-httplib-dev                 # HTTP: /metrics now, the OpenAI-compatible front later (server/http)
   python3 python3-numpy              # scripts, the Python binding's tests
   python3-jinja2                     # chat templates rendered by jinja2 to compare with ours
   openssl                            # the TLS test makes a certificate

@@ -184,6 +184,15 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", so.metrics_port, "Prometheus GET /metrics port (-1: off, 0: any)")
       ->check(in_range(-1, 65535))
       ->envname("FLASHSERVE_METRICS_PORT");
+  // /metrics stays plain HTTP and open unless asked (Prometheus scrapes inside a cluster usually
+  // are); on a port others can reach, turn on the token, TLS or both.
+  app.add_flag("--metrics-tls", so.metrics_tls,
+               "serve /metrics over HTTPS with --tls-cert/--tls-key (default: plain HTTP)")
+      ->envname("FLASHSERVE_METRICS_TLS");
+  app.add_flag("--metrics-require-token", so.metrics_require_token,
+               "/metrics needs 'Authorization: Bearer <token>' with a token gRPC takes (--auth-token-file, "
+               "FLASHSERVE_AUTH_TOKEN, --admin-token-file; default: open)")
+      ->envname("FLASHSERVE_METRICS_REQUIRE_TOKEN");
   // A request needs at most the context length x 4 bytes plus its sampling parameters; a
   // bigger message is refused by gRPC (RESOURCE_EXHAUSTED) before it is parsed or queued (24
   // messages of 14 MiB used to take 1.2 GB). The flag raises (or lowers) it.
@@ -240,7 +249,8 @@ int main(int argc, char** argv) {
   }
   spdlog::info("largest request message: {} bytes", so.max_receive_bytes);
   std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
-  if (so.metrics_port >= 0) std::printf("metrics on http://%s:%d/metrics\n", so.host.c_str(), srv->metrics_port());
+  if (so.metrics_port >= 0)
+    std::printf("metrics on %s://%s:%d/metrics\n", so.metrics_tls ? "https" : "http", so.host.c_str(), srv->metrics_port());
   std::fflush(stdout);
 
   model::LlamaConfig config;

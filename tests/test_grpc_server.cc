@@ -184,7 +184,8 @@ TEST(GrpcServer, StatusCodes) {
   r2->Finish();
 }
 
-// A scrape of GET /metrics over a plain socket.
+// A scrape of GET /metrics over a plain socket, read to the end (Connection: close: HTTP/1.1
+// connections are otherwise kept alive).
 std::string scrape(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -193,7 +194,7 @@ std::string scrape(int port) {
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   std::string out;
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     send(fd, req.data(), req.size(), 0);
     char buf[4096];
     for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));

@@ -1,14 +1,11 @@
 #include "server/grpc/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <httplib.h>
 
 #include <cstdio>
-#include <cstring>
-#include <sstream>
+#include <string_view>
+
+#include "server/grpc/server.h"
 
 namespace flashserve::server {
 
@@ -96,58 +93,39 @@ std::string Metrics::render() const {
   return out;
 }
 
-Status Metrics::serve(const std::string& host, int port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (listen_fd_ < 0) return internal_error("metrics: socket failed");
-  const int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return invalid_argument("metrics: bad host " + host);
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 16) != 0)
-    return unsupported("metrics: cannot listen on " + host + ":" + std::to_string(port));
-  socklen_t len = sizeof addr;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  thread_ = std::thread([this] { serve_loop(); });
+Status Metrics::serve(const ServerOptions& so, const Credentials& credentials) {
+  http::HttpOptions o;
+  o.host = so.host;
+  o.port = so.metrics_port;
+  if (so.metrics_tls) {
+    if (so.tls_cert_file.empty() || so.tls_key_file.empty())
+      return invalid_argument("--metrics-tls serves /metrics over HTTPS with --tls-cert and --tls-key: set both");
+    o.tls_cert_file = so.tls_cert_file;
+    o.tls_key_file = so.tls_key_file;
+  }
+  if (so.metrics_require_token) {
+    if (!credentials.tokens_required())
+      return invalid_argument(
+          "--metrics-require-token needs a bearer token (--auth-token-file, FLASHSERVE_AUTH_TOKEN or --auth-token)");
+    // Any token gRPC takes (a tenant's or the admin's), each compared in constant time.
+    o.authorize = [credentials](const std::string* authorization) {
+      const std::string_view header = authorization != nullptr ? std::string_view(*authorization) : std::string_view();
+      Caller caller;
+      return credentials.identify(authorization != nullptr ? &header : nullptr, "", &caller);
+    };
+  }
+  std::unique_ptr<http::HttpServer> server;
+  if (Status st = http::HttpServer::create(o, &server); !st.ok()) return {st.code(), "metrics: " + st.message()};
+  server->get("/metrics", http::Access::kToken, [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  if (Status st = server->start(); !st.ok()) return {st.code(), "metrics: " + st.message()};
+  http_ = std::move(server);
   return Status::Ok();
 }
 
-void Metrics::serve_loop() {
-  while (!stopping_) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (poll(&pfd, 1, 100) <= 0) continue;
-    const int fd = accept(listen_fd_, nullptr, nullptr);
-    if (fd < 0) continue;
-    timeval tv{2, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[2048];
-    const ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
-    std::string reply;
-    if (n > 0) {
-      buf[n] = 0;
-      const bool metrics = std::strncmp(buf, "GET /metrics", 12) == 0;
-      const std::string body = metrics ? render() : "not found\n";
-      reply = std::string("HTTP/1.1 ") + (metrics ? "200 OK" : "404 Not Found") +
-              "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " +
-              std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      size_t sent = 0;
-      while (sent < reply.size()) {
-        const ssize_t k = send(fd, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-        if (k <= 0) break;
-        sent += static_cast<size_t>(k);
-      }
-    }
-    close(fd);
-  }
-}
-
 void Metrics::stop() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  listen_fd_ = -1;
+  if (http_) http_->stop();
 }
 
 }  // namespace flashserve::server

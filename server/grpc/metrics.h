@@ -1,20 +1,25 @@
-// Prometheus metrics named after vLLM's (so existing dashboards work), exposed as text over a
-// small HTTP endpoint (GET /metrics). Engine gauges and counters are read at scrape time;
-// latency histograms are observed by the transport as requests stream.
+// Prometheus metrics named after vLLM's (so existing dashboards work), exposed as text by GET
+// /metrics on the server's HTTP listener (server/http/http_server.h: cpp-httplib, bounded
+// threads, timeouts and sizes). Engine gauges and counters are read at scrape time; latency
+// histograms are observed by the transport as requests stream.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/status.h"
 #include "server/engine/engine.h"
+#include "server/grpc/caller.h"
+#include "server/http/http_server.h"
 
 namespace flashserve::server {
+
+struct ServerOptions;
 
 class Histogram {
  public:
@@ -43,22 +48,22 @@ class Metrics {
 
   std::string render() const;  // the text exposition format
 
-  // Serves GET /metrics on host:port (0: any free port) from a thread of its own.
-  Status serve(const std::string& host, int port);
-  int port() const { return port_; }
+  // Serves GET /metrics on options.host:options.metrics_port (0: any free port) from threads of
+  // its own: plain HTTP and open by default; HTTPS with the gRPC certificate and key when
+  // options.metrics_tls, and only with one of `credentials`' tokens when
+  // options.metrics_require_token.
+  Status serve(const ServerOptions& options, const Credentials& credentials);
+  int port() const { return http_ ? http_->port() : 0; }
+  bool tls() const { return http_ && http_->tls(); }
+  // Closes the port and joins every thread that serves it: none reads the engine afterwards.
   void stop();
 
  private:
-  void serve_loop();
-
   std::atomic<engine::Engine*> engine_;
   Histogram ttft_, tpot_, itl_, e2e_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> finished_by_reason_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  std::unique_ptr<http::HttpServer> http_;
 };
 
 }  // namespace flashserve::server

@@ -505,7 +505,7 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->engine_ = engine;
   s->metrics_ = std::make_unique<Metrics>(engine);
-  if (opt.metrics_port >= 0) FS_RETURN_IF_ERROR(s->metrics_->serve(opt.host, opt.metrics_port));
+  if (opt.metrics_port >= 0) FS_RETURN_IF_ERROR(s->metrics_->serve(opt, credentials_of(opt)));
   s->service_ = std::make_unique<Service>(engine, opt, s->metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

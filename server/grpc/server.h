@@ -46,6 +46,9 @@ struct ServerOptions {
   std::string device = "cpu";
   std::string dtype = "fp32";
   int metrics_port = -1;            // Prometheus GET /metrics on host:metrics_port; -1: off, 0: any
+  // /metrics is plain HTTP and open by default (Prometheus scrapes inside a cluster usually are).
+  bool metrics_tls = false;            // HTTPS with tls_cert_file/tls_key_file (both needed)
+  bool metrics_require_token = false;  // "Authorization: Bearer <token>", any token gRPC takes (one needed)
 };
 
 class GrpcServer {
