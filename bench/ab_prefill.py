@@ -14,53 +14,71 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench_prefill as bp  # noqa: E402
 import flashserve_ctypes as fsc  # noqa: E402
 
-ROWS = [  # (head_dim, lens, causal, paged block size or 0)
+ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys before the queries])
     (128, [1024] * 16, False, 0), (128, [1024] * 16, True, 0), (128, [4096] * 4, False, 0),
     (128, [4096] * 4, True, 0), (128, [16384], False, 0), (128, [16384], True, 0),
     (128, [4096] * 4, True, 16), (64, [1024] * 16, False, 0), (64, [16384], True, 0),
     (256, [16384], False, 0), (256, [16384], True, 0),
+    # 11-: chunked prefill (2k over 30k) paged 16 and 64, packed; 4×4k causal paged 64; d 64 rows
+    (128, [2048], True, 16, 30720), (128, [2048], True, 64, 30720), (128, [2048], True, 0, 30720),
+    (128, [4096] * 4, True, 64), (64, [4096] * 4, False, 0), (64, [4096] * 4, True, 0),
+    (64, [16384], False, 0), (64, [1024] * 16, True, 0), (64, [4096] * 4, True, 16),
 ]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib")
-    ap.add_argument("--config", action="append", default=[], help="NAME=VAR=VAL[,VAR=VAL]; 'default' = no override")
+    ap.add_argument("--config", action="append", default=[],
+                    help="NAME=VAR=VAL[,VAR=VAL], or NAME=@PATH: another build of the library (e.g. the last "
+                         "commit's), no override; 'default' = this --lib, no override")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--only", help="comma-separated indices into ROWS")
     args = ap.parse_args()
-    lib = fsc.load(args.lib)
-    configs = [("default", {})]
+    libs = {None: fsc.load(args.lib)}
+    configs = [("default", {}, None)]  # (name, environment, library path or None)
     for c in args.config:
         name, _, rest = c.partition("=")
-        configs.append((name, dict(kv.split("=", 1) for kv in rest.split(","))))
+        if rest.startswith("@"):
+            libs[rest[1:]] = fsc.load(rest[1:])
+            configs.append((name, {}, rest[1:]))
+        else:
+            configs.append((name, dict(kv.split("=", 1) for kv in rest.split(",")), None))
     gen = torch.Generator(device="cuda").manual_seed(5)
-    print(f"{'d':>4} {'shape':<8}{'causal':>7}{'paged':>6}" + "".join(f"{n:>12}" for n, _ in configs), flush=True)
+    print(f"{'d':>4} {'shape':<8}{'causal':>7}{'paged':>6}" + "".join(f"{n:>12}" for n, _, _ in configs), flush=True)
     rows = [ROWS[int(i)] for i in args.only.split(",")] if args.only else ROWS
-    for dim, lens, causal, bs in rows:
+    for row in rows:
+        dim, lens, causal, bs = row[:4]
+        prefix = row[4] if len(row) > 4 else 0
         heads, total = 2048 // dim, sum(lens)
+        klens = [l + prefix for l in lens]
         q = torch.randn(total, heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
-        k, v, o = torch.randn_like(q), torch.randn_like(q), torch.empty_like(q)
+        k = torch.randn(sum(klens), heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
+        v, o = torch.randn_like(k), torch.empty_like(q)
         lse = torch.empty(total, heads, dtype=torch.float32, device="cuda")
         cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0] + list(torch.tensor(klens).cumsum(0)), dtype=torch.int32, device="cuda")
         paged = None
         if bs:
-            kp, vp, table, sl = bp.to_pages(k, v, lens, heads, dim, bs, gen)
+            kp, vp, table, sl = bp.to_pages(k, v, klens, heads, dim, bs, gen)
             paged = (kp, vp, table, sl, bs)
-        run, _ = bp.ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fsc.FS_BFLOAT16, paged=paged)
-        flops = 4 * sum(l * l for l in lens) * heads * dim / (2 if causal else 1)
+        runs = {key: bp.ours_fn(lb, q, k, v, o, lse, cu, klens, heads, dim, causal, fsc.FS_BFLOAT16, paged=paged,
+                                cu_k=cu_k)[0] for key, lb in libs.items()}
+        # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
+        pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
+        flops = 4 * pairs * heads * dim
         for pas in range(args.passes):
             vals = []
-            for _, env in configs:
+            for _, env, key in configs:
                 os.environ.update(env)
                 try:
-                    vals.append(f"{flops / bp.time_fn(run) / 1e12:>12.0f}")
+                    vals.append(f"{flops / bp.time_fn(runs[key]) / 1e12:>12.0f}")
                 except Exception as e:  # noqa: BLE001
                     vals.append(f"{'err':>12}")
                     print("  ", str(e).splitlines()[0][:120])
                 for key in env:
                     del os.environ[key]
-            label = f"{len(lens)}x{lens[0] // 1024}k"
+            label = f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
             print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
                   flush=True)
         del q, k, v, o, paged

@@ -312,6 +312,10 @@ def main():
             check_against(r, o, fa3(q, k, v, cu_q, cu_k, new, kl, True)(), "fa3")
         run_packed, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [new], heads, dim, True, fdt, cu_k=cu_k)
         r["ours_packed"] = flops / time_fn(run_packed) / 1e12
+        del kp, vp
+        kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 64, gen, args.pool)  # pages TMA takes
+        run64, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 64))
+        r["ours_paged64"] = flops / time_fn(run64) / 1e12
         rows.append(r)
         print(json.dumps(r), flush=True)
         del q, k, v, o, kp, vp

@@ -1,15 +1,17 @@
 // CUDA varlen prefill (label gpu): against the float64 reference and the CPU path over the
 // CPU tests' grid (odd lengths in mixed packed batches, GQA 21/3, window, ALiBi, softcap,
 // packed and paged), outputs poisoned first; NaN never passes. Every case runs on every
-// kernel: on sm_90 the warp-specialized TMA one (the default; at d 128 with both key tiles) and
+// kernel: on sm_90 the warp-specialized TMA one (in each of its variants: check_problem) and
 // v3's wgmma one, everywhere the mma.sync one (Ampere's), selected through
 // FLASHSERVE_PREFILL_KERNEL, and compared with each other.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attention/prefill.h"
@@ -69,28 +71,41 @@ void check_problem(const Problem& p) {
   ASSERT_TRUE(prefill(cp).ok());
   EXPECT_EQ(compare_outputs(p, mma, cpu, 2.0, 2 * ref.p_rounding_err), "") << "mma.sync vs CPU";
   if (!sm90) return;
-  // At d 128 the warp-specialized kernel runs with both key tiles (128 and the wide 176, forced
-  // through FLASHSERVE_PREFILL_WS_BLOCK_N; the default picks one by the mask), and once with a
-  // work order of 5-pair sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the
-  // default makes a small problem one section). At d 256 there is no v3 kernel ("wgmma" takes
-  // the warp-specialized one).
+  // The warp-specialized kernel runs under the overrides that pick its variants (each read at
+  // every call): at d 128 both key tiles (FLASHSERVE_PREFILL_WS_BLOCK_N 128 and the wide 176; the
+  // default picks one by the mask), paged K/V by both paths where the pages allow TMA
+  // (FLASHSERVE_PREFILL_WS_PAGED tma and gather), and once with a work order of 5-pair
+  // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
+  // problem one section). At d 256 there is no v3 kernel ("wgmma" takes the warp-specialized one).
   struct Run {
     const char* kernel;
-    const char* block_n;  // null: the default
-    const char* section;  // null: the default
+    std::vector<std::pair<const char*, const char*>> env;
+    bool paged_only = false;  // the same as another run without pages
   };
-  std::vector<Run> runs = {{"wgmma", nullptr, nullptr}, {"ws", nullptr, nullptr}, {"ws", nullptr, "5"}};
-  if (p.head_dim == 128) runs = {{"wgmma", nullptr, nullptr}, {"ws", "128", nullptr}, {"ws", "176", "5"}};
-  if (p.head_dim == 256) runs = {{"ws", nullptr, nullptr}, {"ws", nullptr, "5"}};
+  std::vector<Run> runs;
+  if (p.head_dim == 64)
+    runs = {{"wgmma", {}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  if (p.head_dim == 128)
+    runs = {{"wgmma", {}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "gather"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"},
+                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}, true}};
+  if (p.head_dim == 256)
+    runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   for (const Run& run : runs) {
+    if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);
-    if (run.block_n != nullptr) setenv("FLASHSERVE_PREFILL_WS_BLOCK_N", run.block_n, 1);
-    if (run.section != nullptr) setenv("FLASHSERVE_PREFILL_WS_SECTION", run.section, 1);
+    std::string what = run.kernel;
+    for (const auto& [var, val] : run.env) {
+      setenv(var, val, 1);
+      what += std::string(" ") + (var + std::strlen("FLASHSERVE_PREFILL_WS_")) + "=" + val;
+    }
     Outputs gpu = run_gpu(p, d, &st);
-    unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
-    unsetenv("FLASHSERVE_PREFILL_WS_SECTION");
-    const std::string what = std::string(run.kernel) + (run.block_n ? std::string(" n") + run.block_n : "") +
-                             (run.section ? std::string(" section ") + run.section : "");
+    for (const auto& kv : run.env) unsetenv(kv.first);
     ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
     EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << " kernel";
     EXPECT_EQ(compare_outputs(p, gpu, mma, 2.0, 2 * ref.p_rounding_err), "") << what << " vs mma.sync";

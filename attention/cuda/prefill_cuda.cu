@@ -31,17 +31,17 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-#define FS_WS_INSTANCE(D, N, T) \
-  extern template cudaError_t launch_prefill_sm90_ws<D, N, T>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
-FS_WS_INSTANCE(64, 128, __half)
-FS_WS_INSTANCE(64, 128, __nv_bfloat16)
-FS_WS_INSTANCE(128, 128, __half)
-FS_WS_INSTANCE(128, 128, __nv_bfloat16)
-FS_WS_INSTANCE(128, 176, __half)
-FS_WS_INSTANCE(128, 176, __nv_bfloat16)
+#define FS_WS_INSTANCE(D, M, N, T) \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+FS_WS_INSTANCE(64, 192, 128, __half)
+FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16)
+FS_WS_INSTANCE(128, 128, 128, __half)
+FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16)
+FS_WS_INSTANCE(128, 128, 176, __half)
+FS_WS_INSTANCE(128, 128, 176, __nv_bfloat16)
 #if FLASHSERVE_PREFILL_HD256
-FS_WS_INSTANCE(256, 80, __half)
-FS_WS_INSTANCE(256, 80, __nv_bfloat16)
+FS_WS_INSTANCE(256, 128, 80, __half)
+FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 #endif
 #undef FS_WS_INSTANCE
 
@@ -57,8 +57,44 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 enum class Kernel { kMma, kWgmma, kWs };
 
+// Whether paged K/V go by TMA page boxes into tiles of block_n keys (else by the producer's
+// cp.async gather): only pages that tile the key tile without straddling it, of at least 8
+// tokens (a box's rows then start on the swizzle's 1024-byte period), and by default only pages
+// of kWsTmaMinPage tokens or more: smaller boxes cost a TMA instruction per page and column
+// block (16 a K tile of 16-token pages at d 128), where the gather's cp.async copies cost
+// the same whatever the page. FLASHSERVE_PREFILL_WS_PAGED=tma or =gather forces the choice where
+// pages allow TMA (A/B benchmarks, cross-checks), read at every call.
+constexpr int kWsTmaMinPage = 64;
+bool ws_page_tma(const PrefillParams& p, int block_n) {
+  const int bs = p.pages.block_size;
+  const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
+  if (!fits || std::min(bs, block_n) < 8) return false;
+  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_PAGED");
+  if (force != nullptr && std::strcmp(force, "tma") == 0) return true;
+  if (force != nullptr && std::strcmp(force, "gather") == 0) return false;
+  return bs >= kWsTmaMinPage;
+}
+
+// Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
+// measurements (bench/NOTES.md "prefill v4"), bf16 TFLOP/s:
+//  - head_dim 256: always (there is no v3 kernel, only mma.sync);
+//  - packed at d 128: 1.1-1.5× v3;
+//  - packed at d 64 with 2k keys or more a sequence (192-row tiles): 1×16k 456/450 causal
+//    against v3's 401/393, 4×4k 419/365 against 391/353; at 16×1k v3 wins (342/249 against
+//    314/194: two v3 CTAs an SM);
+//  - paged where the pages go by TMA (64 tokens or more): 2k over 30k in 64-token pages 468
+//    against 428. Smaller pages stay on v3: 16-token pages 350 (TMA boxes) or 341 (the gather)
+//    against 433.
+bool ws_by_default(const PrefillParams& p) {
+  if (p.head_dim == 256) return true;
+  const int block_n = 128;  // the paged tile (ws_wide)
+  if (p.paged) return ws_page_tma(p, block_n);
+  if (p.head_dim == 64) return p.total_k >= 2048ll * std::max(1, p.batch);
+  return true;
+}
+
 // Which kernel: on a device that runs this build's sm_90a code, the warp-specialized one (TMA,
-// wgmma; head_dim 64, 128 and 256; the default where prefill_ws_by_default) or, where its tensor
+// wgmma; head_dim 64, 128 and 256; the default where ws_by_default) or, where its tensor
 // maps cannot describe the tensors, the wgmma one of v3 (d 256: mma.sync); elsewhere mma.sync. FLASHSERVE_PREFILL_KERNEL=mma forces the mma.sync
 // kernel, =wgmma the v3 wgmma kernel, =ws the warp-specialized one (cross-checks, A/B
 // benchmarks; a forced sm_90a kernel is an error where the device cannot run it; =ws falls back
@@ -88,7 +124,7 @@ Status pick_kernel(const PrefillParams& p, Kernel* kernel) {
                          ", but this device does not run the sm_90a kernels");
     *kernel = std::strcmp(force, "ws") == 0 ? Kernel::kWs : Kernel::kWgmma;
   } else {
-    *kernel = known != 2 ? Kernel::kMma : prefill_ws_by_default(p.head_dim, p.paged) ? Kernel::kWs : Kernel::kWgmma;
+    *kernel = known != 2 ? Kernel::kMma : ws_by_default(p) ? Kernel::kWs : Kernel::kWgmma;
   }
   return Status::Ok();
 }
@@ -149,14 +185,15 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
 }
 
 // Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
-// packed K/V without a window (176 keys fit only pages of 8 or 16 tokens; a window sees fewer
-// keys), and causal only where sequences have 2k keys or more on average: the diagonal costs a
+// packed K/V without a window (a window sees fewer keys; paged only where forced and the pages
+// go by TMA: 176 keys fit pages of 8 or 16 tokens, and the gather takes 128-key tiles,
+// WsGather), and causal only where sequences have 2k keys or more on average: the diagonal costs a
 // 176-key tile more. Same-run A/B, bf16 TFLOP/s, 176 against 128 (NOTES "prefill v4.3"):
 // 1×16k 618/552, causal 624/544; 4×4k 585/556, causal 514/506; 16×1k 400/403, causal 280/306;
 // GQA 32/8 128k causal 600/565. FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at
 // d 128 (A/B benchmarks, cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
-  if (p.head_dim != 128) return false;
+  if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176))) return false;
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
@@ -190,21 +227,20 @@ int ws_section(const PrefillParams& p) {
   return static_cast<int>(std::clamp<int64_t>(budget / bytes, 1, pairs));
 }
 
-// The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or
-// in pages that tile the key tile without straddling it, of at least 8 tokens (a box's rows then
-// start on the swizzle's 1024-byte period); other pages are gathered with cp.async (page_box 0).
+// The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or,
+// where ws_page_tma, paged (else the gather: page_box 0). False where the maps cannot describe
+// the tensors, or the tile cannot be gathered (176 keys: WsGather) and the pages fail to encode.
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   if (p.paged) {
-    const int bs = p.pages.block_size, box = std::min(bs, tiles.block_n);
-    const bool fits = bs <= tiles.block_n ? tiles.block_n % bs == 0 : bs % tiles.block_n == 0;
-    if (fits && box >= 8 && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
+    const int box = std::min(p.pages.block_size, tiles.block_n);
+    if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
         encode_pages(&maps->v, p, p.pages.v_pages, box))
       maps->page_box = box;
-    return true;
+    return maps->page_box > 0 || tiles.block_n != 176;
   }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
@@ -284,18 +320,18 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
       const bool f16 = p.dtype == DType::kFloat16;
       if (p.head_dim == 64) {
-        err = f16 ? launch_prefill_sm90_ws<64, 128, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<64, 128, __nv_bfloat16>(p, maps, sms, stream);
+        err = f16 ? launch_prefill_sm90_ws<64, 192, 128, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<64, 192, 128, __nv_bfloat16>(p, maps, sms, stream);
       } else if (p.head_dim == 128 && wide) {
-        err = f16 ? launch_prefill_sm90_ws<128, 176, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<128, 176, __nv_bfloat16>(p, maps, sms, stream);
+        err = f16 ? launch_prefill_sm90_ws<128, 128, 176, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<128, 128, 176, __nv_bfloat16>(p, maps, sms, stream);
       } else if (p.head_dim == 128) {
-        err = f16 ? launch_prefill_sm90_ws<128, 128, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<128, 128, __nv_bfloat16>(p, maps, sms, stream);
+        err = f16 ? launch_prefill_sm90_ws<128, 128, 128, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<128, 128, 128, __nv_bfloat16>(p, maps, sms, stream);
       } else {
 #if FLASHSERVE_PREFILL_HD256
-        err = f16 ? launch_prefill_sm90_ws<256, 80, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<256, 80, __nv_bfloat16>(p, maps, sms, stream);
+        err = f16 ? launch_prefill_sm90_ws<256, 128, 80, __half>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<256, 128, 80, __nv_bfloat16>(p, maps, sms, stream);
 #else
         err = cudaErrorNotSupported;  // validate_prefill_cuda refuses d 256 in such a build
 #endif

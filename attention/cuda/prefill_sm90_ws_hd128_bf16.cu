@@ -2,5 +2,5 @@
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {
-template cudaError_t launch_prefill_sm90_ws<128, 128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
 }  // namespace flashserve::cuda

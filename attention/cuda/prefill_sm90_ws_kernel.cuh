@@ -1,25 +1,28 @@
 // The warp-specialized Hopper prefill kernel (sm_90a), FlashAttention-3's design: one producer
-// warpgroup loads, two consumer warpgroups compute. Same semantics as prefill_sm90_kernel.cuh
-// and prefill_kernel.cuh; templated on head_dim, the key tile and the storage type, one
-// instance per file (prefill_sm90_ws_hd*_*.cu).
+// warpgroup loads, two or three consumer warpgroups compute. Same semantics as
+// prefill_sm90_kernel.cuh and prefill_kernel.cuh; templated on head_dim, the tile (query rows ×
+// keys) and the storage type, one instance per file (prefill_sm90_ws_hd*_*.cu).
 //
-// CTA = (sequence, query head, tile of kBlockM = 128 query rows), 384 threads:
-//  - warpgroup 0, the producer (setmaxnreg 24): Q once and K/V tiles of kBlockN keys into a ring
-//    of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in the
-//    order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
+// CTA = (sequence, query head, tile of kBlockM query rows), 128 threads a warpgroup:
+//  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
+//    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
+//    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
 //    come by TMA (one elected thread; a box of 64 columns × 1 head × rows a 128-byte swizzled
-//    column block, the layout wgmma.cuh describes); paged K/V with pages of >= 8 tokens by TMA
-//    too, a box a page (or 128 keys of a larger page) from a 4-d map of the pool, tiles aligned
-//    to the box, boxes from the first past the keys on not issued (the consumers zero the last
-//    tile's V rows past the keys: a page's free slots may hold anything, NaN too); smaller
-//    pages by a cp.async gather of all 128 producer threads (zero-filled past the keys and on
-//    bad page ids), each arriving on the stage's barrier when its copies land.
-//  - warpgroups 1 and 2, the consumers (setmaxnreg 240), 64 query rows each: per tile
-//    S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared memory), online softmax on the
-//    accumulators (prefill_common.cuh), O += P·V (P from registers, V MN-major). Inside a
+//    column block, the layout wgmma.cuh describes). Paged K/V either by TMA (pages that tile
+//    the key tile: a box a page, or kBlockN keys of a larger page, from a 4-d map of the pool,
+//    issued by the four producer warps' lane 0s in turn; tiles aligned to the box, boxes from the
+//    first past the keys on not issued, and the consumers zero the last tile's V rows past the
+//    keys: a page's free slots may hold anything, NaN too) or by a cp.async gather of all 128
+//    producer threads (WsGather: zero-filled past the keys and on bad page ids), each thread
+//    arriving on the stage's barrier when its copies land. Either way the page ids of tile t + 1 are read while
+//    tile t's copies are issued, and a tile's ids serve its K and its V.
+//  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
+//    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
+//    memory), online softmax on the accumulators (prefill_common.cuh), O += P·V (P from
+//    registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
-//    tensor cores do P(t-1)·V(t-1); between the two warpgroups a pair of named barriers
-//    orders their wgmma issue ("ping-pong"), so one's softmax runs under the other's GEMMs.
+//    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
+//    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs.
 // bench/NOTES.md "prefill v4" has the floors, predictions and measurements.
 #pragma once
 
@@ -42,7 +45,7 @@ namespace flashserve::cuda {
 // 64 columns × page_box tokens of one (block, kv head).
 struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
-  int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: cp.async gather
+  int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
 };
 
@@ -70,36 +73,34 @@ struct WsWorkOrder {
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
 //    registers a thread, so the S tile stays narrow);
 //  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; wide 128 × 176, 32 + 2 × (44 + 44) = 208 KB;
-//  - d 64: 128 × 128, 16 + 2 × (16 + 16) = 80 KB.
+//  - d 64: 192 × 128 (three consumer warpgroups, FA3's shape: a K/V tile serves 192 rows),
+//    24 + 2 × (16 + 16) = 88 KB. Same-run A/B against 128 × 128 with two (NOTES "prefill v4.4"):
+//    1×16k 456/450 causal against 444/411, 4×4k 419/365 against 388/353, 16×1k 314/194
+//    against 298/204.
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && wide      ? PrefillWsTiles{128, 176, 2}
+         : head_dim == 64               ? PrefillWsTiles{192, 128, 2}
                                         : PrefillWsTiles{128, 128, 2};
 }
-// Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from the same-run
-// measurements in bench/NOTES.md "prefill v4": packed K/V at head_dim 128 (1.1-1.4× v3), and
-// d 256, which has no v3 kernel (only mma.sync); at d 64 it ties v3 (which runs two CTAs an
-// SM), and paged its single-thread page boxes lose to v3's cp.async copies (2k over 30k,
-// 16-token pages: 280 against 413 TFLOP/s).
-constexpr bool prefill_ws_by_default(int head_dim, bool paged) {
-  return head_dim == 256 || (head_dim == 128 && !paged);
-}
-
-template <int kHeadDim, int kKeyTile, typename T>
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
-  static constexpr PrefillWsTiles kTiles = prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
+  static constexpr PrefillWsTiles kTiles =
+      prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
-  static_assert(kBlockN == kKeyTile, "a key tile of prefill_ws_tiles");
-  static_assert(kBlockM == 128 && kBlockN % 16 == 0 && kBlockN <= 256,
-                "two consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
-  static constexpr int kThreads = 384;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 40/232: -4..-12% at d 128 (NOTES)
-  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= kThreads * 168, "register file");
+  static_assert(kBlockM == kRows && kBlockN == kKeyTile, "a tile of prefill_ws_tiles");
+  static constexpr int kConsumers = kBlockM / 64;  // warpgroups of 64 query rows
+  static_assert(kBlockM % 64 == 0 && (kConsumers == 2 || kConsumers == 3) && kBlockN % 16 == 0 && kBlockN <= 256,
+                "two or three consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  // Two consumers: 24/240 (40/232: -4..-12% at d 128, NOTES); three: 32/160 (FA3's split).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;
@@ -112,34 +113,53 @@ struct PrefillWsTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
-// Paged K or V tile `tile` by the 128 producer threads with cp.async (chunk ptid % kChunks of
-// keys ptid / kChunks + i·kPass), zero-filled at or past hi and on page ids outside the pool.
-template <int kChunks, int kBlockN, typename T>
-__device__ __forceinline__ void gather_tile(const KVSource& s, const char* base, int lo, int hi, int tile, T* dst,
-                                            int ptid) {
-  constexpr int kPass = 128 / kChunks, kRows = kBlockN / kPass;
-  const int chunk = ptid % kChunks, j0 = ptid / kChunks;
-  const int first = lo + tile * kBlockN + j0;
-#pragma unroll 4
-  for (int i = 0; i < kRows; ++i) {
-    const int key = first + i * kPass;
-    bool valid = key < hi;
-    const uint32_t raw = valid ? static_cast<uint32_t>(s.table[key >> s.block_shift]) : 0u;
-    valid = valid && raw < static_cast<uint32_t>(s.num_blocks);
-    const uint32_t page = valid ? raw : 0u;
-    const uint64_t off = static_cast<uint64_t>(page) * s.block_bytes +
-                         (static_cast<uint32_t>(key & s.block_mask) * s.token_bytes + chunk * 16);
-    cp_async_16(dst + sw128_offset<kBlockN>(j0 + i * kPass, chunk), base + off, valid);
-  }
-}
+// The paged gather: 128 producer threads, a tile's page ids read by one lane each a tile ahead
+// (KVTileCopier::fetch_ids, whose lane-to-key map copy() follows), a K or V tile copied into
+// the SW128 stage by cp.async (thread tid: chunk tid % kChunks of keys tid / kChunks + i·kPass),
+// zero-filled at or past the keys and on page ids outside the pool. A thread's rows are kPass
+// apart, so where kPass is a multiple of 8 they share the swizzle phase and their shared-memory
+// offsets are one base plus constants (few live registers: the producer has 24). Where a warp's
+// keys of a tile are more than its lanes (176-key tiles at d 128) there is no gather: the host
+// then takes 128-key tiles.
+template <int kHeadDim, int kBlockN>
+struct WsGather {
+  static constexpr int kChunks = kHeadDim / 8;
+  static constexpr bool kFits = (32 / kChunks) * (kBlockN / (128 / kChunks)) <= 32;
+  using Copier = KVTileCopier<128, kFits ? kBlockN : 128, kChunks>;
 
-template <int kHeadDim, int kKeyTile, typename T>
-__global__ void __launch_bounds__(384, 1)
+  template <typename T>
+  __device__ __forceinline__ static void copy(const KVSource& s, const char* base, const Copier& ids, int key0, int hi,
+                                              T* dst, int tid) {
+    constexpr int kPass = Copier::kPass, kJ = Copier::kJ;
+    const int chunk = tid % kChunks, j0 = tid / kChunks;
+    // The shuffles' source lanes i·kJ + jj, computed at each call: hoisted out of the tile loop
+    // they were kRows registers, spilled (a volatile move keeps the compiler from hoisting).
+    int jj;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(jj) : "r"((tid % 32) / kChunks));
+    const int first = key0 + j0, left = hi - first;
+    T* d0 = dst + sw128_offset<kBlockN>(j0, chunk);
+    const char* g0 = base + chunk * 16;
+#pragma unroll
+    for (int i = 0; i < Copier::kRows; ++i) {
+      const uint32_t raw = static_cast<uint32_t>(__shfl_sync(0xffffffffu, ids.id, i * kJ + jj));
+      const bool valid = i * kPass < left && raw < static_cast<uint32_t>(s.num_blocks);
+      const uint32_t page = valid ? raw : 0u;  // invalid: block 0, nothing read
+      const uint32_t in_block = static_cast<uint32_t>((first + i * kPass) & s.block_mask) * s.token_bytes;
+      const uint64_t off = static_cast<uint64_t>(page) * s.block_bytes + in_block;  // one IMAD.WIDE.U32
+      T* d = kPass % 8 == 0 ? d0 + i * kPass * 64 : dst + sw128_offset<kBlockN>(j0 + i * kPass, chunk);
+      cp_async_16(d, g0 + off, valid);
+    }
+  }
+};
+
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
+__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = PrefillWsTraits<kHeadDim, kKeyTile, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
   using State = PipeState<Tr::kStages>;
-  constexpr int kBN = Tr::kBlockN;
+  constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
+  using Gather = WsGather<kHeadDim, kBN>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
@@ -151,13 +171,17 @@ __global__ void __launch_bounds__(384, 1)
   const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
   const int tid = threadIdx.x, lane = tid % 32;
   const bool tma_pages = p.paged && maps.page_box > 0;
+  // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
+  // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
+  // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
+  const bool gather = Gather::kFits && p.paged && !tma_pages;
 
   if (tid == 0) {
     // TMA stages complete by one arrival with their bytes, gathered ones by the 128 producer
     // threads' cp.async arrivals. Empty: one arrival a consumer warp.
-    pipe_q.init(1, 8);
-    pipe_k.init(p.paged && !tma_pages ? 128 : 1, 8);
-    pipe_v.init(p.paged && !tma_pages ? 128 : 1, 8);
+    pipe_q.init(1, 4 * kConsumers);
+    pipe_k.init(gather ? 128 : 1, 4 * kConsumers);
+    pipe_v.init(gather ? 128 : 1, 4 * kConsumers);
     MBarrier::fence_init();
   }
   __syncthreads();
@@ -186,12 +210,11 @@ __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     // ---- producer ----
     setmaxnreg_dec<Tr::kProducerRegs>();
-    const bool gather = p.paged && !tma_pages;
-    // Packed: one thread issues everything. Paged by TMA: warp 0, a lane a page box (reading its
-    // page id), so a tile's table reads overlap instead of following each other (one thread
-    // issuing them in turn, each copy waiting on its id: 301 TFLOP/s on 2k over 30k against
-    // packed's 598, NOTES "prefill v4.3"). Gathered: all 128 threads.
-    if (tid >= (gather ? 128 : tma_pages ? 32 : 1)) return;
+    // Packed: one thread issues everything. Paged by TMA: the four warps, warp w the boxes w,
+    // w + 4, ..., each issued by its lane 0 with the page id its lane j read (box w + 4j): the
+    // TMA copy takes its coordinates in uniform registers, so 32 lanes of one warp issuing their
+    // own boxes were a serial loop over the lanes (NOTES "prefill v4.4"). Gathered: all 128.
+    if (tid >= (p.paged ? 128 : 1)) return;
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
       if (!p.paged || tma_pages) {
@@ -215,8 +238,22 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
         sq.advance();
       }
+      // Page ids, a tile ahead: this lane's box (TMA) or its copier lane's key (gather). A
+      // tile's ids are read before the copies of the tile before it wait for their stages, and
+      // serve its K and then its V.
+      using Copier = typename Gather::Copier;
+      const int box = maps.page_box;
+      auto fetch = [&](int tile, int& id, Copier& ids) {
+        if (tile >= num_tiles) return;
+        if (tma_pages) {
+          const int i = tid / 32 + 4 * lane, key = key_base + tile * kBN + i * box;  // box i
+          id = key < cta.cta_hi && i < kBN / box ? cta.src.table[key >> cta.src.block_shift] : 0;
+        } else if (gather) {
+          ids.fetch_ids(cta.src, key_base, cta.cta_hi, num_tiles, tile, tid);
+        }
+      };
       // One K or V tile into the ring: TMA rows (packed), TMA page boxes, or the gather.
-      auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile) {
+      auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile, int id, const Copier& ids) {
         pipe.producer_acquire(st);
         uint64_t* bar = pipe.full_barrier(st);
         T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
@@ -228,32 +265,37 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c) tma_load_3d(dst + c * kBN * 64, map, bar, c * 64, kv_head, row);
         } else if (tma_pages) {
-          const KVSource& src = cta.src;
-          const int box = maps.page_box;
           const int boxes = min(kBN / box, (cta.cta_hi - key0 + box - 1) / box);  // those with a key in range
           // The bytes are expected by lane 0's arrival (the stage's one); a lane's copies may land
           // before it: the phase cannot complete while that arrival is pending.
           if (tid == 0) MBarrier::arrive_expect_tx(bar, static_cast<uint32_t>(boxes * box * kHeadDim * 2));
-          for (int i = tid; i < boxes; i += 32) {  // boxes <= kBN / 8 <= 32: one a lane
-            const int key = key0 + i * box;
-            const int page = src.table[key >> src.block_shift];  // out of the pool: zeros
+          for (int j = 0, i = tid / 32; i < boxes; ++j, i += 4) {  // boxes <= kBN / 8 <= 32
+            const int page = __shfl_sync(0xffffffffu, id, j);     // an id out of the pool reads zeros
+            if (lane == 0) {
+              const int key = key0 + i * box;
 #pragma unroll
-            for (int c = 0; c < Tr::kBlocks; ++c)
-              tma_load_4d(dst + c * kBN * 64 + i * box * 64, map, bar, c * 64, key & src.block_mask, kv_head, page);
+              for (int c = 0; c < Tr::kBlocks; ++c)
+                tma_load_4d(dst + c * kBN * 64 + i * box * 64, map, bar, c * 64, key & cta.src.block_mask, kv_head, page);
+            }
           }
-        } else {
-          gather_tile<Tr::kChunks, kBN>(cta.src, is_v ? cta.src.v_base : cta.src.k_base, key_base, cta.cta_hi, tile,
-                                        dst, tid);
+        } else if constexpr (Gather::kFits) {
+          Gather::copy(cta.src, is_v ? cta.src.v_base : cta.src.k_base, ids, key0, cta.cta_hi, dst, tid);
           MBarrier::arrive_on_cp_async(bar);
         }
         st.advance();
       };
-      load(pipe_k, sk, false, 0);
-      for (int t = 1; t < num_tiles; ++t) {
-        load(pipe_k, sk, false, t);
-        load(pipe_v, sv, true, t - 1);
+      int id_next = 0, id_prev = 0;
+      Copier ids_next, ids_prev;
+      fetch(0, id_next, ids_next);
+      for (int t = 0; t <= num_tiles; ++t) {  // K(t) and V(t - 1)
+        const int id_cur = id_next;
+        const Copier ids_cur = ids_next;
+        fetch(t + 1, id_next, ids_next);
+        if (t < num_tiles) load(pipe_k, sk, false, t, id_cur, ids_cur);
+        if (t > 0) load(pipe_v, sv, true, t - 1, id_prev, ids_prev);
+        id_prev = id_cur;
+        ids_prev = ids_cur;
       }
-      load(pipe_v, sv, true, num_tiles - 1);
     }
     if (gather) cp_async_wait<0>();
     return;
@@ -261,26 +303,26 @@ __global__ void __launch_bounds__(384, 1)
 
   // ---- consumers ----
   setmaxnreg_inc<Tr::kConsumerRegs>();
-  const int cw = wg - 1;  // consumer warpgroup 0 or 1
+  const int cw = wg - 1;  // consumer warpgroup 0 .. kConsumers - 1
   const int ctid = tid - 128;
   const int gid = lane / 4, tig = lane % 4;
   const int wrow0 = cw * 64 + ((ctid / 32) % 4) * 16;
   const T* q_wg = smem_q + cw * 64 * 64;  // this warpgroup's 64 rows in each column block
   // Paged stages gathered by cp.async (the generic proxy) are made visible to wgmma (the async
   // proxy) by a proxy fence after the barrier's acquire.
-  const bool gathered = p.paged && !tma_pages;
   auto wait_stage = [&](const auto& pipe, const auto& st) {
     pipe.consumer_wait(st);
-    if (gathered) fence_proxy_async();
+    if (gather) fence_proxy_async();
   };
-  // Ping-pong: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and lets the other
-  // go by arriving on the other's barrier. In each item each warpgroup has num_tiles + 1 issue
-  // slots; the second starts the first off and skips its last arrival, so the counts match
-  // (and the second reaches the next item's first arrival only after the first's last sync).
-  const int my_bar = 1 + cw, other_bar = 2 - cw;
+  // Ping-pong round the ring: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and
+  // then lets the next one go by arriving on its barrier. In each item each warpgroup has
+  // num_tiles + 1 issue slots; the last one starts the first off and skips its own last
+  // arrival, so the counts match (and the ring reaches the next item's first arrival only after
+  // the first's last sync). Barrier kConsumers + 1: all consumers (the tail zeroing).
+  const int my_bar = 1 + cw, next_bar = 1 + (cw + 1) % kConsumers;
+  const bool last_wg = cw == kConsumers - 1;
   PipeState<1> sq;
   State sk, sv;
-
   for (int w = blockIdx.x; w < total; w += gridDim.x) {
     PrefillCta cta;
     int h, b, key_base, num_tiles;
@@ -357,11 +399,11 @@ __global__ void __launch_bounds__(384, 1)
     int slots_left = num_tiles + 1;
     auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
     auto sched_arrive = [&] {
-      if (--slots_left > 0 || cw == 0) named_barrier_arrive(other_bar, 256);
+      if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
     };
 
     if (num_tiles > 0) {
-      if (cw == 1) named_barrier_arrive(other_bar, 256);
+      if (last_wg) named_barrier_arrive(next_bar, 256);
       pipe_q.consumer_wait(sq);
       wait_stage(pipe_k, sk);
       sched_wait();
@@ -404,17 +446,17 @@ __global__ void __launch_bounds__(384, 1)
       rescale_o();
       wait_stage(pipe_v, sv);
       // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
-      // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by both
+      // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by all
       // consumer warpgroups, then made visible to wgmma.
       const int tail = key_base + num_tiles * kBN - cta.cta_hi;  // keys of the last tile past the range
       if (tma_pages && tail > 0) {
         T* sv_last = smem_v + sv.index * Tr::kTileElems;
-        for (int i = ctid; i < tail * Tr::kBlocks * 8; i += 256) {  // 16-byte pieces of the rows
+        for (int i = ctid; i < tail * Tr::kBlocks * 8; i += kConsumerThreads) {  // 16-byte pieces of the rows
           const int row = kBN - tail + i / (Tr::kBlocks * 8), c = (i / 8) % Tr::kBlocks, piece = i % 8;
           *reinterpret_cast<uint4*>(sv_last + c * kBN * 64 + row * 64 + piece * 8) = make_uint4(0, 0, 0, 0);
         }
         fence_proxy_async();
-        named_barrier_sync(3, 256);
+        named_barrier_sync(kConsumers + 1, kConsumerThreads);
       }
       sched_wait();
       wgmma_fence();
@@ -452,11 +494,11 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 // grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
-template <int kHeadDim, int kKeyTile, typename T>
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, kKeyTile, T>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kKeyTile, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
