@@ -27,8 +27,8 @@ std::vector<int32_t> encode(const Tokenizer& t, const std::string& s) {
 // Streams ids one by one (or in chunks of `chunk`); returns the text, whether it stopped, and
 // how many ids were used.
 std::string stream(const Tokenizer& t, const std::vector<int32_t>& ids, const std::vector<std::string>& stop,
-                   size_t chunk, bool* stopped, size_t* used_total) {
-  TextStream ts(t, stop, true);
+                   size_t chunk, bool* stopped, size_t* used_total, int64_t min_tokens = 0) {
+  TextStream ts(t, stop, true, min_tokens);
   std::string out;
   *stopped = false;
   *used_total = 0;
@@ -119,6 +119,52 @@ TEST(TextStream, PropertyEqualsDecodeCutAtFirstStop) {
     EXPECT_EQ(stream(t, ids, stop, chunk, &stopped, &used), want) << "iteration " << iter << " chunk " << chunk;
     EXPECT_EQ(stopped, !stop.empty()) << iter;
   }
+}
+
+// min_tokens (vLLM's rule): a stop string counts only if it completes at the min_tokens-th id or
+// later; one that completed earlier stays in the text. Expected by brute force over ASCII text
+// (each prefix's decode is exact): the first id n >= min_tokens whose text has a stop string
+// ending past the text of the ids before it.
+TEST(TextStream, StopStringsWaitForMinTokens) {
+  const Tokenizer t = small_tokenizer();
+  const std::vector<int32_t> ids = encode(t, "say STOP then STOP again STOP");
+  std::vector<std::string> prefix(ids.size() + 1);
+  for (size_t n = 1; n <= ids.size(); ++n)
+    ASSERT_TRUE(t.decode(std::span<const int32_t>(ids.data(), n), true, &prefix[n]).ok());
+  auto want = [&](const std::string& stop, int64_t min_tokens, bool* stops) {
+    for (size_t n = std::max<int64_t>(1, min_tokens); n <= ids.size(); ++n) {
+      const size_t at = prefix[n].find(stop, prefix[n - 1].size() >= stop.size() ? prefix[n - 1].size() - stop.size() + 1 : 0);
+      if (at != std::string::npos) {
+        *stops = true;
+        return prefix[n].substr(0, at);
+      }
+    }
+    *stops = false;
+    return prefix[ids.size()];
+  };
+  int cuts = 0;
+  for (const std::string stop : {"STOP", "T", "n S", "STOP again"}) {
+    for (int64_t min_tokens = 0; min_tokens <= static_cast<int64_t>(ids.size()) + 1; ++min_tokens) {
+      for (size_t chunk : {1, 3}) {
+        bool want_stop = false, stopped = false;
+        size_t used = 0;
+        const std::string expect = want(stop, min_tokens, &want_stop);
+        EXPECT_EQ(stream(t, ids, {stop}, chunk, &stopped, &used, min_tokens), expect)
+            << "stop '" << stop << "' min_tokens " << min_tokens << " chunk " << chunk;
+        EXPECT_EQ(stopped, want_stop) << stop << " " << min_tokens;
+        cuts += expect != prefix[ids.size()] && expect.find(stop) != std::string::npos;
+      }
+    }
+  }
+  EXPECT_GT(cuts, 0) << "no case kept an early stop string in the text";
+  // The plain case: with min_tokens past the first STOP's last id, the text runs to the second.
+  bool stopped = false;
+  size_t used = 0;
+  size_t first = 1;
+  while (prefix[first].find("STOP") == std::string::npos) ++first;
+  EXPECT_EQ(stream(t, ids, {"STOP"}, 1, &stopped, &used, static_cast<int64_t>(first)), "say ");
+  EXPECT_EQ(stream(t, ids, {"STOP"}, 1, &stopped, &used, static_cast<int64_t>(first) + 1), "say STOP then ");
+  EXPECT_TRUE(stopped);
 }
 
 TEST(TextStream, StopStringLimits) {

@@ -220,7 +220,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
     if (const Status st = text::validate_stop_strings(stop); !st.ok()) return to_grpc(st);
     std::unique_ptr<text::TextStream> text_out;
     if (tm != nullptr && tm->has_tokenizer())
-      text_out = std::make_unique<text::TextStream>(tm->tokenizer(), std::move(stop), !s.include_special_tokens());
+      text_out = std::make_unique<text::TextStream>(tm->tokenizer(), std::move(stop), !s.include_special_tokens(),
+                                                   s.min_tokens());
     const std::string id = r.request_id;
     const size_t r_prompt_len = r.prompt.size();
     std::shared_ptr<engine::ResultStream> stream;

@@ -20,8 +20,9 @@ Status validate_stop_strings(const std::vector<std::string>& stop) {
   return Status::Ok();
 }
 
-TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, bool skip_special_tokens)
-    : tokenizer_(&tokenizer), detok_(tokenizer, skip_special_tokens), stop_(std::move(stop)) {
+TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, bool skip_special_tokens,
+                       int64_t min_tokens)
+    : tokenizer_(&tokenizer), detok_(tokenizer, skip_special_tokens), stop_(std::move(stop)), min_tokens_(min_tokens) {
   for (const auto& s : stop_) max_stop_ = std::max(max_stop_, s.size());
 }
 
@@ -50,6 +51,7 @@ Status TextStream::add(std::span<const int32_t> ids, std::string* delta, bool* s
   if (stopped_) return Status::Ok();
   std::string piece;
   for (size_t i = 0; i < ids.size(); ++i) {
+    ++generated_;
     piece.clear();
     if (!tokenizer_->valid_id(ids[i])) continue;  // padded embeddings past the vocabulary: no text
     FS_RETURN_IF_ERROR(detok_.add(ids[i], &piece));
@@ -59,10 +61,11 @@ Status TextStream::add(std::span<const int32_t> ids, std::string* delta, bool* s
     const size_t from = pending_.size() >= max_stop_ ? pending_.size() - max_stop_ + 1 : 0;
     pending_ += piece;
     size_t best = std::string::npos;
-    for (const auto& s : stop_) {
-      const size_t at = pending_.find(s, from);
-      if (at != std::string::npos) best = std::min(best, at);
-    }
+    if (generated_ >= min_tokens_)  // before min_tokens a stop string is text like any other
+      for (const auto& s : stop_) {
+        const size_t at = pending_.find(s, from);
+        if (at != std::string::npos) best = std::min(best, at);
+      }
     if (best != std::string::npos) {
       delta->append(pending_, 0, best);
       pending_.clear();

@@ -2,7 +2,9 @@
 // ends inside a UTF-8 character (StreamingDetokenizer), never shows text that may still turn
 // out to begin a stop string, and once a stop string appears the text ends right before it:
 // the stop text is not returned, even when it was split across tokens. Concatenated, the
-// deltas equal decode(ids) cut at the first stop string.
+// deltas equal decode(ids) cut at the first stop string. With min_tokens, as in vLLM, only a
+// stop string that completes at the min_tokens-th generated id or later counts (an earlier one
+// stays in the text).
 #pragma once
 
 #include <cstdint>
@@ -26,8 +28,10 @@ Status validate_stop_strings(const std::vector<std::string>& stop);
 
 class TextStream {
  public:
-  // `tokenizer` must outlive this object; `stop` validated (validate_stop_strings).
-  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, bool skip_special_tokens);
+  // `tokenizer` must outlive this object; `stop` validated (validate_stop_strings); min_tokens:
+  // the request's (stop strings are not looked for before that many ids).
+  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop, bool skip_special_tokens,
+             int64_t min_tokens = 0);
 
   // Adds generated ids in order; appends the text that is now final to *delta. When a stop
   // string completes, *stopped becomes true, *used is how many of `ids` it took (the id that
@@ -49,6 +53,8 @@ class TextStream {
   size_t max_stop_ = 0;   // longest stop string, bytes
   std::string pending_;   // decoded, not yet returned: may begin a stop string
   bool stopped_ = false;
+  int64_t min_tokens_ = 0;
+  int64_t generated_ = 0;  // ids added so far
 };
 
 }  // namespace flashserve::text
