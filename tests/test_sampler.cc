@@ -133,6 +133,31 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
   std::vector<int32_t> tokens;
   ASSERT_TRUE(sampler.sample(d, V, greedy, nullptr, &tokens).ok());
   for (int r = 0; r < 64; ++r) EXPECT_EQ(tokens[r], sample_row(one.data(), V, greedy[r]));
+  // Many banned ids a row (min_tokens with a request's 1024 stop ids and eos): greedy rows that ban
+  // the 900 largest logits (and ids outside the vocabulary, which are dropped), and sampled rows
+  // that ban 700 ids, against the host's rules.
+  std::vector<int32_t> order(V);
+  for (int i = 0; i < V; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return one[a] > one[b]; });
+  std::vector<SampleRow> many(64);
+  for (int r = 0; r < 64; ++r) {
+    many[r].banned.assign(order.begin(), order.begin() + 900 - r);
+    many[r].banned.push_back(V + r);
+    many[r].banned.push_back(-1 - r);
+  }
+  ASSERT_TRUE(sampler.sample(d, V, many, nullptr, &tokens).ok());
+  for (int r = 0; r < 64; ++r) {
+    SampleRow host = many[r];
+    host.banned.resize(host.banned.size() - 2);
+    EXPECT_EQ(tokens[r], sample_row(one.data(), V, host)) << r;
+    EXPECT_EQ(tokens[r], order[900 - r]) << r;
+  }
+  SampleRow rule{1.0f, 0, 1.0f, 0.0f, 6, 0, {}};
+  for (int i = 0; i < 700; ++i) rule.banned.push_back(order[(i * 7) % V]);  // a scatter of the top and the rest
+  std::vector<SampleRow> rs(rows, rule);
+  for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
+  ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &tokens).ok());
+  check_distribution(tokens, expected(one, rule), "gpu, 700 banned");
   cudaFree(d);
 }
 #endif

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/cuda_check.h"
 
@@ -10,7 +11,10 @@ namespace flashserve::model {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kMaxBanned = 64;
+// Banned tokens (eos and stop ids before min_tokens: up to the request's 1024 stop ids and the
+// eos ids) as a bitmap of the vocabulary in shared memory, one bit a token: one load a logit
+// whatever the count (a list scanned at every logit capped a row at 64).
+constexpr int kStaticSmem = 1024;  // the kernel's static shared memory, rounded up
 
 struct RowParams {
   float temperature;
@@ -40,17 +44,20 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   const RowParams p = params[row];
   const float* l = logits + static_cast<int64_t>(row) * vocab;
   __shared__ float scratch[kThreads / 32];
-  __shared__ int32_t ban[kMaxBanned];
   __shared__ float red_v[kThreads / 32];
   __shared__ int32_t red_i[kThreads / 32];
-  const int nb = min(p.banned_end - p.banned_begin, kMaxBanned);
-  for (int i = threadIdx.x; i < nb; i += kThreads) ban[i] = banned[p.banned_begin + i];
+  extern __shared__ uint32_t ban_bits[];  // (vocab + 31) / 32 words when the call bans any token
+  const int nb = p.banned_end - p.banned_begin;
+  if (nb > 0) {
+    for (int w = threadIdx.x; w < (vocab + 31) / 32; w += kThreads) ban_bits[w] = 0u;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nb; i += kThreads) {
+      const int32_t b = banned[p.banned_begin + i];  // in [0, vocab): the host dropped others
+      atomicOr(&ban_bits[b >> 5], 1u << (b & 31));
+    }
+  }
   __syncthreads();
-  auto logit = [&](int i) {
-    for (int b = 0; b < nb; ++b)
-      if (ban[b] == i) return -INFINITY;
-    return l[i];
-  };
+  auto logit = [&](int i) { return nb > 0 && ((ban_bits[i >> 5] >> (i & 31)) & 1u) ? -INFINITY : l[i]; };
   // Max and its lowest index.
   float best = -INFINITY;
   int32_t best_i = vocab;
@@ -180,11 +187,23 @@ Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector
   std::vector<int32_t> banned;
   for (int64_t r = 0; r < n; ++r) {
     const SampleRow& s = rows[r];
-    if (static_cast<int>(s.banned.size()) > kMaxBanned)
-      return unsupported("GPU sampling: more than 64 banned tokens in a row");
+    const auto begin = static_cast<int32_t>(banned.size());
+    for (int32_t b : s.banned)
+      if (b >= 0 && b < vocab) banned.push_back(b);  // others cannot be drawn anyway
     params[r] = {s.temperature, s.top_k, s.top_p, s.min_p, static_cast<float>(sample_uniform(s.seed, s.step)),
-                 static_cast<int32_t>(banned.size()), static_cast<int32_t>(banned.size() + s.banned.size()), 0};
-    banned.insert(banned.end(), s.banned.begin(), s.banned.end());
+                 begin, static_cast<int32_t>(banned.size()), 0};
+  }
+  // The bitmap's shared memory, only when some row bans a token.
+  const int64_t ban_smem = banned.empty() ? 0 : (static_cast<int64_t>(vocab) + 31) / 32 * 4;
+  if (ban_smem > 48 * 1024 - kStaticSmem) {
+    int device = 0, optin = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (ban_smem > optin - kStaticSmem)
+      return unsupported("GPU sampling: a vocabulary of " + std::to_string(vocab) +
+                         " is too large for the banned-token bitmap in shared memory");
+    FS_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ban_smem)));
   }
   const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 4;
   if (bytes > capacity_) {
@@ -200,7 +219,8 @@ Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_params, params.data(), n * sizeof(RowParams), cudaMemcpyHostToDevice, stream));
   if (!banned.empty())
     FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_banned, banned.data(), banned.size() * 4, cudaMemcpyHostToDevice, stream));
-  sample_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(logits, vocab, d_params, d_banned, d_out);
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(logits, vocab, d_params,
+                                                                                              d_banned, d_out);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
   tokens->resize(static_cast<size_t>(n));
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), d_out, n * 4, cudaMemcpyDeviceToHost, stream));
