@@ -2,7 +2,7 @@
 # Hardware counters of the warp-specialized kernel on the chunked row (2k new tokens over a 30k
 # cached prefix, causal, d 128) by each way of reading K/V: packed (128-key tiles), TMA page
 # boxes of 16 and 64 tokens, the cp.async gather of 16-token pages. A diagnostic for the paged
-# gap (bench/NOTES.md "prefill v4.4"). Usage: bash bench/ncu_paged.sh OUTDIR
+# gap (bench/history/prefill.md, "prefill v4.4"). Usage: bash bench/ncu_paged.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="$1"

@@ -8,11 +8,12 @@
 // workers, by simulating it: items are handed out in launch order (splits, then kv heads,
 // then sequences) to whichever worker frees first, an item costing its pages plus a fixed
 // overhead (start-up latency, the partial's write: overhead_keys worth of keys, measured,
-// see bench/NOTES.md), every split plan paying one merge. An item whose query rows (q_len ×
-// GQA group) exceed rows_per_worker takes ceil(rows / rows_per_worker) workers at once (the
-// CUDA kernel's row blocks: 16 rows a CTA), simulated as consecutive items (the kernel's
-// clustered launch hands them out a pair of row blocks at a time: the same waves). When the
-// items' workers (batch × kv_heads × that) already fill the machine nothing is split.
+// see bench/history/decode.md "decode v2.3"), every split plan paying one merge. An item
+// whose query rows (q_len × GQA group) exceed rows_per_worker takes ceil(rows /
+// rows_per_worker) workers at once (the CUDA kernel's row blocks: 16 rows a CTA), simulated
+// as consecutive items (the kernel's clustered launch hands them out a pair of row blocks at
+// a time: the same waves). When the items' workers (batch × kv_heads × that) already fill
+// the machine nothing is split.
 //
 // Worked examples, 132 workers (an H200's SMs, one item each), block_size 16, min 16 pages,
 // overhead 6 pages:

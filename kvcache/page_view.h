@@ -8,8 +8,8 @@
 // kv head) are one contiguous run (a decode work item streams whole pages with 16-byte loads)
 // and a page visit's K and V lie in one 2·num_kv_heads·block_size·head_dim run: with the
 // blocks scattered over a large pool, half the address translations and DRAM pages of K and V
-// pools kept apart ((64,8k) decode +0.8% on the H200, bench/NOTES.md session 10). The view
-// holds K and V as two pointers with the same strides (block_stride = 2·num_kv_heads·
+// pools kept apart ((64,8k) decode +0.8% on the H200, bench/history/decode.md "KV layout v2").
+// The view holds K and V as two pointers with the same strides (block_stride = 2·num_kv_heads·
 // block_size·head_dim, head_stride = block_size·head_dim, token_stride = head_dim; v_pages =
 // k_pages + num_kv_heads·block_size·head_dim), so every kernel also reads other strided
 // layouts: K and V pools apart, or token-major pages.

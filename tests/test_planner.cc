@@ -50,7 +50,8 @@ TEST(Planner, WorkedExamplesFromTheComment) {
 
 // Query rows beyond rows_per_worker (q_len 8 × GQA 4 = 32: two CUDA row blocks) take two workers
 // an item, so the batch is split less (the comment's example; on the H200, 2 splits measured
-// 3.58 TB/s against 3.41 with 4: bench/NOTES.md, v4.5).
+// 3.58 TB/s against 3.41 with 4: bench/history/decode.md, "Planner: an item's row blocks count
+// as workers").
 TEST(Planner, RowBlocksTakeWorkers) {
   DecodePlan plan;
   std::vector<int32_t> eight_8k(8, 8192);

@@ -114,7 +114,7 @@ void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64
 
 // Two clones, picked at load time by the CPU's features: x86-64-v3 (AVX2, FMA, F16C) and the
 // baseline. Measured on the 2-core EPYC build machine (bench_cpu, bf16, 32/8 heads, d 128):
-// see bench/NOTES.md, CPU v1 -> v2.
+// see bench/history/cpu.md, "CPU v1" -> "CPU v2".
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif

@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   // the CTAs that fit beside the split kernel's and start early): the first, dry, runs while
   // the split kernel still runs, reading no global memory (loads predicated off, zeros instead)
   // and writing nothing, so the second starts with this code in the SM's instruction cache
-  // (0.15-0.3 us off the merge's tail after the split kernel: bench/NOTES.md, merge v3.9).
+  // (0.15-0.3 us off the merge's tail after the split kernel: bench/history/decode.md,
+  // "merge v3.9").
   // The other CTAs skip it: most start once the split kernel has ended, on SMs that ran it (a
   // heuristic: block indices are not bound to SMs, and an early CTA may also start late).
 #pragma unroll 1

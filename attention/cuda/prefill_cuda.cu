@@ -76,7 +76,7 @@ bool ws_page_tma(const PrefillParams& p, int block_n) {
 }
 
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
-// measurements (bench/NOTES.md "prefill v4"), bf16 TFLOP/s:
+// measurements (bench/history/prefill.md, "prefill v4.0" to "prefill v4.4"), bf16 TFLOP/s:
 //  - head_dim 256: always (there is no v3 kernel, only mma.sync);
 //  - packed at d 128: 1.1-1.5× v3;
 //  - packed at d 64 with 2k keys or more a sequence (192-row tiles): 1×16k 456/450 causal
@@ -188,7 +188,8 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
 // packed K/V without a window (a window sees fewer keys; paged only where forced and the pages
 // go by TMA: 176 keys fit pages of 8 or 16 tokens, and the gather takes 128-key tiles,
 // WsGather), and causal only where sequences have 2k keys or more on average: the diagonal costs a
-// 176-key tile more. Same-run A/B, bf16 TFLOP/s, 176 against 128 (NOTES "prefill v4.3"):
+// 176-key tile more. Same-run A/B, bf16 TFLOP/s, 176 against 128 (bench/history/prefill.md,
+// "prefill v4.3"):
 // 1×16k 618/552, causal 624/544; 4×4k 585/556, causal 514/506; 16×1k 400/403, causal 280/306;
 // GQA 32/8 128k causal 600/565. FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at
 // d 128 (A/B benchmarks, cross-checks), read at every call.
@@ -305,7 +306,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // One CTA a work item, dispatched by the hardware in WsWorkOrder's order, or a persistent
     // grid of one CTA an SM walking the items statically: better where items are short (d 128
     // packed, sequences of 1k keys or fewer: 16×1k 469 against 433 TFLOP/s, causal 325 against
-    // 311), worse on long ones (4×4k 535/584, 1×16k causal 480/571; NOTES "prefill v4.3").
+    // 311), worse on long ones (4×4k 535/584, 1×16k causal 480/571; bench/history/prefill.md,
+    // "prefill v4.3").
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces it (A/B).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");

@@ -39,8 +39,8 @@ struct PrefillTraits {
   static constexpr int kNTiles = kHeadDim / 8;
   // m16 tiles per warp: at head_dim 128 two (32 rows: every K/V fragment serves both, half the
   // shared-memory traffic per MMA; measured 1.3× over one), at head_dim 64 one (two spilled
-  // and ran 20% slower: bench/NOTES.md, prefill v2); at 256 (a build option) one, O alone
-  // takes 128 registers.
+  // and ran 20% slower: bench/history/prefill.md, "prefill v2 / v2.1"); at 256 (a build
+  // option) one, O alone takes 128 registers.
   static constexpr int kMTiles = kHeadDim == 128 ? 2 : 1;
   static constexpr int kBlockM = kPrefillWarps * 16 * kMTiles;
   // Keys per K/V tile: 32 at head_dim 128 keeps S (2 m-tiles × 4 n-tiles) and O (2 × 16) in

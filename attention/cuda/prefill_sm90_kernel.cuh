@@ -17,7 +17,8 @@
 // Head_dim 128: one CTA an SM and a software pipeline per warpgroup (S of tile t+1 is issued
 // before P(t)·V(t), so the softmax overlaps the P·V wgmmas). Head_dim 64: two CTAs an SM at 128
 // registers, one tile at a time (the other CTA fills the gaps). Tiles no row can see are never
-// loaded; q tiles run in reverse (causal: longest first). bench/NOTES.md has each version.
+// loaded; q tiles run in reverse (causal: longest first). bench/history/prefill.md has each
+// version ("prefill v3.0" to "prefill v3.3").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,10 +33,10 @@
 namespace flashserve::cuda {
 
 inline constexpr int kSm90BlockN = 128;  // keys a K/V tile
-#ifndef FLASHSERVE_SM90_TWO_CTAS_64  // A/B builds only (bench/NOTES.md)
+#ifndef FLASHSERVE_SM90_TWO_CTAS_64  // A/B builds only (bench/history/prefill.md "prefill v3.3")
 #define FLASHSERVE_SM90_TWO_CTAS_64 1
 #endif
-#ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/NOTES.md)
+#ifndef FLASHSERVE_SM90_STAGES_128  // A/B builds only (bench/history/prefill.md "prefill v3.1")
 #define FLASHSERVE_SM90_STAGES_128 3
 #endif
 

@@ -23,7 +23,8 @@
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
 //    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs.
-// bench/NOTES.md "prefill v4" has the floors, predictions and measurements.
+// bench/history/prefill.md, "prefill v4.0" to "prefill v4.4", has the floors, predictions and
+// measurements.
 #pragma once
 
 #include <cuda.h>
@@ -74,7 +75,8 @@ struct WsWorkOrder {
 //    registers a thread, so the S tile stays narrow);
 //  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; wide 128 × 176, 32 + 2 × (44 + 44) = 208 KB;
 //  - d 64: 192 × 128 (three consumer warpgroups, FA3's shape: a K/V tile serves 192 rows),
-//    24 + 2 × (16 + 16) = 88 KB. Same-run A/B against 128 × 128 with two (NOTES "prefill v4.4"):
+//    24 + 2 × (16 + 16) = 88 KB. Same-run A/B against 128 × 128 with two
+//    (bench/history/prefill.md, "prefill v4.4"):
 //    1×16k 456/450 causal against 444/411, 4×4k 419/365 against 388/353, 16×1k 314/194
 //    against 298/204.
 struct PrefillWsTiles {
@@ -98,7 +100,8 @@ struct PrefillWsTraits {
   static_assert(kBlockM % 64 == 0 && (kConsumers == 2 || kConsumers == 3) && kBlockN % 16 == 0 && kBlockN <= 256,
                 "two or three consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  // Two consumers: 24/240 (40/232: -4..-12% at d 128, NOTES); three: 32/160 (FA3's split).
+  // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
+  // experiments"); three: 32/160 (FA3's split).
   static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
@@ -213,7 +216,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     // Packed: one thread issues everything. Paged by TMA: the four warps, warp w the boxes w,
     // w + 4, ..., each issued by its lane 0 with the page id its lane j read (box w + 4j): the
     // TMA copy takes its coordinates in uniform registers, so 32 lanes of one warp issuing their
-    // own boxes were a serial loop over the lanes (NOTES "prefill v4.4"). Gathered: all 128.
+    // own boxes were a serial loop over the lanes (bench/history/prefill.md, "prefill v4.4").
+    // Gathered: all 128.
     if (tid >= (p.paged ? 128 : 1)) return;
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);

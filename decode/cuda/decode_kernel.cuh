@@ -43,7 +43,7 @@ inline constexpr int kRowsPerBlock = 16;  // query rows per CTA
 inline constexpr int kTileKeys = 64;
 // Stages and CTAs per SM: 3 stages × 32 KB (head_dim 128, bf16) and 2 CTAs per SM measured
 // best; the K/V copies' evict-first L2 policy measured better (v4.1). The macros exist for A/B
-// builds (bench/NOTES.md), not for users.
+// builds (bench/history/decode.md: "decode v2.4 experiment", "decode v4.1"), not for users.
 #ifndef FLASHSERVE_DECODE_STAGES
 #define FLASHSERVE_DECODE_STAGES 3
 #endif
@@ -68,10 +68,11 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 // tile has landed, after its last tile and at its end, into the last bytes of the workspace
 // (the caller makes room: 6 words a CTA).
 // Build-time ablations, also off in every shipped build and producing wrong results (timing
-// only, bench/NOTES.md "Where the split kernel's time goes"): -DFLASHSERVE_DECODE_EXPERIMENT=
-// 1 copies only (no compute in the loop), 2 compute only (the first stages' data, no further
-// copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ; 6 (a mutation check, not a timing): no
-// griddepcontrol.wait, which DecodeCuda.BackToBackCallsShareOneWorkspace must catch.
+// only, bench/history/decode.md "Where the split kernel's time goes"):
+// -DFLASHSERVE_DECODE_EXPERIMENT=1 copies only (no compute in the loop), 2 compute only (the
+// first stages' data, no further copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ; 6 (a mutation
+// check, not a timing): no griddepcontrol.wait, which
+// DecodeCuda.BackToBackCallsShareOneWorkspace must catch.
 #ifdef FLASHSERVE_DECODE_TRACE
 __device__ __forceinline__ uint64_t trace_clock() {
   uint64_t t;
@@ -217,7 +218,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // stream during its tail. A later CTA starts after this kernel's own, its wait already
   // satisfied, and a prefetch would only put an L2 round trip before its copies ((256,1k), 8
   // waves: -1.7% with every CTA prefetching; prefetching a successor's first tiles near a
-  // CTA's end measured -2.4% and -3.9% at (128,2k) and (256,1k): bench/NOTES.md, v4.4).
+  // CTA's end measured -2.4% and -3.9% at (128,2k) and (256,1k): bench/history/decode.md,
+  // "decode v4.4" and "Experiments not adopted on top of v4.4").
   const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   if (cta < resident) {
     const char* addr;
@@ -294,7 +296,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   }
   // K/V evict-first in L2 (FLASHSERVE_DECODE_KV_EVICT_FIRST, an A/B macro). Each byte comes from
   // DRAM once a call; where several row blocks (q_len × group > 16) read the same bytes, their
-  // CTAs run together, and evict-first measured faster there too (bench/NOTES.md, v4.2).
+  // CTAs run together, and evict-first measured faster there too (bench/history/decode.md,
+  // "decode v4.2 experiment").
   const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
@@ -595,7 +598,8 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   // pair is placed on one GPC at the same time and runs in step, so (likely: the L2 hit rate was
   // not measured) the second CTA's copies find in L2 what the first one's brought: q_len 8 × GQA
   // 4 +18-23%, other rows unchanged; clusters of 4 or 8 hold fewer CTAs at once and were 9-22%
-  // slower on most rows (bench/NOTES.md, v4.5). sm_90+, and only where a pair fits. With
+  // slower on most rows (bench/history/decode.md, "thread-block clusters over the grid's y"
+  // and "decode v4.5"). sm_90+, and only where a pair fits. With
   // clusters the block scheduler walks the grid a pair at a time, so with several splits the
   // launch order (and the first-wave set the prefetch above assumes) differs a little.
   bool clustered = false;
