@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <unordered_set>
+
+#include "server/engine/request.h"
 
 namespace flashserve::engine {
 
@@ -58,24 +59,6 @@ bool ResultStream::next_for(StreamEvent* ev, double timeout_s) {
 
 // ---- Engine ---------------------------------------------------------------------------------
 
-struct Engine::Request {
-  GenerateRequest req;
-  std::shared_ptr<ResultStream> stream;
-  std::unordered_set<int32_t> stop_ids;  // the sampling's stop_token_ids: one lookup a token
-  std::vector<int32_t> tokens;  // prompt, then every generated token
-  int32_t num_generated = 0;
-  int64_t seq_id = 0;           // in the cache manager; 0 while waiting
-  int32_t pending = -1;         // sampled token not yet fed to the model (decode input)
-  bool cancelled = false;
-  bool admitted_once = false;
-  int32_t cached_tokens = 0;
-  uint64_t seed = 0;            // the request's, or drawn once at enqueue
-  Clock::time_point t_enqueue, t_first;
-  // Per step: tokens scheduled this step, and whether this step ends with a sample.
-  int32_t scheduled = 0;
-  bool samples = false;
-};
-
 Status EngineConfig::validate() const {
   if (num_blocks < 2) return invalid_argument("engine: num_blocks must be >= 2");
   if (max_num_batched_tokens < 1) return invalid_argument("engine: max_num_batched_tokens must be >= 1");
@@ -86,13 +69,16 @@ Status EngineConfig::validate() const {
 }
 
 Engine::Engine(const EngineConfig& config, std::unique_ptr<model::Model> model)
-    : config_(config), model_(std::move(model)), cache_([&] {
+    : config_(config),
+      model_(std::move(model)),
+      cache_([&] {
         KVCacheConfig kc;
         kc.num_blocks = config.num_blocks;
         kc.block_size = config.block_size;
         kc.enable_prefix_caching = config.enable_prefix_caching;
         return kc;
-      }()) {
+      }()),
+      scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, &cache_) {
   if (config_.max_model_len == 0) config_.max_model_len = model_->config().max_position_embeddings;
 }
 
@@ -142,7 +128,9 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
                             std::to_string(int64_t{config_.num_blocks - 1} * config_.block_size));
   auto r = std::make_shared<Request>();
   r->stream = std::make_shared<ResultStream>();
-  r->tokens = request.prompt;
+  r->tokens = std::move(request.prompt);
+  r->num_prompt_tokens = static_cast<int32_t>(n);
+  r->cache_salt = request.cache_salt;
   r->stop_ids.insert(request.sampling.stop_token_ids.begin(), request.sampling.stop_token_ids.end());
   r->seed = request.sampling.seed ? *request.sampling.seed
                                   : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
@@ -150,7 +138,7 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status(StatusCode::kUnavailable, "the engine is shutting down");
-    if (request.request_id.empty()) request.request_id = "req-" + std::to_string(next_seq_id_);
+    if (request.request_id.empty()) request.request_id = "req-" + std::to_string(scheduler_.next_seq_id());
     if (by_id_.count({request.owner, request.request_id}))
       return invalid_argument("request id " + request.request_id + " is already in use");
     if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting)
@@ -220,7 +208,7 @@ void Engine::finish(Request& r, FinishReason reason, Status error) {
   ev.finished = true;
   ev.reason = reason;
   ev.error = std::move(error);
-  ev.prompt_tokens = static_cast<int32_t>(r.req.prompt.size());
+  ev.prompt_tokens = r.num_prompt_tokens;
   ev.completion_tokens = r.num_generated;
   ev.cached_tokens = r.cached_tokens;
   const auto now = Clock::now();
@@ -230,23 +218,14 @@ void Engine::finish(Request& r, FinishReason reason, Status error) {
   by_id_.erase({r.req.owner, r.req.request_id});
 }
 
-// Called with mu_ held: recompute preemption. The request keeps its tokens (prompt and
-// everything generated, the pending one included) and is prefilled again when it is readmitted.
-void Engine::preempt(Request& r) {
-  cache_.free_sequence(r.seq_id).ok();
-  r.seq_id = 0;
-  r.pending = -1;
-  ++stats_.preemptions;
-}
-
 void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
       if (stopping_) {
-        for (auto& r : running_) finish(*r, FinishReason::kAborted);
-        for (auto& r : waiting_) finish(*r, FinishReason::kAborted);
+        for (auto& r : running_) finish(request_of(r), FinishReason::kAborted);
+        for (auto& r : waiting_) finish(request_of(r), FinishReason::kAborted);
         running_.clear();
         waiting_.clear();
         return;
@@ -266,8 +245,8 @@ bool Engine::step() {
   // Cancellations first: their blocks are free for this step.
   auto drop_cancelled = [&](auto& list) {
     for (auto it = list.begin(); it != list.end();) {
-      if ((*it)->cancelled) {
-        finish(**it, FinishReason::kAborted);
+      if (request_of(*it).cancelled) {
+        finish(request_of(*it), FinishReason::kAborted);
         it = list.erase(it);
       } else {
         ++it;
@@ -277,131 +256,49 @@ bool Engine::step() {
   drop_cancelled(running_);
   drop_cancelled(waiting_);
 
-  int32_t budget = config_.max_num_batched_tokens;
-  std::vector<std::shared_ptr<Request>> decodes, prefills;
+  const StepPlan plan = scheduler_.schedule(running_, waiting_);
+  stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
+  for (const auto& [s, st] : plan.failed) finish(request_of(s), FinishReason::kError, st);
+  if (plan.empty()) return plan.made_room;
+
+  // The batch: decodes first, then prompt chunks.
+  std::vector<ScheduledSequence> scheduled = plan.decodes;
+  scheduled.insert(scheduled.end(), plan.prefills.begin(), plan.prefills.end());
   model::ForwardBatch batch;
-  std::vector<int64_t> decode_slots, prefill_slots;
-  std::vector<BlockCopy> copies;
-  for (auto& r : running_) r->scheduled = 0;
-
-  // 1. One decode token for every running request that has one pending, preempting the
-  //    newest running requests when the pool is out of blocks.
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-    auto r = running_[i];
-    if (r->pending < 0) continue;
-    while (!cache_.can_allocate(r->seq_id, 1)) {
-      auto victim = running_.back();
-      preempt(*victim);
-      running_.pop_back();
-      waiting_.push_front(victim);
-      if (victim == r) break;
-    }
-    if (r->seq_id == 0) break;  // r itself was preempted: the rest are newer, gone too
-    const Status st = cache_.allocate_slots(r->seq_id, 1, &r->pending, &decode_slots, &copies);
-    if (!st.ok()) {
-      finish(*r, FinishReason::kError, st);
-      running_.erase(running_.begin() + static_cast<long>(i--));
-      continue;
-    }
-    r->scheduled = 1;
-    r->samples = true;
-    decodes.push_back(r);
-    --budget;
-  }
-
-  // 2. Prompt chunks: running requests mid-prompt, then waiting ones (admission by blocks).
-  auto schedule_chunk = [&](const std::shared_ptr<Request>& r) -> bool {
-    const int32_t done = cache_.num_slotted_tokens(r->seq_id);
-    const int32_t remaining = static_cast<int32_t>(r->tokens.size()) - done;
-    int32_t n = std::min(remaining, budget);
-    while (n > 0 && !cache_.can_allocate(r->seq_id, n)) n = n > 16 ? n / 2 : n - 1;  // what fits now
-    if (n <= 0) return false;
-    if (!cache_.allocate_slots(r->seq_id, n, nullptr, &prefill_slots, &copies).ok()) return false;
-    r->scheduled = n;
-    r->samples = n == remaining;
-    prefills.push_back(r);
-    budget -= n;
-    return true;
-  };
-  for (auto& r : running_)
-    if (budget > 0 && r->pending < 0 && r->scheduled == 0) schedule_chunk(r);
-  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
-    auto r = waiting_.front();
-    const int64_t id = next_seq_id_++;
-    int32_t cached = 0;
-    const Status st = cache_.add_sequence(id, r->tokens.data(), static_cast<int32_t>(r->tokens.size()),
-                                          r->req.cache_salt, &cached);
-    if (!st.ok()) {
-      waiting_.pop_front();
-      finish(*r, FinishReason::kError, st);
-      continue;
-    }
-    r->seq_id = id;
-    if (!schedule_chunk(r)) {  // not even one token fits: wait for blocks
-      cache_.free_sequence(id).ok();
-      r->seq_id = 0;
-      break;
-    }
-    if (!r->admitted_once) r->cached_tokens = cached;
-    r->admitted_once = true;
-    waiting_.pop_front();
-    running_.push_back(r);
-  }
-  if (decodes.empty() && prefills.empty()) {
-    // Requests mid-prompt can hold every block between them: free the newest one's (it
-    // recomputes later) so that the others can go on. enqueue() made sure that any single
-    // request fits the pool alone.
-    if (running_.size() > 1) {
-      auto victim = running_.back();
-      preempt(*victim);
-      running_.pop_back();
-      waiting_.push_front(victim);
-      return true;
-    }
-    return false;
-  }
-
-  // 3. The batch: decodes first, then prompt chunks.
   int64_t stride = 1;
-  for (const auto* list : {&decodes, &prefills})
-    for (const auto& r : *list) stride = std::max<int64_t>(stride, cache_.block_table(r->seq_id)->size());
-  batch.num_decode = static_cast<int32_t>(decodes.size());
+  for (const ScheduledSequence& s : scheduled)
+    stride = std::max<int64_t>(stride, cache_.block_table(s.seq->seq_id)->size());
+  batch.num_decode = static_cast<int32_t>(plan.decodes.size());
   batch.block_table_stride = stride;
   batch.cu_seqlens_q = {0};
-  for (const auto* list : {&decodes, &prefills}) {
-    for (const auto& r : *list) {
-      const auto& toks = *cache_.tokens(r->seq_id);
-      const int32_t len = cache_.num_slotted_tokens(r->seq_id);
-      batch.tokens.insert(batch.tokens.end(), toks.begin() + (len - r->scheduled), toks.begin() + len);
-      batch.cu_seqlens_q.push_back(static_cast<int32_t>(batch.tokens.size()));
-      batch.seq_lens.push_back(len);
-      const auto* table = cache_.block_table(r->seq_id);
-      std::vector<int32_t> row(static_cast<size_t>(stride), 0);
-      std::copy(table->begin(), table->end(), row.begin());
-      batch.block_tables.insert(batch.block_tables.end(), row.begin(), row.end());
-    }
+  for (const ScheduledSequence& s : scheduled) {
+    const auto& toks = *cache_.tokens(s.seq->seq_id);
+    const int32_t len = cache_.num_slotted_tokens(s.seq->seq_id);
+    batch.tokens.insert(batch.tokens.end(), toks.begin() + (len - s.num_tokens), toks.begin() + len);
+    batch.cu_seqlens_q.push_back(static_cast<int32_t>(batch.tokens.size()));
+    batch.seq_lens.push_back(len);
+    const auto* table = cache_.block_table(s.seq->seq_id);
+    std::vector<int32_t> row(static_cast<size_t>(stride), 0);
+    std::copy(table->begin(), table->end(), row.begin());
+    batch.block_tables.insert(batch.block_tables.end(), row.begin(), row.end());
   }
-  batch.slot_mapping = decode_slots;
-  batch.slot_mapping.insert(batch.slot_mapping.end(), prefill_slots.begin(), prefill_slots.end());
-  if (!copies.empty()) {
-    const Status cst = model_->copy_blocks(copies.data(), static_cast<int32_t>(copies.size()));
+  batch.slot_mapping = plan.slot_mapping;
+  if (!plan.copies.empty()) {
+    const Status cst = model_->copy_blocks(plan.copies.data(), static_cast<int32_t>(plan.copies.size()));
     if (!cst.ok()) {  // the step cannot run on a cache it could not copy: fail its requests
-      for (const auto* list : {&decodes, &prefills})
-        for (const auto& r : *list) {
-          finish(*r, FinishReason::kError, cst);
-          running_.erase(std::remove(running_.begin(), running_.end(), r), running_.end());
-        }
+      for (const ScheduledSequence& s : scheduled) {
+        finish(request_of(s.seq), FinishReason::kError, cst);
+        running_.erase(std::remove(running_.begin(), running_.end(), s.seq), running_.end());
+      }
       return true;
     }
   }
   ++stats_.steps;
 
-  // 4. The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
-  std::vector<std::shared_ptr<Request>> scheduled = decodes;
-  scheduled.insert(scheduled.end(), prefills.begin(), prefills.end());
+  // The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
   std::vector<model::SampleRow> rows(scheduled.size());
   for (size_t i = 0; i < scheduled.size(); ++i) {
-    const Request& r = *scheduled[i];
+    const Request& r = request_of(scheduled[i].seq);
     const SamplingParams& sp = r.req.sampling;
     model::SampleRow& row = rows[i];
     row.temperature = sp.temperature;
@@ -420,17 +317,17 @@ bool Engine::step() {
   const Status fst = model_->forward_and_sample(batch, rows, &sampled);
   lock.lock();
 
-  // 5. Stream, finish.
-  std::vector<std::shared_ptr<Request>> done;
+  // Stream, finish.
+  std::vector<SequencePtr> done;
   for (size_t i = 0; i < scheduled.size(); ++i) {
-    Request& r = *scheduled[i];
+    Request& r = request_of(scheduled[i].seq);
     if (!fst.ok()) {
-      done.push_back(scheduled[i]);
+      done.push_back(scheduled[i].seq);
       finish(r, FinishReason::kError, internal_error("model forward: " + fst.to_string()));
       continue;
     }
     r.pending = -1;
-    if (!r.samples) continue;
+    if (!scheduled[i].samples) continue;
     const SamplingParams& sp = r.req.sampling;
     const int32_t tok = sampled[i];
     r.tokens.push_back(tok);
@@ -449,7 +346,7 @@ bool Engine::step() {
       r.pending = tok;
     } else {
       finish(r, reason);
-      done.push_back(scheduled[i]);
+      done.push_back(scheduled[i].seq);
     }
   }
   for (const auto& d : done) running_.erase(std::remove(running_.begin(), running_.end(), d), running_.end());

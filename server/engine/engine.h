@@ -1,13 +1,12 @@
 // The engine: a transport-free API (enqueue a request, read its stream of results, cancel)
 // over continuous batching (TensorRT-LLM's executor and vLLM's scheduler are the models).
 //
-// One scheduler thread runs steps. A step takes every running sequence's next decode token,
-// then prompt chunks of running and waiting requests up to a token budget (chunked prefill);
-// prompts first reuse their longest cached prefix through the KV cache manager. Admission is by
-// free blocks. When a decode cannot get a slot, the newest running request is preempted by
-// recompute: its blocks are freed and it goes back to the front of the queue with its prompt
-// and the tokens generated so far, to be prefilled again later (never a failed request for want
-// of blocks). cancel() aborts a request at the next step boundary and frees its blocks.
+// One thread runs steps. Each step the scheduler (server/engine/scheduler.h: decodes first,
+// then prompt chunks up to a token budget, admission by free blocks, recompute preemption when
+// the pool runs out) plans the work, the step's batch is built from the plan, the model runs it,
+// and each sampled token goes out on its request's stream; a finished request's blocks are
+// freed. Preemption never fails a request for want of blocks: it is prefilled again later.
+// cancel() aborts a request at the next step boundary and frees its blocks.
 #pragma once
 
 #include <condition_variable>
@@ -26,6 +25,7 @@
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
 #include "server/engine/sampling.h"
+#include "server/engine/scheduler.h"
 #include "server/model/model.h"
 
 namespace flashserve::engine {
@@ -94,6 +94,8 @@ struct EngineStats {
   int64_t steps = 0;
 };
 
+struct Request;  // server/engine/request.h
+
 class Engine {
  public:
   // Takes the model (its KV storage must hold config.num_blocks blocks of block_size).
@@ -120,23 +122,21 @@ class Engine {
   const EngineConfig& config() const { return config_; }
 
  private:
-  struct Request;
   Engine(const EngineConfig& config, std::unique_ptr<model::Model> model);
   void loop();
   bool step();  // false when there was nothing to do
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
-  void preempt(Request& r);
 
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;
   KVCacheManager cache_;
+  Scheduler scheduler_;  // over cache_
 
   mutable std::mutex mu_;  // guards everything below (and the cache's stats reads)
   std::condition_variable work_cv_;
-  std::deque<std::shared_ptr<Request>> waiting_;
-  std::vector<std::shared_ptr<Request>> running_;
+  WaitingQueue waiting_;   // of Requests
+  RunningQueue running_;   // of Requests
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Request>> by_id_;  // (owner, request_id)
-  int64_t next_seq_id_ = 1;
   bool stopping_ = false;
   EngineStats stats_;
   std::thread thread_;

@@ -1,0 +1,93 @@
+#include "server/engine/scheduler.h"
+
+#include <algorithm>
+
+namespace flashserve::engine {
+
+// Recompute preemption of the newest running sequence: it keeps its tokens (prompt and
+// everything generated, the pending one included) and is prefilled again when readmitted.
+void Scheduler::preempt(RunningQueue& running, WaitingQueue& waiting, StepPlan* plan) {
+  SequencePtr victim = running.back();
+  running.pop_back();
+  cache_->free_sequence(victim->seq_id).ok();
+  victim->seq_id = 0;
+  victim->pending = -1;
+  waiting.push_front(victim);
+  plan->preempted.push_back(std::move(victim));
+}
+
+// As many of the sequence's tokens without slots as the budget and the free blocks allow;
+// false when not even one fits.
+bool Scheduler::schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* plan) {
+  const int32_t done = cache_->num_slotted_tokens(s->seq_id);
+  const int32_t remaining = static_cast<int32_t>(s->tokens.size()) - done;
+  int32_t n = std::min(remaining, *budget);
+  while (n > 0 && !cache_->can_allocate(s->seq_id, n)) n = n > 16 ? n / 2 : n - 1;  // what fits now
+  if (n <= 0) return false;
+  if (!cache_->allocate_slots(s->seq_id, n, nullptr, &plan->slot_mapping, &plan->copies).ok()) return false;
+  plan->prefills.push_back({s, n, n == remaining});
+  *budget -= n;
+  return true;
+}
+
+StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
+  StepPlan plan;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Decodes, preempting the newest running sequences when the pool is out of blocks.
+  for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+    const SequencePtr s = running[i];
+    if (s->pending < 0) continue;
+    while (!cache_->can_allocate(s->seq_id, 1)) {
+      const bool self = running.back() == s;
+      preempt(running, waiting, &plan);
+      if (self) break;
+    }
+    if (s->seq_id == 0) break;  // s itself was preempted: the rest are newer, gone too
+    const Status st = cache_->allocate_slots(s->seq_id, 1, &s->pending, &plan.slot_mapping, &plan.copies);
+    if (!st.ok()) {
+      cache_->free_sequence(s->seq_id).ok();
+      s->seq_id = 0;
+      plan.failed.emplace_back(s, st);
+      running.erase(running.begin() + static_cast<long>(i--));
+      continue;
+    }
+    plan.decodes.push_back({s, 1, true});
+    --budget;
+  }
+
+  // 2. Prompt chunks: running sequences mid-prompt, then waiting ones (admission by blocks).
+  for (const SequencePtr& s : running)
+    if (budget > 0 && s->pending < 0) schedule_chunk(s, &budget, &plan);
+  while (budget > 0 && !waiting.empty() && static_cast<int32_t>(running.size()) < config_.max_num_seqs) {
+    const SequencePtr s = waiting.front();
+    const int64_t id = next_seq_id_++;
+    int32_t cached = 0;
+    const Status st =
+        cache_->add_sequence(id, s->tokens.data(), static_cast<int32_t>(s->tokens.size()), s->cache_salt, &cached);
+    if (!st.ok()) {
+      waiting.pop_front();
+      plan.failed.emplace_back(s, st);
+      continue;
+    }
+    s->seq_id = id;
+    if (!schedule_chunk(s, &budget, &plan)) {  // not even one token fits: wait for blocks
+      cache_->free_sequence(id).ok();
+      s->seq_id = 0;
+      break;
+    }
+    if (!s->admitted_once) s->cached_tokens = cached;
+    s->admitted_once = true;
+    waiting.pop_front();
+    running.push_back(s);
+  }
+
+  // 3. Nothing fit: free the newest running sequence's blocks so that the others can go on.
+  if (plan.empty() && running.size() > 1) {
+    preempt(running, waiting, &plan);
+    plan.made_room = true;
+  }
+  return plan;
+}
+
+}  // namespace flashserve::engine

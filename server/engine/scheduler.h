@@ -1,0 +1,94 @@
+// The scheduler (vLLM's Scheduler.schedule is the model): one step's decisions, made over the
+// running and waiting queues and the KV cache manager, returned as plain data (a StepPlan) that
+// the batch builder turns into the model's input. It sees no model, no thread and no stream,
+// so it is tested on its own (tests/test_scheduler.cc).
+//
+// A step, in this order:
+//  1. Decodes: one token for every running sequence with a sampled token pending, in running
+//     order, while the token budget lasts. When the pool has no block for one, the newest running
+//     sequence is preempted by recompute (its blocks freed; it goes back to the front of the
+//     waiting queue with all its tokens, to be prefilled again), and again, until the token fits
+//     or the sequence itself was the one preempted (then so were all newer ones: decoding stops).
+//  2. Prompt chunks: running sequences mid-prompt in running order, then waiting ones in queue
+//     order (admission) while fewer than max_num_seqs run. A waiting one first takes its longest
+//     cached prefix. Each chunk is as long as the rest of the budget allows, halved (down to 16
+//     tokens, then one at a time) until its blocks are free. A waiting sequence that cannot get a
+//     single token stops admission: first come, first served, no later one overtakes it.
+//  3. Nothing scheduled and more than one running: the newest is preempted, so that the others
+//     can go on (sequences mid-prompt can hold every block between them). The engine rejects a
+//     request that would not fit the pool alone, so this always ends.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "kvcache/kv_cache_manager.h"
+
+namespace flashserve::engine {
+
+// What the scheduler reads and writes of a request (the engine's Request extends it).
+struct SequenceState {
+  std::vector<int32_t> tokens;   // the prompt, then every generated token
+  uint64_t cache_salt = 0;       // extra prefix-cache key (model, adapter, tenant)
+  int64_t seq_id = 0;            // in the cache manager; 0 while waiting
+  int32_t pending = -1;          // a sampled token that has no slot yet: the next step decodes it
+  bool admitted_once = false;
+  int32_t cached_tokens = 0;     // prompt tokens the prefix cache held at the first admission
+};
+
+using SequencePtr = std::shared_ptr<SequenceState>;
+using RunningQueue = std::vector<SequencePtr>;  // admission order: the newest last
+using WaitingQueue = std::deque<SequencePtr>;   // arrival order; preempted ones at the front
+
+struct ScheduledSequence {
+  SequencePtr seq;
+  int32_t num_tokens = 0;  // new tokens this step: 1 for a decode, the chunk's length for a prompt
+  bool samples = false;    // the step ends with a sampled token (a decode, or a prompt's last chunk)
+};
+
+// One step's work. The batch is decodes then prefills; slot_mapping follows the same order.
+struct StepPlan {
+  std::vector<ScheduledSequence> decodes;   // running order
+  std::vector<ScheduledSequence> prefills;  // running sequences mid-prompt, then the admitted ones
+  std::vector<SequencePtr> preempted;       // in the order preempted; now at the waiting queue's front
+  // Sequences the cache refused with an error (not for want of blocks): out of both queues, their
+  // blocks freed; the engine finishes them with this status.
+  std::vector<std::pair<SequencePtr, Status>> failed;
+  std::vector<int64_t> slot_mapping;        // [tokens of the step] where each new token's K/V goes
+  std::vector<BlockCopy> copies;            // copy-on-write pairs, applied before the step writes
+  bool made_room = false;                   // nothing fit, so the newest running one was preempted (3.)
+  bool empty() const { return decodes.empty() && prefills.empty(); }
+};
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 256;  // tokens a step (decodes + prompt chunks)
+  int32_t max_num_seqs = 64;             // running sequences
+};
+
+class Scheduler {
+ public:
+  // The cache must outlive the scheduler; both belong to the engine's step thread.
+  Scheduler(const SchedulerConfig& config, KVCacheManager* cache) : config_(config), cache_(cache) {}
+
+  // Plans one step and applies its bookkeeping: admitted sequences move from waiting to running
+  // (with a cache sequence), preempted ones back (without), failed ones leave both; the slots of
+  // every scheduled token are allocated.
+  StepPlan schedule(RunningQueue& running, WaitingQueue& waiting);
+
+  // The id the next admitted sequence gets in the cache manager (ids are never reused).
+  int64_t next_seq_id() const { return next_seq_id_; }
+
+ private:
+  void preempt(RunningQueue& running, WaitingQueue& waiting, StepPlan* plan);
+  bool schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* plan);
+
+  SchedulerConfig config_;
+  KVCacheManager* cache_;
+  int64_t next_seq_id_ = 1;
+};
+
+}  // namespace flashserve::engine

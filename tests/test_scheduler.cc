@@ -1,0 +1,337 @@
+// The scheduler alone, over a real KV cache manager and no model: admission order, chunking
+// under the token budget, preemption order when the blocks run out, max_num_seqs, the step that
+// makes room, and a randomized run in which every request finishes (no starvation) with the
+// budget, the sequence limit and the pool respected at every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "server/engine/scheduler.h"
+
+namespace flashserve::engine {
+namespace {
+
+KVCacheConfig cache_config(int num_blocks, int block_size, bool prefix_caching = true) {
+  KVCacheConfig c;
+  c.num_blocks = num_blocks;
+  c.block_size = block_size;
+  c.enable_prefix_caching = prefix_caching;
+  return c;
+}
+
+// A request that wants max_tokens generated tokens after its prompt.
+struct TestSeq : SequenceState {
+  std::string name;
+  int32_t max_tokens = 1;
+  int32_t num_generated = 0;
+};
+
+std::shared_ptr<TestSeq> seq(const std::string& name, int prompt_len, int max_tokens = 4, int first_token = 100) {
+  auto s = std::make_shared<TestSeq>();
+  s->name = name;
+  s->max_tokens = max_tokens;
+  for (int i = 0; i < prompt_len; ++i) s->tokens.push_back(first_token + i);
+  return s;
+}
+
+const TestSeq& as_test(const SequencePtr& s) { return static_cast<const TestSeq&>(*s); }
+
+std::vector<std::string> names(const std::vector<ScheduledSequence>& v) {
+  std::vector<std::string> out;
+  for (const auto& s : v) out.push_back(as_test(s.seq).name);
+  return out;
+}
+template <class Queue>
+std::vector<std::string> names(const Queue& q) {
+  std::vector<std::string> out;
+  for (const auto& s : q) out.push_back(as_test(s).name);
+  return out;
+}
+std::vector<int32_t> lengths(const std::vector<ScheduledSequence>& v) {
+  std::vector<int32_t> out;
+  for (const auto& s : v) out.push_back(s.num_tokens);
+  return out;
+}
+
+// What the engine does after the forward pass, with token 7 for every draw: the sampled ones
+// get a pending decode, or finish (their blocks freed) at max_tokens. Returns the finished.
+std::vector<std::string> run_step(const StepPlan& plan, RunningQueue& running, KVCacheManager& cache) {
+  std::vector<std::string> finished;
+  for (const auto* list : {&plan.decodes, &plan.prefills})
+    for (const ScheduledSequence& s : *list) {
+      auto& t = static_cast<TestSeq&>(*s.seq);
+      t.pending = -1;
+      if (!s.samples) continue;
+      t.tokens.push_back(7);
+      if (++t.num_generated < t.max_tokens) {
+        t.pending = 7;
+        continue;
+      }
+      EXPECT_TRUE(cache.free_sequence(t.seq_id).ok());
+      t.seq_id = 0;
+      finished.push_back(t.name);
+      running.erase(std::find(running.begin(), running.end(), s.seq));
+    }
+  return finished;
+}
+
+TEST(Scheduler, AdmitsInArrivalOrderWithTheirCachedPrefix) {
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({64, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 9), seq("b", 5, 4, 500), seq("c", 10)};  // c: a's 9 tokens + 1
+  StepPlan p = sched.schedule(running, waiting);
+  EXPECT_EQ(names(running), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(waiting.empty());
+  EXPECT_TRUE(p.decodes.empty() && p.preempted.empty() && p.failed.empty());
+  // a's full blocks are in the prefix cache once they have slots, so c, in the same step, takes
+  // them (their K/V are written in this step's forward before c's attention reads them).
+  EXPECT_EQ(names(p.prefills), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(lengths(p.prefills), (std::vector<int32_t>{9, 5, 2}));
+  EXPECT_EQ(running[2]->cached_tokens, 8);
+  EXPECT_EQ((*cache.block_table(running[2]->seq_id))[1], (*cache.block_table(running[0]->seq_id))[1]);
+  EXPECT_EQ(p.slot_mapping.size(), 16u);
+  run_step(p, running, cache);
+  waiting.push_back(seq("d", 11));
+  p = sched.schedule(running, waiting);
+  EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a", "b", "c"}));
+  ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"d"}));
+  EXPECT_EQ(running.back()->cached_tokens, 8);
+  EXPECT_EQ(p.prefills[0].num_tokens, 3) << "only the tokens after the cached prefix are computed";
+}
+
+// First come, first served: a waiting request that gets only part of its prompt (the blocks are
+// short) is not overtaken by a smaller one behind it, though the budget has room.
+TEST(Scheduler, AWaitingRequestIsNotOvertaken) {
+  KVCacheManager cache(cache_config(9, 4));  // 8 usable blocks: 32 tokens
+  Scheduler sched({64, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 20, 20)};
+  StepPlan p = sched.schedule(running, waiting);  // a takes 5 blocks
+  ASSERT_EQ(names(running), (std::vector<std::string>{"a"}));
+  run_step(p, running, cache);
+  waiting = {seq("big", 28, 4, 300), seq("small", 2, 4, 400)};
+  p = sched.schedule(running, waiting);
+  EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a"}));  // its 21st token: a sixth block
+  // 2 blocks left: big's chunk is halved from 28 to 14, then shortened one at a time to 8.
+  ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"big"}));
+  EXPECT_EQ(p.prefills[0].num_tokens, 8);
+  EXPECT_FALSE(p.prefills[0].samples);
+  EXPECT_EQ(names(waiting), (std::vector<std::string>{"small"}));
+  EXPECT_EQ(names(running), (std::vector<std::string>{"a", "big"}));
+}
+
+TEST(Scheduler, ChunksPromptsUnderTheTokenBudget) {
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({16, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 40), seq("b", 5, 4, 500)};
+  std::vector<std::vector<int32_t>> chunks;
+  std::vector<std::vector<std::string>> order;
+  for (int step = 0; step < 4; ++step) {
+    const StepPlan p = sched.schedule(running, waiting);
+    int32_t total = 0;
+    for (const auto* list : {&p.decodes, &p.prefills})
+      for (const auto& s : *list) total += s.num_tokens;
+    EXPECT_LE(total, 16) << "step " << step;
+    EXPECT_EQ(p.slot_mapping.size(), static_cast<size_t>(total));
+    std::vector<std::string> o = names(p.decodes);
+    for (const auto& s : p.prefills) o.push_back(as_test(s.seq).name + ":" + std::to_string(s.num_tokens) +
+                                                 (s.samples ? "*" : ""));
+    order.push_back(o);
+    run_step(p, running, cache);
+  }
+  // a: 16 + 16 + 8 (sampled on the last chunk, * ); b waits for the budget, then is chunked too.
+  EXPECT_EQ(order[0], (std::vector<std::string>{"a:16"}));
+  EXPECT_EQ(order[1], (std::vector<std::string>{"a:16"}));
+  EXPECT_EQ(order[2], (std::vector<std::string>{"a:8*", "b:5*"}));
+  // Decodes first: a and b each take a token, the rest of the budget is nobody's.
+  EXPECT_EQ(order[3], (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Scheduler, DecodesComeFirstAndChunksTakeWhatTheyLeave) {
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({8, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 3, 10), seq("b", 3, 10, 200)};
+  StepPlan p = sched.schedule(running, waiting);
+  run_step(p, running, cache);  // both sampled: decodes pending
+  waiting.push_back(seq("c", 20, 4, 300));
+  p = sched.schedule(running, waiting);
+  EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a", "b"}));
+  ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(p.prefills[0].num_tokens, 6);  // 8 - 2
+  // Slots: the decodes' tokens first (one each), then c's chunk.
+  EXPECT_EQ(p.slot_mapping.size(), 8u);
+  EXPECT_EQ(p.slot_mapping[0], int64_t{(*cache.block_table(running[0]->seq_id))[0]} * 4 + 3);
+  // Decodes use the whole budget: the third request waits though it would fit.
+  KVCacheManager cache2(cache_config(64, 4));
+  Scheduler two({2, 8}, &cache2);
+  RunningQueue r2;
+  WaitingQueue w2 = {seq("a", 1, 10), seq("b", 1, 10, 200), seq("c", 1, 10, 300)};
+  run_step(two.schedule(r2, w2), r2, cache2);
+  p = two.schedule(r2, w2);
+  EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(p.prefills.empty());
+  EXPECT_EQ(names(w2), (std::vector<std::string>{"c"}));
+}
+
+// The pool runs out on a decode: the newest running sequences go first, back to the front of the
+// waiting queue in their old order; when the one that needs the block is itself the newest, it
+// goes and decoding stops there.
+TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
+  KVCacheManager cache(cache_config(4, 4, false));  // 3 usable blocks
+  Scheduler sched({64, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 4, 10), seq("b", 4, 10, 200), seq("c", 4, 10, 300)};
+  StepPlan p = sched.schedule(running, waiting);  // one full block each
+  ASSERT_EQ(names(running), (std::vector<std::string>{"a", "b", "c"}));
+  run_step(p, running, cache);
+  waiting.push_back(seq("late", 2, 4, 400));
+  p = sched.schedule(running, waiting);
+  // a's decode needs a fourth block: c goes (its block frees), a decodes; b's needs one more: b
+  // itself is now the newest, so it goes too.
+  EXPECT_EQ(names(p.preempted), (std::vector<std::string>{"c", "b"}));
+  EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a"}));
+  EXPECT_FALSE(p.made_room);
+  // The preempted are at the queue's front, oldest first, without cache sequences or pending
+  // decodes, all their tokens kept; "late" stays behind them. b is readmitted in the same step
+  // (its tokens to prefill again), c and late wait.
+  EXPECT_EQ(names(waiting), (std::vector<std::string>{"c", "late"}));
+  ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(p.prefills[0].num_tokens, 4) << "of b's 5 (prompt and the sampled one), the 4 one block holds";
+  EXPECT_EQ(names(running), (std::vector<std::string>{"a", "b"}));
+  for (const auto& s : waiting) {
+    EXPECT_EQ(s->seq_id, 0);
+    EXPECT_LT(s->pending, 0);
+  }
+  EXPECT_EQ(waiting.front()->tokens.size(), 5u);
+}
+
+TEST(Scheduler, RunsAtMostMaxNumSeqs) {
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({64, 2}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting;
+  for (int i = 0; i < 5; ++i) waiting.push_back(seq("r" + std::to_string(i), 3, 1 + i, 10 * i));
+  std::vector<std::string> admitted;
+  for (int step = 0; step < 40 && !(running.empty() && waiting.empty()); ++step) {
+    const StepPlan p = sched.schedule(running, waiting);
+    EXPECT_LE(running.size(), 2u) << "step " << step;
+    for (const auto& s : p.prefills) admitted.push_back(as_test(s.seq).name);
+    run_step(p, running, cache);
+  }
+  EXPECT_TRUE(running.empty() && waiting.empty());
+  EXPECT_EQ(admitted, (std::vector<std::string>{"r0", "r1", "r2", "r3", "r4"}));
+}
+
+// Two sequences mid-prompt hold every block between them and neither can go on: the newest is
+// preempted so that the other finishes its prompt (made_room); nothing runs that step.
+TEST(Scheduler, MakesRoomWhenNothingFits) {
+  KVCacheManager cache(cache_config(5, 4, false));  // 4 usable blocks
+  Scheduler sched({8, 8}, &cache);
+  auto a = seq("a", 12, 2), b = seq("b", 12, 2, 300);
+  std::vector<int64_t> slots;
+  std::vector<BlockCopy> copies;
+  for (auto [s, id] : {std::pair{a, 1001}, std::pair{b, 1002}}) {  // 8 of 12 prompt tokens each: 2 blocks
+    ASSERT_TRUE(cache.add_sequence(id, s->tokens.data(), 12, 0, nullptr).ok());
+    ASSERT_TRUE(cache.allocate_slots(id, 8, nullptr, &slots, &copies).ok());
+    s->seq_id = id;
+  }
+  ASSERT_EQ(cache.pool().num_free(), 0);
+  RunningQueue running = {a, b};
+  WaitingQueue waiting;
+  const StepPlan p = sched.schedule(running, waiting);
+  EXPECT_TRUE(p.made_room);
+  EXPECT_TRUE(p.empty());
+  ASSERT_EQ(p.preempted.size(), 1u);
+  EXPECT_EQ(as_test(p.preempted[0]).name, "b");
+  EXPECT_EQ(names(waiting), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(names(running), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(cache.pool().num_free(), 2);
+  // And both finish afterwards.
+  for (int i = 0; i < 20 && !(running.empty() && waiting.empty()); ++i)
+    run_step(sched.schedule(running, waiting), running, cache);
+  EXPECT_TRUE(running.empty() && waiting.empty());
+  EXPECT_EQ(a->num_generated, 2);
+  EXPECT_EQ(b->num_generated, 2);
+  EXPECT_EQ(cache.pool().num_free(), cache.pool().num_usable());
+}
+
+TEST(Scheduler, ACacheErrorFailsOnlyThatSequence) {
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({64, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("empty", 0), seq("ok", 3)};
+  const StepPlan p = sched.schedule(running, waiting);
+  ASSERT_EQ(p.failed.size(), 1u);
+  EXPECT_EQ(as_test(p.failed[0].first).name, "empty");
+  EXPECT_EQ(p.failed[0].second.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(names(p.prefills), (std::vector<std::string>{"ok"}));
+  EXPECT_TRUE(waiting.empty());
+}
+
+// Random arrivals, prompt lengths, outputs, budgets and pools small enough to preempt (made_room
+// is rare here: MakesRoomWhenNothingFits sets it up): every
+// request finishes in a bounded number of steps; each step keeps the token budget, max_num_seqs
+// and distinct slots; first admissions follow arrival order; no block leaks.
+TEST(Scheduler, EveryRequestFinishesUnderPressure) {
+  int preemptions = 0;
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int bs = 1 << pick(0, 3);
+    const int budget = pick(1, 40), max_seqs = pick(1, 6);
+    const int n = pick(3, 12);
+    std::vector<std::shared_ptr<TestSeq>> all;
+    int max_need = 0;
+    for (int i = 0; i < n; ++i) {
+      all.push_back(seq("r" + std::to_string(i), pick(1, 30), pick(1, 12), pick(0, 3) * 50));
+      max_need = std::max(max_need, static_cast<int>((all.back()->tokens.size() + all.back()->max_tokens + bs - 1) / bs));
+    }
+    // The engine's admission rule: every request fits the pool alone.
+    KVCacheManager cache(cache_config(max_need + 1 + pick(0, 6), bs));
+    Scheduler sched({budget, max_seqs}, &cache);
+    RunningQueue running;
+    WaitingQueue waiting;
+    std::set<std::string> done;
+    std::vector<std::string> first_admissions;
+    std::set<const SequenceState*> seen;
+    size_t arrived = 0;
+    int step = 0;
+    for (; step < 5000 && done.size() < all.size(); ++step) {
+      if (arrived < all.size() && pick(0, 2) == 0) waiting.push_back(all[arrived++]);
+      if (arrived < all.size() && running.empty() && waiting.empty()) waiting.push_back(all[arrived++]);
+      const StepPlan p = sched.schedule(running, waiting);
+      int32_t tokens = 0;
+      for (const auto* list : {&p.decodes, &p.prefills})
+        for (const auto& s : *list) tokens += s.num_tokens;
+      ASSERT_LE(tokens, budget) << "seed " << seed << " step " << step;
+      ASSERT_LE(static_cast<int>(running.size()), max_seqs) << "seed " << seed;
+      ASSERT_EQ(p.slot_mapping.size(), static_cast<size_t>(tokens));
+      ASSERT_EQ(std::set<int64_t>(p.slot_mapping.begin(), p.slot_mapping.end()).size(), p.slot_mapping.size())
+          << "two tokens in one slot, seed " << seed;
+      ASSERT_TRUE(p.failed.empty());
+      for (const auto& s : p.prefills)
+        if (seen.insert(s.seq.get()).second) first_admissions.push_back(as_test(s.seq).name);
+      preemptions += static_cast<int>(p.preempted.size());
+      for (const std::string& f : run_step(p, running, cache)) done.insert(f);
+    }
+    ASSERT_EQ(done.size(), all.size()) << "seed " << seed << ": not every request finished in " << step << " steps";
+    std::vector<std::string> arrival;
+    for (const auto& s : all) arrival.push_back(s->name);
+    EXPECT_EQ(first_admissions, arrival) << "seed " << seed;
+    for (const auto& s : all) EXPECT_EQ(s->num_generated, s->max_tokens) << s->name << ", seed " << seed;
+    EXPECT_EQ(cache.pool().num_free(), cache.pool().num_usable()) << "blocks leaked, seed " << seed;
+  }
+  EXPECT_GT(preemptions, 0) << "the pools never forced a preemption";
+}
+
+}  // namespace
+}  // namespace flashserve::engine
