@@ -1,7 +1,8 @@
 // The scheduler alone, over a real KV cache manager and no model: admission order, chunking
 // under the token budget, preemption order when the blocks run out, max_num_seqs, the step that
 // makes room, and a randomized run in which every request finishes (no starvation) with the
-// budget, the sequence limit and the pool respected at every step.
+// budget, the sequence limit and the pool respected at every step. Then the batch builder on its
+// plans, over a stand-in model that only says its block-table width.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "server/engine/batch_builder.h"
+#include "server/engine/request.h"
 #include "server/engine/scheduler.h"
 
 namespace flashserve::engine {
@@ -331,6 +334,93 @@ TEST(Scheduler, EveryRequestFinishesUnderPressure) {
     EXPECT_EQ(cache.pool().num_free(), cache.pool().num_usable()) << "blocks leaked, seed " << seed;
   }
   EXPECT_GT(preemptions, 0) << "the pools never forced a preemption";
+}
+
+// What the builder asks of a model: its config (eos) and the width of a step's tables; pure
+// decode steps at 9 blocks, as the CUDA model lays them out at its graphs' width.
+class WidthModel : public model::Model {
+ public:
+  WidthModel() {
+    EXPECT_TRUE(model::synthetic_preset("tiny", &config_).ok());
+    config_.eos_token_ids = {2};
+  }
+  const model::LlamaConfig& config() const override { return config_; }
+  const KVStorageShape& kv_shape() const override { return shape_; }
+  Status forward(const model::ForwardBatch&, std::vector<float>*) override { return internal_error("not run"); }
+  Status copy_blocks(const BlockCopy*, int32_t) override { return Status::Ok(); }
+  int64_t block_table_width(int32_t batch, int32_t num_decode, int64_t widest) const override {
+    return batch == num_decode ? 9 : widest;
+  }
+
+ private:
+  model::LlamaConfig config_;
+  KVStorageShape shape_;
+};
+
+std::shared_ptr<Request> request(int prompt_len, int first_token) {
+  auto r = std::make_shared<Request>();
+  for (int i = 0; i < prompt_len; ++i) r->tokens.push_back(first_token + i);
+  r->req.sampling.temperature = 0.5f;
+  r->req.sampling.top_k = 7;
+  r->seed = 1234;
+  return r;
+}
+
+// Rows in plan order, each sequence's new tokens and length, its block table once at the model's
+// width (null-padded), the plan's slots, and sampling rows that ban eos and the stop ids before
+// min_tokens.
+TEST(BatchBuilder, LaysOutThePlanAtTheModelsWidth) {
+  WidthModel m;
+  KVCacheManager cache(cache_config(64, 4));
+  Scheduler sched({64, 8}, &cache);
+  BatchBuilder builder(&m);
+  auto a = request(6, 100), b = request(9, 200);
+  b->req.sampling.min_tokens = 2;
+  b->stop_ids = {5};
+  RunningQueue running;
+  WaitingQueue waiting = {a, b};
+  StepPlan p = sched.schedule(running, waiting);
+  builder.build(p, cache);
+  const model::ForwardBatch& fb = builder.batch();
+  EXPECT_EQ(fb.num_decode, 0);
+  EXPECT_EQ(fb.block_table_stride, 3);  // b's 9 tokens: 3 blocks
+  EXPECT_EQ(fb.tokens.size(), 15u);
+  EXPECT_EQ(fb.tokens[6], 200);
+  EXPECT_EQ(fb.cu_seqlens_q, (std::vector<int32_t>{0, 6, 15}));
+  EXPECT_EQ(fb.seq_lens, (std::vector<int32_t>{6, 9}));
+  const auto& ta = *cache.block_table(a->seq_id);
+  const auto& tb = *cache.block_table(b->seq_id);
+  EXPECT_EQ(fb.block_tables, (std::vector<int32_t>{ta[0], ta[1], 0, tb[0], tb[1], tb[2]}));
+  EXPECT_EQ(fb.slot_mapping, p.slot_mapping);
+  EXPECT_TRUE(fb.validate(m.config().vocab_size).ok());
+  ASSERT_EQ(builder.rows().size(), 2u);
+  EXPECT_EQ(builder.rows()[0].temperature, 0.5f);
+  EXPECT_EQ(builder.rows()[0].top_k, 7);
+  EXPECT_EQ(builder.rows()[0].seed, 1234u);
+  EXPECT_TRUE(builder.rows()[0].banned.empty());
+  EXPECT_EQ(builder.rows()[1].banned, (std::vector<int32_t>{2, 5}));
+
+  // Both sampled: a pure decode step, its tables 9 wide.
+  for (auto& r : {a, b}) {
+    r->tokens.push_back(40);
+    r->pending = 40;
+    r->num_generated = 1;
+  }
+  p = sched.schedule(running, waiting);
+  builder.build(p, cache);
+  EXPECT_EQ(fb.num_decode, 2);
+  EXPECT_EQ(fb.block_table_stride, 9);
+  EXPECT_EQ(fb.tokens, (std::vector<int32_t>{40, 40}));
+  EXPECT_EQ(fb.seq_lens, (std::vector<int32_t>{7, 10}));
+  std::vector<int32_t> tables(18, 0);
+  std::copy(ta.begin(), ta.end(), tables.begin());
+  std::copy(tb.begin(), tb.end(), tables.begin() + 9);
+  EXPECT_EQ(fb.block_tables, tables);
+  EXPECT_EQ(builder.rows()[0].step, 1u);
+  EXPECT_EQ(builder.rows()[1].banned, (std::vector<int32_t>{2, 5})) << "1 of min_tokens 2";
+  b->num_generated = 2;
+  builder.build(p, cache);
+  EXPECT_TRUE(builder.rows()[1].banned.empty());
 }
 
 }  // namespace

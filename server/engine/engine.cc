@@ -78,7 +78,8 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<model::Model> model)
         kc.enable_prefix_caching = config.enable_prefix_caching;
         return kc;
       }()),
-      scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, &cache_) {
+      scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, &cache_),
+      builder_(model_.get()) {
   if (config_.max_model_len == 0) config_.max_model_len = model_->config().max_position_embeddings;
 }
 
@@ -261,75 +262,45 @@ bool Engine::step() {
   for (const auto& [s, st] : plan.failed) finish(request_of(s), FinishReason::kError, st);
   if (plan.empty()) return plan.made_room;
 
-  // The batch: decodes first, then prompt chunks.
-  std::vector<ScheduledSequence> scheduled = plan.decodes;
-  scheduled.insert(scheduled.end(), plan.prefills.begin(), plan.prefills.end());
-  model::ForwardBatch batch;
-  int64_t stride = 1;
-  for (const ScheduledSequence& s : scheduled)
-    stride = std::max<int64_t>(stride, cache_.block_table(s.seq->seq_id)->size());
-  batch.num_decode = static_cast<int32_t>(plan.decodes.size());
-  batch.block_table_stride = stride;
-  batch.cu_seqlens_q = {0};
-  for (const ScheduledSequence& s : scheduled) {
-    const auto& toks = *cache_.tokens(s.seq->seq_id);
-    const int32_t len = cache_.num_slotted_tokens(s.seq->seq_id);
-    batch.tokens.insert(batch.tokens.end(), toks.begin() + (len - s.num_tokens), toks.begin() + len);
-    batch.cu_seqlens_q.push_back(static_cast<int32_t>(batch.tokens.size()));
-    batch.seq_lens.push_back(len);
-    const auto* table = cache_.block_table(s.seq->seq_id);
-    std::vector<int32_t> row(static_cast<size_t>(stride), 0);
-    std::copy(table->begin(), table->end(), row.begin());
-    batch.block_tables.insert(batch.block_tables.end(), row.begin(), row.end());
-  }
-  batch.slot_mapping = plan.slot_mapping;
+  builder_.build(plan, cache_);
   if (!plan.copies.empty()) {
     const Status cst = model_->copy_blocks(plan.copies.data(), static_cast<int32_t>(plan.copies.size()));
     if (!cst.ok()) {  // the step cannot run on a cache it could not copy: fail its requests
-      for (const ScheduledSequence& s : scheduled) {
+      plan.for_each_scheduled([&](const ScheduledSequence& s) {
         finish(request_of(s.seq), FinishReason::kError, cst);
         running_.erase(std::remove(running_.begin(), running_.end(), s.seq), running_.end());
-      }
+      });
       return true;
     }
   }
   ++stats_.steps;
 
   // The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
-  std::vector<model::SampleRow> rows(scheduled.size());
-  for (size_t i = 0; i < scheduled.size(); ++i) {
-    const Request& r = request_of(scheduled[i].seq);
-    const SamplingParams& sp = r.req.sampling;
-    model::SampleRow& row = rows[i];
-    row.temperature = sp.temperature;
-    row.top_k = sp.top_k;
-    row.top_p = sp.top_p;
-    row.min_p = sp.min_p;
-    row.seed = r.seed;
-    row.step = static_cast<uint64_t>(r.num_generated);
-    if (r.num_generated < sp.min_tokens) {
-      if (!sp.ignore_eos) row.banned = model_->config().eos_token_ids;
-      row.banned.insert(row.banned.end(), r.stop_ids.begin(), r.stop_ids.end());
-    }
-  }
   lock.unlock();
   std::vector<int32_t> sampled;
-  const Status fst = model_->forward_and_sample(batch, rows, &sampled);
+  const Status fst = model_->forward_and_sample(builder_.batch(), builder_.rows(), &sampled);
   lock.lock();
+  deliver(plan, fst, sampled);
+  return true;
+}
 
-  // Stream, finish.
+// Called with mu_ held, after the forward pass: each sampled token goes out on its request's
+// stream, and a request that ends there (eos, a stop id, max_tokens; or the step failed) finishes.
+void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled) {
   std::vector<SequencePtr> done;
-  for (size_t i = 0; i < scheduled.size(); ++i) {
-    Request& r = request_of(scheduled[i].seq);
-    if (!fst.ok()) {
-      done.push_back(scheduled[i].seq);
-      finish(r, FinishReason::kError, internal_error("model forward: " + fst.to_string()));
-      continue;
+  size_t i = 0;
+  plan.for_each_scheduled([&](const ScheduledSequence& s) {
+    Request& r = request_of(s.seq);
+    const size_t row = i++;
+    if (!forward.ok()) {
+      done.push_back(s.seq);
+      finish(r, FinishReason::kError, internal_error("model forward: " + forward.to_string()));
+      return;
     }
     r.pending = -1;
-    if (!scheduled[i].samples) continue;
+    if (!s.samples) return;
     const SamplingParams& sp = r.req.sampling;
-    const int32_t tok = sampled[i];
+    const int32_t tok = sampled[row];
     r.tokens.push_back(tok);
     if (r.num_generated++ == 0) r.t_first = Clock::now();
     ++stats_.generation_tokens;
@@ -346,11 +317,10 @@ bool Engine::step() {
       r.pending = tok;
     } else {
       finish(r, reason);
-      done.push_back(scheduled[i].seq);
+      done.push_back(s.seq);
     }
-  }
+  });
   for (const auto& d : done) running_.erase(std::remove(running_.begin(), running_.end(), d), running_.end());
-  return true;
 }
 
 }  // namespace flashserve::engine

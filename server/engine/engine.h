@@ -24,6 +24,7 @@
 
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
+#include "server/engine/batch_builder.h"
 #include "server/engine/sampling.h"
 #include "server/engine/scheduler.h"
 #include "server/model/model.h"
@@ -125,12 +126,14 @@ class Engine {
   Engine(const EngineConfig& config, std::unique_ptr<model::Model> model);
   void loop();
   bool step();  // false when there was nothing to do
+  void deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled);
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
 
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;
   KVCacheManager cache_;
   Scheduler scheduler_;  // over cache_
+  BatchBuilder builder_;  // for model_; its batch is the step thread's
 
   mutable std::mutex mu_;  // guards everything below (and the cache's stats reads)
   std::condition_variable work_cv_;

@@ -62,6 +62,12 @@ struct StepPlan {
   std::vector<BlockCopy> copies;            // copy-on-write pairs, applied before the step writes
   bool made_room = false;                   // nothing fit, so the newest running one was preempted (3.)
   bool empty() const { return decodes.empty() && prefills.empty(); }
+  // f(const ScheduledSequence&) for each in batch order: the decodes, then the prefills.
+  template <class F>
+  void for_each_scheduled(F&& f) const {
+    for (const auto* list : {&decodes, &prefills})
+      for (const ScheduledSequence& s : *list) f(s);
+  }
 };
 
 struct SchedulerConfig {

@@ -37,6 +37,12 @@ class Model {
   // sequence's last new token.
   virtual Status forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
   virtual Status copy_blocks(const BlockCopy* pairs, int32_t n) = 0;
+  // The width a step's block tables are laid out at ([batch, width], padded with the null block)
+  // given its widest table, so that the model takes them as they are: that width here; a model
+  // that replays a CUDA graph for the step asks for the graph's width.
+  virtual int64_t block_table_width(int32_t /*batch*/, int32_t /*num_decode*/, int64_t widest_table) const {
+    return widest_table;
+  }
   // Runs one step and picks each sequence's next token by rows[b] (one row per sequence).
   // The default samples on the host from forward()'s logits; a GPU model samples on the device
   // and copies back only the tokens.

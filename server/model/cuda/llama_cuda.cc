@@ -190,8 +190,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   // A pure decode step replays a CUDA graph captured for its batch size: block tables are laid
   // out at the widest stride and the split plan is the planner's graph mode, so the captured
   // launches serve every later step of that size; only the metadata is uploaded.
-  const bool graph = opt_.cuda_graphs && nd == B;
-  const int64_t stride = graph ? opt_.max_blocks_per_seq : b.block_table_stride;
+  const bool graph = graph_step(B, nd);
+  const int64_t stride = block_table_width(B, nd, b.block_table_stride);
 
   std::vector<int32_t> positions(static_cast<size_t>(T)), last_rows(static_cast<size_t>(B)), cu_prefill;
   int32_t max_q = 0;
@@ -202,6 +202,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     if (s >= nd) max_q = std::max(max_q, q_len);
   }
   for (int32_t s = nd; s <= B; ++s) cu_prefill.push_back(b.cu_seqlens_q[s] - b.cu_seqlens_q[nd]);
+  // The engine's batch builder writes the tables at this width already (block_table_width), and
+  // they are uploaded as they are; a caller's narrower ones are widened here first.
   std::vector<int32_t> tables;
   const std::vector<int32_t>* tables_ptr = &b.block_tables;
   if (stride != b.block_table_stride) {

@@ -44,6 +44,10 @@ class LlamaCudaModel : public Model {
   KVStorage& kv() { return kv_; }
   Status forward(const ForwardBatch& batch, std::vector<float>* logits) override;
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return kv_.copy_blocks(pairs, n, stream_); }
+  // A pure decode step replays a CUDA graph (graph_step): its tables are max_blocks_per_seq wide.
+  int64_t block_table_width(int32_t batch, int32_t num_decode, int64_t widest_table) const override {
+    return graph_step(batch, num_decode) ? opt_.max_blocks_per_seq : widest_table;
+  }
   // Samples on the device: only the tokens come back.
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                             std::vector<int32_t>* tokens) override;
@@ -52,6 +56,7 @@ class LlamaCudaModel : public Model {
   Status forward_device(const ForwardBatch& batch);
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
+  bool graph_step(int32_t batch, int32_t num_decode) const { return opt_.cuda_graphs && num_decode == batch; }
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
   bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
