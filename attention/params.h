@@ -4,9 +4,11 @@
 // and are 64-bit; the last dimension (head_dim) is always contiguous.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "common/host_device.h"
 #include "kvcache/page_view.h"
 
 namespace flashserve {
@@ -30,6 +32,26 @@ struct MaskParams {
   const float* alibi_slopes = nullptr;  // [num_heads] fp32, or null for none
   float softcap = 0.f;                // 0: off
 };
+
+// The rule above as a range: the keys [*lo, *hi) within [k_begin, k_end) that the query at
+// q_pos sees (empty: *hi == *lo). The one statement of it: the CPU kernels and the CUDA kernels
+// call this.
+FS_HOST_DEVICE void visible_keys(const MaskParams& m, int64_t q_pos, int64_t k_begin, int64_t k_end, int64_t* lo,
+                                 int64_t* hi) {
+#if defined(__CUDA_ARCH__)
+  using ::max;
+  using ::min;
+#else
+  using std::max;
+  using std::min;
+#endif
+  *lo = k_begin;
+  *hi = k_end;
+  if (m.window_left >= 0) *lo = max(*lo, q_pos - m.window_left);
+  if (m.causal) *hi = min(*hi, q_pos + 1);
+  if (m.window_right >= 0) *hi = min(*hi, q_pos + m.window_right + 1);
+  if (*hi < *lo) *hi = *lo;
+}
 
 struct PrefillParams {
   Device device = Device::kCPU;

@@ -1,5 +1,8 @@
-// The online-softmax state of one query row, shared by the CPU kernels, the CUDA kernels and
-// the merge of partial results.
+// The online-softmax state of one query row, as the CPU kernels (attention/cpu) keep it, and the
+// merge of partial results (attention/merge.cc). The CUDA kernels keep the same two numbers of a
+// row in registers, in base 2 for speed (attention/cuda/online_softmax.cuh: m_run, l_run,
+// finish_row), and store the natural-log lse this header defines; the CUDA merge
+// (merge_cuda.cu) reads and writes that lse.
 //
 // Log base: NATURAL (base e) everywhere in flashserve: lse = m + ln(d). (FlashInfer keeps
 // base 2 internally; vLLM and FlashAttention return base e. A kernel that works in base 2 for

@@ -102,16 +102,6 @@ void set_output(TileItem& it, DType dtype, void* o, int64_t o_row_stride, int64_
   it.lse_head_stride = 1;
 }
 
-void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64_t k_end,
-                   int64_t* lo, int64_t* hi) {
-  int64_t l = k_begin, h = k_end;
-  if (mask.window_left >= 0) l = std::max(l, q_pos - mask.window_left);
-  if (mask.causal) h = std::min(h, q_pos + 1);
-  if (mask.window_right >= 0) h = std::min(h, q_pos + mask.window_right + 1);
-  *lo = l;
-  *hi = std::max(h, l);  // empty when h <= l
-}
-
 // Two clones, picked at load time by the CPU's features: x86-64-v3 (AVX2, FMA, F16C) and the
 // baseline. Measured on the 2-core EPYC build machine (bench_cpu, bf16, 32/8 heads, d 128):
 // see bench/history/cpu.md, "CPU v1" -> "CPU v2".
@@ -140,7 +130,7 @@ void attend_tile(const TileItem& it, const KVRows& kv, const MaskParams& mask) {
       const char* src = qbase + (t * it.q_token_stride + g * it.q_head_stride) * elem;
       to_float(src, kv.dtype, D, &sc.q[(static_cast<size_t>(t) * it.group + g) * D]);
     }
-    visible_range(mask, it.q_pos0 + t, it.k_begin, it.k_end, &sc.lo[t], &sc.hi[t]);
+    visible_keys(mask, it.q_pos0 + t, it.k_begin, it.k_end, &sc.lo[t], &sc.hi[t]);
     if (sc.lo[t] < sc.hi[t]) {
       tile_lo = std::min(tile_lo, sc.lo[t]);
       tile_hi = std::max(tile_hi, sc.hi[t]);

@@ -60,8 +60,4 @@ void set_output(TileItem& it, DType dtype, void* o, int64_t o_row_stride, int64_
 // see no key write o = 0 and lse = -inf. mask.alibi_slopes must be host memory.
 void attend_tile(const TileItem& item, const KVRows& kv, const MaskParams& mask);
 
-// Visible keys [lo, hi) of the query at key position q_pos, within [k_begin, k_end).
-void visible_range(const MaskParams& mask, int64_t q_pos, int64_t k_begin, int64_t k_end,
-                   int64_t* lo, int64_t* hi);
-
 }  // namespace flashserve::cpu

@@ -34,7 +34,7 @@ Status prefill_cpu(const PrefillParams& p) {
       // Keys the tile's last token sees bound its work.
       const int64_t last = std::min<int64_t>(q_len, (t + 1) * int64_t{kTileQTokens}) - 1;
       int64_t lo, hi;
-      visible_range(p.mask, k_len - q_len + last, 0, k_len, &lo, &hi);
+      visible_keys(p.mask, k_len - q_len + last, 0, k_len, &lo, &hi);
       const int64_t cost = (hi - lo + 1) * std::min<int64_t>(kTileQTokens, q_len - t * int64_t{kTileQTokens});
       for (int32_t h = 0; h < p.num_kv_heads; ++h) items.push_back({b, h, t, cost});
     }

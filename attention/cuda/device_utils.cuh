@@ -113,17 +113,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Visible keys [lo, hi) of the query at q_pos within [k_begin, k_end) (MaskParams' rule).
-__device__ __forceinline__ void visible(const MaskParams& m, int64_t q_pos, int64_t k_begin, int64_t k_end,
-                                        int64_t& lo, int64_t& hi) {
-  lo = k_begin;
-  hi = k_end;
-  if (m.window_left >= 0) lo = max(lo, q_pos - m.window_left);
-  if (m.causal) hi = min(hi, q_pos + 1);
-  if (m.window_right >= 0) hi = min(hi, q_pos + m.window_right + 1);
-  if (hi < lo) hi = lo;
-}
-
 // mma.sync.m16n8k16 with fp32 accumulation: D = A·B + D. A: 16×16 (row), B: 16×8 (col).
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);

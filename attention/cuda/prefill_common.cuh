@@ -1,6 +1,7 @@
-// What both CUDA prefill kernels (mma.sync: prefill_kernel.cuh; wgmma: prefill_sm90_kernel.cuh)
-// share: a CTA's view of its (sequence, head, q tile) — key range, tile count, where K/V come
-// from (packed rows or pages) — and the online-softmax update of one fragment row.
+// What the CUDA prefill kernels (mma.sync: prefill_kernel.cuh; wgmma: prefill_sm90_kernel.cuh;
+// warp-specialized: prefill_sm90_ws_kernel.cuh) share: a CTA's view of its (sequence, head, q
+// tile) — key range, tile count, where K/V come from (packed rows or pages). The online softmax
+// they share with decode is online_softmax.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,11 +10,10 @@
 
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/kv_tile_copier.cuh"
+#include "attention/cuda/online_softmax.cuh"
 #include "attention/params.h"
 
 namespace flashserve::cuda {
-
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrefillCta {
   int64_t q0 = 0;        // first packed query row of the sequence
@@ -49,8 +49,8 @@ struct PrefillCta {
     // Rows' visible ranges grow with the row: the first row bounds the low end and the last the
     // high end; the inner bounds say which tiles need no mask.
     int64_t hi_last;
-    visible(p.mask, pos0 + row0, 0, k_len, lo_first, hi_first);
-    visible(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, lo_last, hi_last);
+    visible_keys(p.mask, pos0 + row0, 0, k_len, &lo_first, &hi_first);
+    visible_keys(p.mask, pos0 + row0 + block_rows - 1, 0, k_len, &lo_last, &hi_last);
     cta_lo = static_cast<int>(lo_first);
     cta_hi = static_cast<int>(max(hi_last, lo_first));
     num_tiles = cta_hi > cta_lo ? static_cast<int>((cta_hi - cta_lo + block_n - 1) / block_n) : 0;
@@ -62,151 +62,5 @@ struct PrefillCta {
     return key0 < lo_last || key0 + block_n > hi_first || key0 + block_n > k_len;
   }
 };
-
-// Per-row constants of the logit transform.
-struct LogitArgs {
-  float scale2;    // softmax_scale · log2 e (the plain path)
-  float scale;     // softmax_scale (softcap / ALiBi path)
-  float softcap, inv_cap;
-  float slope2;    // ALiBi slope · log2 e
-  // Softcap, ALiBi, or a scale <= 0: logits computed element by element. Otherwise (the
-  // common case) raw scores are kept, the row max taken on them, and the scale folded into
-  // the exponent: p = 2^(s·scale2 - m), one FFMA and one EX2 an element.
-  bool transform;
-
-  __device__ __forceinline__ LogitArgs(const MaskParams& m, int h) {
-    scale = m.softmax_scale;
-    scale2 = m.softmax_scale * kLog2e;
-    softcap = m.softcap;
-    inv_cap = m.softcap > 0.f ? 1.f / m.softcap : 0.f;
-    slope2 = m.alibi_slopes != nullptr ? m.alibi_slopes[h] * kLog2e : 0.f;
-    transform = m.softcap > 0.f || m.alibi_slopes != nullptr || !(m.softmax_scale > 0.f);
-  }
-};
-
-// The logits of one fragment row of a tile of kNTiles·8 keys, in place (at(nt, e): key key0 +
-// nt·8 + tig·2 + e): the transform (softcap, ALiBi) where there is one, and -inf outside
-// [row_lo, row_hi) when `masked`. Returns the factor from a value to a base-2 logit (> 0). The
-// branches are uniform and outside the element loops.
-template <int kNTiles, typename At>
-__device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
-                                            int row_hi, bool masked) {
-  float to_log2 = a.scale2;  // stored value -> base-2 logit
-  if (a.transform) {
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = key0 + nt * 8 + tig * 2 + e;
-        float x = at(nt, e) * a.scale;
-        if (a.softcap > 0.f) x = a.softcap * tanhf(x * a.inv_cap);
-        at(nt, e) = x * kLog2e - a.slope2 * static_cast<float>(key > row_pos ? key - row_pos : row_pos - key);
-      }
-    }
-    to_log2 = 1.f;
-  }
-  if (masked) {
-#pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = key0 + nt * 8 + tig * 2 + e;
-        if (key < row_lo || key >= row_hi) at(nt, e) = -INFINITY;
-      }
-    }
-  }
-  return to_log2;
-}
-
-// This lane's values of the row's max, over (up to) four independent partials: short
-// dependency chains (two warps a scheduler cannot hide a serial chain of 32 operations). Any
-// kNTiles (10 and 22: the 80- and 176-key tiles); unused partials stay -inf.
-template <int kNTiles, typename At>
-__device__ __forceinline__ float lane_max(At at) {
-  constexpr int kP = kNTiles < 4 ? kNTiles : 4;
-  float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) m4[nt % kP] = fmaxf(m4[nt % kP], fmaxf(at(nt, 0), at(nt, 1)));
-  return fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
-}
-
-// p = 2^(value·to_log2 - m_use) in place (-inf -> 0); returns this lane's sum of them.
-template <int kNTiles, typename At>
-__device__ __forceinline__ float exp_row(At at, float to_log2, float m_use) {
-  constexpr int kP = kNTiles < 4 ? kNTiles : 4;
-  float r4[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int nt = 0; nt < kNTiles; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float pe = fast_exp2(fmaf(at(nt, e), to_log2, -m_use));
-      at(nt, e) = pe;
-      r4[nt % kP] += pe;
-    }
-  }
-  return (r4[0] + r4[1]) + (r4[2] + r4[3]);
-}
-
-// One fragment row of a tile of kNTiles·8 keys: raw scores become probabilities against the
-// running max (base 2), masked to [row_lo, row_hi) when `masked` (logits_row); m_run (base-2
-// logit units) and l_run (this lane's part of the sum) are updated. Returns the factor the
-// row's O accumulator must be scaled by.
-// kLazy: the running max moves only when the tile's max exceeds it by more than kLazyMargin
-// (base 2), so p <= 2^kLazyMargin and most tiles return exactly 1 (the caller may skip its
-// rescale); m_run stays a bound the result is exact against. A row that has seen nothing
-// returns 1 as well (its accumulator is zero).
-inline constexpr float kLazyMargin = 8.f;
-template <int kNTiles, bool kLazy = false, typename At>
-__device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
-                                             int row_hi, bool masked, float& m_run, float& l_run) {
-  const float to_log2 = logits_row<kNTiles>(at, a, key0, tig, row_pos, row_lo, row_hi, masked);
-  float mx = lane_max<kNTiles>(at);
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  float m_new = fmaxf(m_run, mx * to_log2);              // to_log2 > 0: the max commutes
-  if (kLazy && m_new <= m_run + kLazyMargin) m_new = m_run;
-  const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
-  float f = fast_exp2(m_run - m_use);                    // 0 when m_run was -inf
-  if (kLazy && m_new == m_run) f = 1.f;
-  m_run = m_new;
-  l_run = l_run * f + exp_row<kNTiles>(at, to_log2, m_use);
-  return f;
-}
-
-// As softmax_row<kNTiles, true>, with the decision whether any max moves taken by a warp vote
-// on each lane's own values before any shuffle: on the usual tile (no value of the warp's rows
-// above its row's max + kLazyMargin) the quad's max reduction, the rescale factor's exp and the
-// caller's own vote are skipped, which takes two shuffles and an exp off the tile's dependency
-// chain (decode, where the chain, not the issue rate, bounds the compute). The result is the
-// same as softmax_row<kNTiles, true>'s. Returns whether the warp took the slow path (uniform):
-// only then may f differ from 1.
-template <int kNTiles, typename At>
-__device__ __forceinline__ bool softmax_row_voted(At at, const LogitArgs& a, int key0, int tig, int row_pos,
-                                                  int row_lo, int row_hi, bool masked, float& m_run, float& l_run,
-                                                  float& f) {
-  const float to_log2 = logits_row<kNTiles>(at, a, key0, tig, row_pos, row_lo, row_hi, masked);
-  float mx = lane_max<kNTiles>(at) * to_log2;  // to_log2 > 0: the max commutes
-  const bool slow = __any_sync(0xffffffffu, mx > m_run + kLazyMargin);
-  f = 1.f;
-  if (slow) {
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    float m_new = fmaxf(m_run, mx);
-    if (m_new <= m_run + kLazyMargin) m_new = m_run;
-    if (m_new != m_run) f = fast_exp2(m_run - m_new);  // 0 when m_run was -inf
-    m_run = m_new;
-  }
-  const float m_use = m_run == -INFINITY ? 0.f : m_run;  // nothing visible yet: all p = 0
-  l_run = l_run * f + exp_row<kNTiles>(at, to_log2, m_use);
-  return slow;
-}
-
-// Final l (the quad's sum), o's normaliser and the natural-log lse of one fragment row.
-__device__ __forceinline__ float finish_row(float m_run, float& l_run, float* lse_out) {
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  *lse_out = l_run > 0.f ? (m_run + __log2f(l_run)) * 0.6931471805599453f : -INFINITY;
-  return l_run > 0.f ? 1.f / l_run : 0.f;
-}
 
 }  // namespace flashserve::cuda

@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
     const int r = wrow0 + (j / 2) * 16 + gid + 8 * (j % 2);
     row_pos[j] = static_cast<int>(cta.pos0 + cta.row0 + r);
     int64_t lo = 0, hi = 0;
-    if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
+    if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
     row_lo[j] = static_cast<int>(lo);
     row_hi[j] = static_cast<int>(hi);
   }

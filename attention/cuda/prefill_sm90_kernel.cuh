@@ -10,7 +10,7 @@
 //   S (64×128, fp32, 64 registers a thread) = Q·Kᵀ: head_dim/16 wgmma m64n128k16, both
 //     operands from shared memory;
 //   logits in base 2 (scale·log2 e folded in), the mask only on tiles crossing a row's range,
-//   online softmax on the accumulator fragments (prefill_common.cuh);
+//   online softmax on the accumulator fragments (online_softmax.cuh);
 //   O (64×head_dim) += P·V: P converted in registers into wgmma's A fragments (the same
 //     layout as S's accumulator pairs), V from shared memory as an MN-major operand, 64
 //     output columns per wgmma m64n64k16.
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
     const int r = wrow0 + gid + 8 * i;
     row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
     int64_t lo = 0, hi = 0;
-    if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
+    if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
     row_lo[i] = static_cast<int>(lo);
     row_hi[i] = static_cast<int>(hi);
   }

@@ -18,7 +18,7 @@
 //    tile t's copies are issued, and a tile's ids serve its K and its V.
 //  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
 //    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
-//    memory), online softmax on the accumulators (prefill_common.cuh), O += P·V (P from
+//    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
 //    registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       const int r = wrow0 + gid + 8 * i;
       row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
       int64_t lo = 0, hi = 0;
-      if (r < cta.block_rows) visible(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, lo, hi);
+      if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
       row_lo[i] = static_cast<int>(lo);
       row_hi[i] = static_cast<int>(hi);
     }

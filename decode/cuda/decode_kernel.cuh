@@ -14,7 +14,7 @@
 // Tiles are stored with 16-byte chunks XOR-swizzled by row, so ldmatrix's 8 row reads hit 32
 // banks. Each of the 4 warps takes 16 keys of every tile: S = Q·Kᵀ with mma.sync (Q fragments
 // held in registers for the whole split), logits/mask/online softmax on the fragments
-// (base 2 with the scale folded into the exponent, as in prefill_common.cuh; row max over a
+// (base 2 with the scale folded into the exponent, as in online_softmax.cuh; row max over a
 // quad of lanes), then O += P·V with
 // P reused from the S fragments as the A operand (FlashAttention-2's register trick) and V
 // through ldmatrix.trans. At the end the 4 warps' states merge through shared memory. With one
@@ -32,7 +32,7 @@
 
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/kv_tile_copier.cuh"
-#include "attention/cuda/prefill_common.cuh"
+#include "attention/cuda/online_softmax.cuh"
 #include "decode/params.h"
 
 namespace flashserve::cuda {
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll 1
   for (int t = row0 / group; t <= t_last; ++t) {
     int64_t lo, hi;
-    visible(p.mask, seq_len - p.q_len + t, k_begin, k_end, lo, hi);
+    visible_keys(p.mask, seq_len - p.q_len + t, k_begin, k_end, &lo, &hi);
     lo_max = max(lo_max, lo);
     hi_min = min(hi_min, hi);
     if (lo < hi) {
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     const int r = gid + 8 * i;
     row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
     int64_t r_lo = 0, r_hi = 0;  // padding row: sees nothing
-    if (r < block_rows) visible(p.mask, row_pos[i], k_begin, k_end, r_lo, r_hi);
+    if (r < block_rows) visible_keys(p.mask, row_pos[i], k_begin, k_end, &r_lo, &r_hi);
     row_lo[i] = static_cast<int>(r_lo);
     row_hi[i] = static_cast<int>(r_hi);
   }
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
 
     // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
-    // row's range, online softmax (prefill_common.cuh). Lane holds rows gid (s[nt][0..1]) and
+    // row's range, online softmax (online_softmax.cuh). Lane holds rows gid (s[nt][0..1]) and
     // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
     const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
     float p_val[2][4];
