@@ -50,21 +50,23 @@ int main(int argc, char** argv) {
     KVCacheManager m(cfg);
     std::vector<int32_t> prompt(1000);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(i * 7 % 32000);
+    std::vector<std::vector<int32_t>> tokens(256);  // each sequence's, the caller's (the manager keeps none)
     std::vector<int64_t> slots;
     std::vector<BlockCopy> copies;
     for (int s = 0; s < 256; ++s) {
       prompt[0] = s;  // distinct sequences
       int32_t cached;
       if (!m.add_sequence(s, prompt.data(), 1000, 0, &cached).ok()) return 1;
-      if (!m.allocate_slots(s, 1000, nullptr, &slots, &copies).ok()) return 1;
+      if (!m.allocate_slots(s, prompt, 1000, &slots, &copies).ok()) return 1;
+      tokens[s] = prompt;
     }
     const int steps = quick ? 200 : 1000;
     const auto t0 = clock_type::now();
     for (int step = 0; step < steps; ++step) {
       slots.clear();
       for (int s = 0; s < 256; ++s) {
-        const int32_t tok = step;
-        const Status st = m.allocate_slots(s, 1, &tok, &slots, &copies);
+        tokens[s].push_back(step);
+        const Status st = m.allocate_slots(s, tokens[s], 1, &slots, &copies);
         if (!st.ok()) die(st);
       }
     }
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
       int32_t cached;
       if (!m.add_sequence(s, prompt.data(), 640, 0, &cached).ok()) return 1;
       slots.clear();
-      if (!m.allocate_slots(s, 640 - cached, nullptr, &slots, &copies).ok()) return 1;
+      if (!m.allocate_slots(s, prompt, 640 - cached, &slots, &copies).ok()) return 1;
       if (!m.free_sequence(s).ok()) return 1;
     }
     rows.push_back({"admit+prefill slots+free (640 tok, 512 cached)", n / seconds_since(t0) / 1e3, "k seq/s"});

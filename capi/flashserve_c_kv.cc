@@ -2,6 +2,7 @@
 // copy-blocks) and KVCacheManager (the block pool and the sequences' block tables).
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capi/guard.h"
@@ -16,6 +17,9 @@ struct fs_kv_storage {
 struct fs_block_manager {
   explicit fs_block_manager(const flashserve::KVCacheConfig& c) : manager(c) {}
   flashserve::KVCacheManager manager;
+  // Each sequence's token ids: the manager keeps none, and a C caller hands them over once (the
+  // prompt at add_sequence, generated ones as new_tokens), so this handle is their one place.
+  std::unordered_map<int64_t, std::vector<int32_t>> tokens;
   std::vector<int64_t> slots;  // scratch for allocate_slots
   std::vector<flashserve::BlockCopy> copies;
 };
@@ -129,7 +133,9 @@ int fs_block_manager_add_sequence(fs_block_manager* m, int64_t seq_id, const int
     if (n > 0 && prompt == nullptr) return invalid_argument("fs_block_manager_add_sequence: prompt is null");
     int32_t cached = 0;
     Status st = m->manager.add_sequence(seq_id, prompt, n, extra_key, &cached);
-    if (st.ok() && num_cached_tokens != nullptr) *num_cached_tokens = cached;
+    if (!st.ok()) return st;
+    m->tokens[seq_id].assign(prompt, prompt + n);
+    if (num_cached_tokens != nullptr) *num_cached_tokens = cached;
     return st;
   });
 }
@@ -150,7 +156,16 @@ int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t
       return invalid_argument("fs_block_manager_allocate_slots: copies_out needs room for at least one pair");
     m->slots.clear();
     m->copies.clear();
-    if (Status st = m->manager.allocate_slots(seq_id, n, new_tokens, &m->slots, &m->copies); !st.ok()) return st;
+    auto it = m->tokens.find(seq_id);
+    if (it == m->tokens.end())  // the manager's error for an unknown sequence
+      return m->manager.allocate_slots(seq_id, {}, n, &m->slots, &m->copies);
+    std::vector<int32_t>& toks = it->second;
+    const size_t known = toks.size();
+    if (new_tokens != nullptr && n > 0) toks.insert(toks.end(), new_tokens, new_tokens + n);
+    if (Status st = m->manager.allocate_slots(seq_id, toks, n, &m->slots, &m->copies); !st.ok()) {
+      toks.resize(known);  // a failed call changes nothing
+      return st;
+    }
     if (static_cast<int32_t>(m->copies.size()) > copies_cap)  // cannot happen: one copy per call at most
       return flashserve::internal_error("fs_block_manager_allocate_slots: more copies than copies_cap");
     for (size_t i = 0; i < m->slots.size(); ++i) slots_out[i] = m->slots[i];
@@ -166,14 +181,18 @@ int fs_block_manager_allocate_slots(fs_block_manager* m, int64_t seq_id, int32_t
 int fs_block_manager_fork(fs_block_manager* m, int64_t parent_id, int64_t child_id) {
   return guarded("fs_block_manager_fork", [&]() -> Status {
     if (m == nullptr) return invalid_argument("fs_block_manager_fork: manager is null");
-    return m->manager.fork(parent_id, child_id);
+    FS_RETURN_IF_ERROR(m->manager.fork(parent_id, child_id));
+    m->tokens[child_id] = m->tokens[parent_id];
+    return Status();
   });
 }
 
 int fs_block_manager_free_sequence(fs_block_manager* m, int64_t seq_id) {
   return guarded("fs_block_manager_free_sequence", [&]() -> Status {
     if (m == nullptr) return invalid_argument("fs_block_manager_free_sequence: manager is null");
-    return m->manager.free_sequence(seq_id);
+    FS_RETURN_IF_ERROR(m->manager.free_sequence(seq_id));
+    m->tokens.erase(seq_id);
+    return Status();
   });
 }
 

@@ -38,7 +38,6 @@ Status KVCacheManager::add_sequence(int64_t seq_id, const int32_t* prompt, int32
   if (seqs_.count(seq_id)) return invalid_argument("add_sequence: " + seq_name(seq_id) + " exists");
   if (n < 1 || prompt == nullptr) return invalid_argument("add_sequence: the prompt is empty");
   Sequence s;
-  s.tokens.assign(prompt, prompt + n);
   s.extra_key = extra_key;
   const int32_t bs = config_.block_size;
   // Full blocks that leave at least one token to compute, capped by the table's width.
@@ -88,7 +87,7 @@ bool KVCacheManager::can_allocate(int64_t seq_id, int32_t n) const {
   return need >= 0 && need <= pool_.num_free();
 }
 
-void KVCacheManager::cache_full_blocks(Sequence& s) {
+void KVCacheManager::cache_full_blocks(Sequence& s, std::span<const int32_t> tokens) {
   const int32_t bs = config_.block_size;
   const int32_t full = s.num_slotted / bs;
   while (static_cast<int32_t>(s.block_hashes.size()) < full) {
@@ -96,20 +95,20 @@ void KVCacheManager::cache_full_blocks(Sequence& s) {
     BlockKey key;
     key.parent_hash = i ? s.block_hashes[i - 1] : 0;
     key.extra_key = s.extra_key;
-    key.tokens.assign(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
+    key.tokens.assign(tokens.begin() + i * bs, tokens.begin() + (i + 1) * bs);
     key.hash = hash_block(key.parent_hash, key.tokens.data(), bs, s.extra_key);
     s.block_hashes.push_back(key.hash);
     pool_.cache(s.blocks[i], std::move(key));
   }
 }
 
-Status KVCacheManager::allocate_slots(int64_t seq_id, int32_t n, const int32_t* new_tokens,
+Status KVCacheManager::allocate_slots(int64_t seq_id, std::span<const int32_t> tokens, int32_t n,
                                       std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return invalid_argument("allocate_slots: unknown " + seq_name(seq_id));
   if (n < 0) return invalid_argument("allocate_slots: n is negative");
   Sequence& s = it->second;
-  const int64_t known = static_cast<int64_t>(s.tokens.size()) + (new_tokens ? n : 0);
+  const int64_t known = static_cast<int64_t>(tokens.size());
   if (s.num_slotted + static_cast<int64_t>(n) > known)
     return invalid_argument("allocate_slots: " + seq_name(seq_id) + " has " +
                             std::to_string(known - s.num_slotted) + " tokens without slots, " +
@@ -133,13 +132,12 @@ Status KVCacheManager::allocate_slots(int64_t seq_id, int32_t n, const int32_t* 
     pool_.release(&old, 1).ok();  // shared: its count stays >= 1
   }
   while (next < got.size()) s.blocks.push_back(got[next++]);
-  if (new_tokens) s.tokens.insert(s.tokens.end(), new_tokens, new_tokens + n);
   for (int32_t i = 0; i < n; ++i) {
     const int64_t pos = s.num_slotted + i;
     slot_mapping->push_back(static_cast<int64_t>(s.blocks[pos / bs]) * bs + pos % bs);
   }
   s.num_slotted += n;
-  cache_full_blocks(s);
+  cache_full_blocks(s, tokens);
   return Status::Ok();
 }
 
@@ -169,11 +167,6 @@ const std::vector<int32_t>* KVCacheManager::block_table(int64_t seq_id) const {
 int32_t KVCacheManager::num_slotted_tokens(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? -1 : it->second.num_slotted;
-}
-
-const std::vector<int32_t>* KVCacheManager::tokens(int64_t seq_id) const {
-  auto it = seqs_.find(seq_id);
-  return it == seqs_.end() ? nullptr : &it->second.tokens;
 }
 
 KVCacheStats KVCacheManager::stats() const {

@@ -2,9 +2,11 @@
 // "can these n new tokens of this sequence get slots?" and "give me their slot mapping", and
 // never touches pool internals.
 //
-// A sequence holds its token ids (prompt, then each generated token), the number of them that
-// have slots (K/V written or being written this step), and an append-only block table. Slots
-// are block·block_size + offset. When a block fills up it is hashed (parent hash, its tokens,
+// A sequence holds the number of its tokens that have slots (K/V written or being written this
+// step) and an append-only block table. Its token ids live in one place, the caller's (the
+// engine's request: prompt, then every generated token; vLLM's request.all_token_ids): the
+// manager keeps no copy and reads the caller's span when it needs them. Slots are
+// block·block_size + offset. When a block fills up it is hashed (parent hash, its tokens,
 // the sequence's extra key) into the prefix cache; a new sequence's prompt reuses the longest
 // cached run of full blocks, always leaving at least one prompt token to compute (the model
 // needs its logits). fork() shares every block; the first write into a shared, partly filled
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -56,9 +59,9 @@ class KVCacheManager {
 
   const KVCacheConfig& config() const { return config_; }
 
-  // Registers a sequence with its prompt (n >= 1 tokens) and attaches the longest cached prefix
-  // of full blocks; *num_cached_tokens gets how many prompt tokens already have K/V.
-  // INVALID_ARGUMENT for a known id or an empty prompt.
+  // Registers a sequence with its prompt (n >= 1 tokens, read here and not kept) and attaches the
+  // longest cached prefix of full blocks; *num_cached_tokens (may be null) gets how many prompt
+  // tokens already have K/V. INVALID_ARGUMENT for a known id or an empty prompt.
   Status add_sequence(int64_t seq_id, const int32_t* prompt, int32_t n, uint64_t extra_key,
                       int32_t* num_cached_tokens);
 
@@ -67,15 +70,17 @@ class KVCacheManager {
   int32_t blocks_needed(int64_t seq_id, int32_t n) const;
   bool can_allocate(int64_t seq_id, int32_t n) const;
 
-  // Gives slots to the sequence's next n tokens. new_tokens: n generated token ids to append
-  // first (a decode step), or null when the tokens are already known (prompt chunks). Appends
-  // their slots to *slot_mapping and copy-on-write work to *copies. RESOURCE_EXHAUSTED leaves
-  // everything unchanged; OUT_OF_RANGE when the sequence would outgrow max_blocks_per_seq;
-  // INVALID_ARGUMENT when fewer than n known tokens lack slots.
-  Status allocate_slots(int64_t seq_id, int32_t n, const int32_t* new_tokens, std::vector<int64_t>* slot_mapping,
-                        std::vector<BlockCopy>* copies);
+  // Gives slots to the sequence's next n tokens, tokens[num_slotted_tokens(), + n). tokens: all of
+  // the sequence's token ids so far (prompt, then generated; a sampled token that waits for its
+  // slot included), whose first num_slotted_tokens() are the ones slotted before; blocks that fill
+  // up are hashed from it. Appends the slots to *slot_mapping and copy-on-write work to *copies.
+  // RESOURCE_EXHAUSTED leaves everything unchanged; OUT_OF_RANGE when the sequence would outgrow
+  // max_blocks_per_seq; INVALID_ARGUMENT when tokens holds fewer than num_slotted_tokens() + n.
+  Status allocate_slots(int64_t seq_id, std::span<const int32_t> tokens, int32_t n,
+                        std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies);
 
-  // A new sequence sharing all of parent's tokens and blocks (parallel sampling, beams).
+  // A new sequence sharing all of parent's blocks (parallel sampling, beams); its tokens, the
+  // caller's, begin as the parent's.
   Status fork(int64_t parent_id, int64_t child_id);
   // Returns every block (the tail first, so prefix blocks stay cached longest).
   Status free_sequence(int64_t seq_id);
@@ -83,7 +88,6 @@ class KVCacheManager {
   bool has_sequence(int64_t seq_id) const { return seqs_.count(seq_id) != 0; }
   const std::vector<int32_t>* block_table(int64_t seq_id) const;
   int32_t num_slotted_tokens(int64_t seq_id) const;  // tokens with slots (-1: unknown)
-  const std::vector<int32_t>* tokens(int64_t seq_id) const;
   int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }
 
   KVCacheStats stats() const;
@@ -92,7 +96,6 @@ class KVCacheManager {
 
  private:
   struct Sequence {
-    std::vector<int32_t> tokens;
     int32_t num_slotted = 0;
     std::vector<int32_t> blocks;
     std::vector<uint64_t> block_hashes;  // of the full blocks, in order
@@ -100,7 +103,7 @@ class KVCacheManager {
   };
 
   int32_t new_blocks_for(const Sequence& s, int32_t n, bool* cow) const;
-  void cache_full_blocks(Sequence& s);
+  void cache_full_blocks(Sequence& s, std::span<const int32_t> tokens);
 
   KVCacheConfig config_;
   BlockPool pool_;

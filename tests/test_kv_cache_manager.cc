@@ -39,12 +39,13 @@ struct Model {
   }
 };
 
-// Every invariant the manager promises, checked against the model.
-void check_invariants(const KVCacheManager& m, const Model& model, const std::set<int64_t>& live) {
+// Every invariant the manager promises, checked against the model. tokens: each live sequence's
+// token ids (the caller's; the manager keeps none).
+void check_invariants(const KVCacheManager& m, const Model& model, const std::map<int64_t, std::vector<int32_t>>& tokens) {
   const BlockPool& pool = m.pool();
   const int bs = m.config().block_size;
   std::vector<int> owners(static_cast<size_t>(pool.num_blocks()), 0);
-  for (int64_t id : live) {
+  for (const auto& [id, toks] : tokens) {
     const auto* table = m.block_table(id);
     ASSERT_NE(table, nullptr);
     std::set<int32_t> seen;
@@ -55,14 +56,13 @@ void check_invariants(const KVCacheManager& m, const Model& model, const std::se
       ++owners[b];
     }
     // Every slotted token's slot holds that token (prefix hits and copies included).
-    const auto* toks = m.tokens(id);
     const int32_t n = m.num_slotted_tokens(id);
     ASSERT_LE(static_cast<size_t>((n + bs - 1) / bs), table->size());
     for (int32_t j = 0; j < n; ++j) {
       const int64_t slot = int64_t{(*table)[j / bs]} * bs + j % bs;
       auto it = model.slot_token.find(slot);
       ASSERT_TRUE(it != model.slot_token.end()) << "sequence " << id << " token " << j << " has no contents";
-      ASSERT_EQ(it->second, (*toks)[j]) << "sequence " << id << " token " << j << " reads another token's K/V";
+      ASSERT_EQ(it->second, toks[j]) << "sequence " << id << " token " << j << " reads another token's K/V";
     }
   }
   int free_count = 0;
@@ -79,7 +79,7 @@ TEST(KVCacheManager, RandomizedAgainstModel) {
     const int bs = 1 << std::uniform_int_distribution<int>(0, 4)(rng);  // 1..16
     KVCacheManager m(config(64, bs));
     Model model;
-    std::set<int64_t> live;
+    std::map<int64_t, std::vector<int32_t>> live;  // id -> its tokens
     int64_t next_id = 1;
     // A few shared prompt stems so that prefix hits happen.
     std::vector<std::vector<int32_t>> stems(4);
@@ -99,12 +99,13 @@ TEST(KVCacheManager, RandomizedAgainstModel) {
         ASSERT_EQ(cached % bs, 0);
         ASSERT_LT(cached, static_cast<int32_t>(prompt.size()));
         hits += cached > 0;
-        live.insert(next_id++);
+        live[next_id++] = prompt;
       } else if (op <= 6) {  // slots for a prompt chunk or a generated token
         auto it = live.begin();
         std::advance(it, std::uniform_int_distribution<int>(0, static_cast<int>(live.size()) - 1)(rng));
-        const int64_t id = *it;
-        const int32_t pending = static_cast<int32_t>(m.tokens(id)->size()) - m.num_slotted_tokens(id);
+        const int64_t id = it->first;
+        std::vector<int32_t>& toks = it->second;
+        const int32_t pending = static_cast<int32_t>(toks.size()) - m.num_slotted_tokens(id);
         std::vector<int64_t> slots;
         std::vector<BlockCopy> copies;
         const int32_t free_before = m.pool().num_free();
@@ -113,15 +114,16 @@ TEST(KVCacheManager, RandomizedAgainstModel) {
         Status st;
         if (pending > 0) {
           const int32_t n = std::uniform_int_distribution<int>(1, pending)(rng);
-          const auto& toks = *m.tokens(id);
           written.assign(toks.begin() + m.num_slotted_tokens(id), toks.begin() + m.num_slotted_tokens(id) + n);
           const bool can = m.can_allocate(id, n);
-          st = m.allocate_slots(id, n, nullptr, &slots, &copies);
+          st = m.allocate_slots(id, toks, n, &slots, &copies);
           ASSERT_EQ(can, st.ok()) << st.to_string();
-        } else {
+        } else {  // a generated token: the caller appends it, then asks for its slot
           const int32_t tok = std::uniform_int_distribution<int>(0, 50)(rng);
           written = {tok};
-          st = m.allocate_slots(id, 1, &tok, &slots, &copies);
+          toks.push_back(tok);
+          st = m.allocate_slots(id, toks, 1, &slots, &copies);
+          if (!st.ok()) toks.pop_back();  // not generated after all
         }
         if (st.code() == StatusCode::kResourceExhausted || st.code() == StatusCode::kOutOfRange) {
           ++exhausted;
@@ -135,19 +137,20 @@ TEST(KVCacheManager, RandomizedAgainstModel) {
           model.write(slots, written);
         }
       } else if (op == 7) {  // fork
-        const int64_t parent = *live.rbegin();
+        const int64_t parent = live.rbegin()->first;
         ASSERT_TRUE(m.fork(parent, next_id).ok());
-        live.insert(next_id++);
+        live[next_id] = live[parent];
+        ++next_id;
       } else {  // free
         auto it = live.begin();
         std::advance(it, std::uniform_int_distribution<int>(0, static_cast<int>(live.size()) - 1)(rng));
-        ASSERT_TRUE(m.free_sequence(*it).ok());
+        ASSERT_TRUE(m.free_sequence(it->first).ok());
         live.erase(it);
       }
       check_invariants(m, model, live);
       if (HasFatalFailure()) return;
     }
-    for (int64_t id : live) ASSERT_TRUE(m.free_sequence(id).ok());
+    for (const auto& [id, toks] : live) ASSERT_TRUE(m.free_sequence(id).ok());
     EXPECT_EQ(m.pool().num_free(), m.pool().num_usable()) << "blocks leaked";
     EXPECT_GT(hits, 0) << "the test never hit the prefix cache (seed " << seed << ")";
     EXPECT_GT(exhausted, 0) << "the test never ran out of blocks (seed " << seed << ")";
@@ -164,7 +167,7 @@ TEST(KVCacheManager, PrefixHitReusesFullBlocksOnly) {
   EXPECT_EQ(cached, 0);
   std::vector<int64_t> slots;
   std::vector<BlockCopy> copies;
-  ASSERT_TRUE(m.allocate_slots(1, 10, nullptr, &slots, &copies).ok());
+  ASSERT_TRUE(m.allocate_slots(1, a, 10, &slots, &copies).ok());
   // Same first 9 tokens: 2 blocks hit. Same 8 tokens exactly: only 1 (one token must remain).
   std::vector<int32_t> b(a.begin(), a.begin() + 9);
   ASSERT_TRUE(m.add_sequence(2, b.data(), 9, 0, &cached).ok());
@@ -192,7 +195,7 @@ TEST(KVCacheManager, FreedBlocksStayCachedUntilEvictedLeastRecentlyUsedFirst) {
   const std::vector<int32_t> p1 = {1, 2, 3, 4, 5}, p2 = {6, 7, 8, 9, 10};
   int32_t cached;
   ASSERT_TRUE(m.add_sequence(1, p1.data(), 5, 0, &cached).ok());
-  ASSERT_TRUE(m.allocate_slots(1, 4, nullptr, &slots, &copies).ok());  // 2 full blocks
+  ASSERT_TRUE(m.allocate_slots(1, p1, 4, &slots, &copies).ok());  // 2 full blocks
   ASSERT_TRUE(m.free_sequence(1).ok());
   EXPECT_EQ(m.pool().num_free(), 4);
   ASSERT_TRUE(m.add_sequence(2, p1.data(), 5, 0, &cached).ok());
@@ -201,7 +204,7 @@ TEST(KVCacheManager, FreedBlocksStayCachedUntilEvictedLeastRecentlyUsedFirst) {
   // Fill the pool with other tokens: the cached blocks are evicted, the tail one first.
   ASSERT_TRUE(m.add_sequence(3, p2.data(), 5, 0, &cached).ok());
   slots.clear();
-  ASSERT_TRUE(m.allocate_slots(3, 5, nullptr, &slots, &copies).ok());  // 3 blocks
+  ASSERT_TRUE(m.allocate_slots(3, p2, 5, &slots, &copies).ok());  // 3 blocks
   ASSERT_TRUE(m.add_sequence(4, p1.data(), 5, 0, &cached).ok());
   EXPECT_EQ(cached, 2) << "the first block (freed last) survives; the second was evicted";
   EXPECT_GE(m.stats().evictions, 1);
@@ -216,11 +219,11 @@ TEST(KVCacheManager, ErrorsAreStatusesNotCrashes) {
   EXPECT_EQ(m.add_sequence(1, p.data(), 0, 0, &cached).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(m.add_sequence(1, p.data(), 3, 0, &cached).ok());
   EXPECT_EQ(m.add_sequence(1, p.data(), 3, 0, &cached).code(), StatusCode::kInvalidArgument);  // exists
-  EXPECT_EQ(m.allocate_slots(1, 4, nullptr, &slots, &copies).code(), StatusCode::kInvalidArgument);  // 3 known
-  ASSERT_TRUE(m.allocate_slots(1, 3, nullptr, &slots, &copies).ok());
-  const std::vector<int32_t> more = {4, 5, 6, 7, 8, 9};
-  EXPECT_EQ(m.allocate_slots(1, 6, more.data(), &slots, &copies).code(), StatusCode::kOutOfRange);  // past table end
-  EXPECT_EQ(m.allocate_slots(9, 1, more.data(), &slots, &copies).code(), StatusCode::kInvalidArgument);  // unknown
+  EXPECT_EQ(m.allocate_slots(1, p, 4, &slots, &copies).code(), StatusCode::kInvalidArgument);  // 3 known
+  ASSERT_TRUE(m.allocate_slots(1, p, 3, &slots, &copies).ok());
+  const std::vector<int32_t> more = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // p and 6 generated
+  EXPECT_EQ(m.allocate_slots(1, more, 6, &slots, &copies).code(), StatusCode::kOutOfRange);  // past table end
+  EXPECT_EQ(m.allocate_slots(9, more, 1, &slots, &copies).code(), StatusCode::kInvalidArgument);  // unknown
   EXPECT_EQ(m.free_sequence(9).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(m.fork(9, 10).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(m.fork(1, 1).code(), StatusCode::kInvalidArgument);
@@ -251,7 +254,7 @@ TEST(KVCacheManager, SchedulerQuestions) {
   EXPECT_EQ(m.blocks_needed(42, 1), -1);
   std::vector<int64_t> slots;
   std::vector<BlockCopy> copies;
-  ASSERT_TRUE(m.allocate_slots(1, 9, nullptr, &slots, &copies).ok());
+  ASSERT_TRUE(m.allocate_slots(1, p, 9, &slots, &copies).ok());
   EXPECT_NEAR(m.stats().usage(), 1.0, 1e-12);
   ASSERT_TRUE(m.free_sequence(1).ok());
   EXPECT_NEAR(m.stats().usage(), 0.0, 1e-12);

@@ -114,7 +114,7 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
   ASSERT_TRUE(mgr.add_sequence(1, prompt.data(), 6, 0, &cached).ok());
   std::vector<int64_t> slots;
   std::vector<BlockCopy> copies;
-  ASSERT_TRUE(mgr.allocate_slots(1, 6, nullptr, &slots, &copies).ok());
+  ASSERT_TRUE(mgr.allocate_slots(1, prompt, 6, &slots, &copies).ok());
   ASSERT_TRUE(copies.empty());
   const std::vector<float> k = randn(L * 6 * H * D, 4), v = randn(L * 6 * H * D, 5);
   ASSERT_TRUE(st.append(0, L, k.data(), v.data(), slots.data(), 6).ok());
@@ -126,9 +126,10 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
   std::vector<float> before(static_cast<size_t>(block_stride));
   std::copy_n(static_cast<const float*>(st.k_pages(1)) + parent_last * block_stride, before.size(), before.begin());
 
-  const int32_t new_token = 11;
+  std::vector<int32_t> child = prompt;  // the child's tokens, then its new one
+  child.push_back(11);
   slots.clear();
-  ASSERT_TRUE(mgr.allocate_slots(2, 1, &new_token, &slots, &copies).ok());
+  ASSERT_TRUE(mgr.allocate_slots(2, child, 1, &slots, &copies).ok());
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0].src, parent_last);
   EXPECT_NE(mgr.block_table(2)->back(), parent_last);

@@ -223,22 +223,28 @@ KVCacheConfig small_cache() {
   return kc;
 }
 
-// Builds the batch for sequences (id, new tokens) through the cache manager.
-ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<std::pair<int64_t, std::vector<int32_t>>>& parts,
-                        int32_t num_decode, const std::vector<bool>& generated) {
+// One sequence's part of a step: its tokens so far (the caller's; the cache manager keeps none),
+// of which the n after those with slots are new.
+struct Part {
+  int64_t id;
+  const std::vector<int32_t>* tokens;
+  int32_t n;
+};
+
+// Builds the batch for the parts through the cache manager.
+ForwardBatch make_batch(KVCacheManager& mgr, const std::vector<Part>& parts, int32_t num_decode) {
   ForwardBatch b;
   b.num_decode = num_decode;
   b.cu_seqlens_q = {0};
   const int64_t stride = mgr.config().max_blocks_per_seq;
   b.block_table_stride = stride;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const auto& [id, toks] = parts[i];
+  for (const auto& [id, tokens, n] : parts) {
+    const int32_t done = mgr.num_slotted_tokens(id);
     std::vector<BlockCopy> copies;
-    const Status st = mgr.allocate_slots(id, static_cast<int32_t>(toks.size()), generated[i] ? toks.data() : nullptr,
-                                         &b.slot_mapping, &copies);
+    const Status st = mgr.allocate_slots(id, *tokens, n, &b.slot_mapping, &copies);
     EXPECT_TRUE(st.ok()) << st.to_string();
     EXPECT_TRUE(copies.empty());
-    b.tokens.insert(b.tokens.end(), toks.begin(), toks.end());
+    b.tokens.insert(b.tokens.end(), tokens->begin() + done, tokens->begin() + done + n);
     b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
     b.seq_lens.push_back(mgr.num_slotted_tokens(id));
     std::vector<int32_t> row(static_cast<size_t>(stride), 0);
@@ -260,8 +266,7 @@ TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
   // Chunked prefill: 5 + 5 + 3 tokens, logits from the last chunk.
   std::vector<float> logits;
   for (int start = 0; start < 13; start += 5) {
-    const std::vector<int32_t> chunk(prompt.begin() + start, prompt.begin() + std::min(13, start + 5));
-    ForwardBatch b = make_batch(mgr, {{1, chunk}}, 0, {false});
+    ForwardBatch b = make_batch(mgr, {{1, &prompt, std::min(13, start + 5) - start}}, 0);
     ASSERT_TRUE(m.forward(b, &logits).ok());
   }
   std::vector<int32_t> seq = prompt;
@@ -274,7 +279,7 @@ TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
     const int tok = argmax(logits.data(), V);
     ASSERT_EQ(tok, argmax(ref_last, V)) << "step " << step;
     seq.push_back(tok);
-    ForwardBatch b = make_batch(mgr, {{1, {tok}}}, 1, {true});  // split-K decode path
+    ForwardBatch b = make_batch(mgr, {{1, &seq, 1}}, 1);  // split-K decode path
     ASSERT_TRUE(m.forward(b, &logits).ok());
   }
   EXPECT_LT(max_err, 2e-3) << "logits of the cached path drift from the reference";
@@ -289,7 +294,7 @@ TEST(LlamaModel, MixedBatchWithPrefixReuse) {
   int32_t cached;
   ASSERT_TRUE(mgr.add_sequence(1, a.data(), 10, 0, &cached).ok());
   std::vector<float> logits;
-  ForwardBatch b1 = make_batch(mgr, {{1, a}}, 0, {false});
+  ForwardBatch b1 = make_batch(mgr, {{1, &a, 10}}, 0);
   ASSERT_TRUE(m.forward(b1, &logits).ok());
   const int next_a = argmax(logits.data(), V);
   std::vector<int32_t> bseq(a.begin(), a.begin() + 9);
@@ -297,11 +302,10 @@ TEST(LlamaModel, MixedBatchWithPrefixReuse) {
   bseq.push_back(401);  // shares the first 8 tokens (2 blocks) with a
   ASSERT_TRUE(mgr.add_sequence(2, bseq.data(), 11, 0, &cached).ok());
   ASSERT_EQ(cached, 8);
-  const std::vector<int32_t> rest(bseq.begin() + 8, bseq.end());
-  ForwardBatch b2 = make_batch(mgr, {{1, {next_a}}, {2, rest}}, 1, {true, false});
-  ASSERT_TRUE(m.forward(b2, &logits).ok());
   std::vector<int32_t> a2 = a;
   a2.push_back(next_a);
+  ForwardBatch b2 = make_batch(mgr, {{1, &a2, 1}, {2, &bseq, 3}}, 1);  // b's 3 after the cached 8
+  ASSERT_TRUE(m.forward(b2, &logits).ok());
   std::vector<float> ref_a, ref_b;
   ASSERT_TRUE(m.reference_forward(a2, &ref_a).ok());
   ASSERT_TRUE(m.reference_forward(bseq, &ref_b).ok());

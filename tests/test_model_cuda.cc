@@ -17,14 +17,15 @@
 namespace flashserve::model {
 namespace {
 
-ForwardBatch step(KVCacheManager& mgr, int64_t id, const std::vector<int32_t>& toks, bool decode) {
+// The step for the sequence's next n tokens of all (its tokens so far).
+ForwardBatch step(KVCacheManager& mgr, int64_t id, const std::vector<int32_t>& all, int32_t n, bool decode) {
   ForwardBatch b;
   b.num_decode = decode ? 1 : 0;
-  b.cu_seqlens_q = {0, static_cast<int32_t>(toks.size())};
-  b.tokens = toks;
+  b.cu_seqlens_q = {0, n};
+  const int32_t done = mgr.num_slotted_tokens(id);
+  b.tokens.assign(all.begin() + done, all.begin() + done + n);
   std::vector<BlockCopy> copies;
-  EXPECT_TRUE(mgr.allocate_slots(id, static_cast<int32_t>(toks.size()), decode ? toks.data() : nullptr,
-                                 &b.slot_mapping, &copies).ok());
+  EXPECT_TRUE(mgr.allocate_slots(id, all, n, &b.slot_mapping, &copies).ok());
   b.seq_lens = {mgr.num_slotted_tokens(id)};
   b.block_table_stride = mgr.config().max_blocks_per_seq;
   b.block_tables.assign(static_cast<size_t>(b.block_table_stride), 0);
@@ -82,10 +83,9 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   std::vector<float> lc, lg;
   double worst = 0, scale = 0;
   int compared = 0;
-  int32_t next = -1;
+  std::vector<int32_t> seq = prompt;  // then each next token
   for (int s = 0; s < 12; ++s) {
-    ForwardBatch b = s < 2 ? step(mgr, 1, std::vector<int32_t>(prompt.begin() + s * 40, prompt.begin() + std::min(77, (s + 1) * 40)), false)
-                           : step(mgr, 1, {next}, true);
+    ForwardBatch b = s < 2 ? step(mgr, 1, seq, std::min(77, (s + 1) * 40) - s * 40, false) : step(mgr, 1, seq, 1, true);
     ASSERT_TRUE(cpu.forward(b, &lc).ok());
     const Status g = gpu->forward(b, &lg);
     ASSERT_TRUE(g.ok()) << g.to_string();
@@ -109,7 +109,7 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
       EXPECT_EQ(gpu_tok, cpu_tok) << "step " << s;
       ++compared;
     }
-    next = cpu_tok;
+    seq.push_back(cpu_tok);
   }
   EXPECT_LT(worst, 0.05 * scale) << "GPU logits differ from the CPU's by " << worst << " (max |logit| " << scale << ")";
   EXPECT_GT(compared, 3);

@@ -69,11 +69,11 @@ std::vector<std::string> run_step(const StepPlan& plan, RunningQueue& running, K
   for (const auto* list : {&plan.decodes, &plan.prefills})
     for (const ScheduledSequence& s : *list) {
       auto& t = static_cast<TestSeq&>(*s.seq);
-      t.pending = -1;
+      t.decode_pending = false;
       if (!s.samples) continue;
       t.tokens.push_back(7);
       if (++t.num_generated < t.max_tokens) {
-        t.pending = 7;
+        t.decode_pending = true;
         continue;
       }
       EXPECT_TRUE(cache.free_sequence(t.seq_id).ok());
@@ -212,7 +212,7 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOut) {
   EXPECT_EQ(names(running), (std::vector<std::string>{"a", "b"}));
   for (const auto& s : waiting) {
     EXPECT_EQ(s->seq_id, 0);
-    EXPECT_LT(s->pending, 0);
+    EXPECT_FALSE(s->decode_pending);
   }
   EXPECT_EQ(waiting.front()->tokens.size(), 5u);
 }
@@ -244,7 +244,7 @@ TEST(Scheduler, MakesRoomWhenNothingFits) {
   std::vector<BlockCopy> copies;
   for (auto [s, id] : {std::pair{a, 1001}, std::pair{b, 1002}}) {  // 8 of 12 prompt tokens each: 2 blocks
     ASSERT_TRUE(cache.add_sequence(id, s->tokens.data(), 12, 0, nullptr).ok());
-    ASSERT_TRUE(cache.allocate_slots(id, 8, nullptr, &slots, &copies).ok());
+    ASSERT_TRUE(cache.allocate_slots(id, s->tokens, 8, &slots, &copies).ok());
     s->seq_id = id;
   }
   ASSERT_EQ(cache.pool().num_free(), 0);
@@ -403,7 +403,7 @@ TEST(BatchBuilder, LaysOutThePlanAtTheModelsWidth) {
   // Both sampled: a pure decode step, its tables 9 wide.
   for (auto& r : {a, b}) {
     r->tokens.push_back(40);
-    r->pending = 40;
+    r->decode_pending = true;
     r->num_generated = 1;
   }
   p = sched.schedule(running, waiting);

@@ -297,7 +297,7 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
       finish(r, FinishReason::kError, internal_error("model forward: " + forward.to_string()));
       return;
     }
-    r.pending = -1;
+    r.decode_pending = false;
     if (!s.samples) return;
     const SamplingParams& sp = r.req.sampling;
     const int32_t tok = sampled[row];
@@ -314,7 +314,7 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
     ev.tokens = {tok};
     r.stream->push(std::move(ev));
     if (reason == FinishReason::kNone) {
-      r.pending = tok;
+      r.decode_pending = true;
     } else {
       finish(r, reason);
       done.push_back(s.seq);

@@ -11,7 +11,7 @@ void Scheduler::preempt(RunningQueue& running, WaitingQueue& waiting, StepPlan* 
   running.pop_back();
   cache_->free_sequence(victim->seq_id).ok();
   victim->seq_id = 0;
-  victim->pending = -1;
+  victim->decode_pending = false;
   waiting.push_front(victim);
   plan->preempted.push_back(std::move(victim));
 }
@@ -24,7 +24,7 @@ bool Scheduler::schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* 
   int32_t n = std::min(remaining, *budget);
   while (n > 0 && !cache_->can_allocate(s->seq_id, n)) n = n > 16 ? n / 2 : n - 1;  // what fits now
   if (n <= 0) return false;
-  if (!cache_->allocate_slots(s->seq_id, n, nullptr, &plan->slot_mapping, &plan->copies).ok()) return false;
+  if (!cache_->allocate_slots(s->seq_id, s->tokens, n, &plan->slot_mapping, &plan->copies).ok()) return false;
   plan->prefills.push_back({s, n, n == remaining});
   *budget -= n;
   return true;
@@ -37,14 +37,14 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
   // 1. Decodes, preempting the newest running sequences when the pool is out of blocks.
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     const SequencePtr s = running[i];
-    if (s->pending < 0) continue;
+    if (!s->decode_pending) continue;
     while (!cache_->can_allocate(s->seq_id, 1)) {
       const bool self = running.back() == s;
       preempt(running, waiting, &plan);
       if (self) break;
     }
     if (s->seq_id == 0) break;  // s itself was preempted: the rest are newer, gone too
-    const Status st = cache_->allocate_slots(s->seq_id, 1, &s->pending, &plan.slot_mapping, &plan.copies);
+    const Status st = cache_->allocate_slots(s->seq_id, s->tokens, 1, &plan.slot_mapping, &plan.copies);
     if (!st.ok()) {
       cache_->free_sequence(s->seq_id).ok();
       s->seq_id = 0;
@@ -58,7 +58,7 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
 
   // 2. Prompt chunks: running sequences mid-prompt, then waiting ones (admission by blocks).
   for (const SequencePtr& s : running)
-    if (budget > 0 && s->pending < 0) schedule_chunk(s, &budget, &plan);
+    if (budget > 0 && !s->decode_pending) schedule_chunk(s, &budget, &plan);
   while (budget > 0 && !waiting.empty() && static_cast<int32_t>(running.size()) < config_.max_num_seqs) {
     const SequencePtr s = waiting.front();
     const int64_t id = next_seq_id_++;

@@ -32,10 +32,12 @@ namespace flashserve::engine {
 
 // What the scheduler reads and writes of a request (the engine's Request extends it).
 struct SequenceState {
-  std::vector<int32_t> tokens;   // the prompt, then every generated token
+  // The prompt, then every generated token: their one copy (the cache manager reads it). While a
+  // decode is pending the last one has no slot yet: the manager's count is one behind.
+  std::vector<int32_t> tokens;
   uint64_t cache_salt = 0;       // extra prefix-cache key (model, adapter, tenant)
   int64_t seq_id = 0;            // in the cache manager; 0 while waiting
-  int32_t pending = -1;          // a sampled token that has no slot yet: the next step decodes it
+  bool decode_pending = false;   // tokens.back() was sampled and has no slot: the next step decodes it
   bool admitted_once = false;
   int32_t cached_tokens = 0;     // prompt tokens the prefix cache held at the first admission
 };
