@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the main job on the embedded default (CPU).
+# Sets up, builds and runs the CPU attention demo (examples/demo/) on the embedded default backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-./build/server/flashserve_demo
+./build/examples/demo/flashserve_demo

@@ -1,7 +1,7 @@
-// The main job until the gRPC server exists (issue 7): a CPU attention demo. It fills a paged
-// KV cache with random keys and values, runs varlen prefill for a batch of prompts and a
-// split-K decode step for a batch of sequences, cross-checks the decode against itself with
-// one split, and prints what it computed and how fast.
+// A CPU attention demo (scripts/demo.sh) on the benchmarks' random workload (bench/workload.h).
+// It fills a paged KV cache with random keys and values, runs varlen prefill for a batch of
+// prompts and a split-K decode step for a batch of sequences, cross-checks the decode against
+// itself with one split, and prints what it computed and how fast.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,7 +34,7 @@ double checksum(const Workload& w) {
 }  // namespace
 
 int main() {
-  std::printf("flashserve: CPU attention demo (the embedded default backend; the gRPC server lands with issue 7)\n");
+  std::printf("flashserve: CPU attention demo (the embedded default backend)\n");
   std::printf("threads: %d (FLASHSERVE_NUM_THREADS to change)\n\n", ThreadPool::global().num_threads());
 
   // Prefill: three prompts, the second reusing a cached prefix (77 new tokens after 923).
