@@ -1,6 +1,27 @@
 #include "server/model/model.h"
 
+#include <string>
+
 namespace flashserve::model {
+
+Status ForwardBatch::validate(int32_t vocab_size) const {
+  const int32_t B = batch();
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (B == 0 || T == 0) return invalid_argument("forward: empty batch");
+  if (static_cast<int32_t>(cu_seqlens_q.size()) != B + 1 || cu_seqlens_q[0] != 0 || cu_seqlens_q[B] != T ||
+      static_cast<int64_t>(slot_mapping.size()) != T || num_decode < 0 || num_decode > B ||
+      block_table_stride < 1 || static_cast<int64_t>(block_tables.size()) != B * block_table_stride)
+    return invalid_argument("forward: inconsistent batch");
+  for (int32_t s = 0; s < B; ++s) {
+    const int32_t q_len = cu_seqlens_q[s + 1] - cu_seqlens_q[s];
+    if (q_len < 1 || seq_lens[s] < q_len) return invalid_argument("forward: inconsistent lengths");
+    if (s < num_decode && q_len != 1)
+      return invalid_argument("forward: a decode sequence with " + std::to_string(q_len) + " tokens");
+  }
+  for (int32_t tok : tokens)
+    if (tok < 0 || tok >= vocab_size) return out_of_range("forward: token id " + std::to_string(tok) + " out of range");
+  return Status::Ok();
+}
 
 Status Model::forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                                  std::vector<int32_t>* tokens) {
