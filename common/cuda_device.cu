@@ -38,7 +38,7 @@ Status cuda_device_info(int device, CudaDeviceInfo* info) {
   return Status::Ok();
 }
 
-Status cuda_free_memory(int device, int64_t* free_bytes) {
+Status cuda_memory_info(int device, int64_t* free_bytes, int64_t* total_bytes) {
   int current = 0;
   cudaError_t err = cudaGetDevice(&current);
   if (err == cudaSuccess && current != device) err = cudaSetDevice(device);
@@ -47,6 +47,7 @@ Status cuda_free_memory(int device, int64_t* free_bytes) {
   if (current != device) cudaSetDevice(current);
   if (err != cudaSuccess) return internal_error(std::string("cudaMemGetInfo: ") + cudaGetErrorString(err));
   *free_bytes = static_cast<int64_t>(free_b);
+  *total_bytes = static_cast<int64_t>(total_b);
   return Status::Ok();
 }
 

@@ -22,7 +22,7 @@ bool cuda_available();
 // Why cuda_available() is false, for skip messages ("built without CUDA", the driver's error).
 std::string cuda_unavailable_reason();
 Status cuda_device_info(int device, CudaDeviceInfo* info);
-// Free device memory now (cudaMemGetInfo on `device`).
-Status cuda_free_memory(int device, int64_t* free_bytes);
+// Free and total device memory now (cudaMemGetInfo on `device`).
+Status cuda_memory_info(int device, int64_t* free_bytes, int64_t* total_bytes);
 
 }  // namespace flashserve

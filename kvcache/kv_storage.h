@@ -25,7 +25,8 @@ struct KVStorageShape {
 
   int64_t block_elems() const { return static_cast<int64_t>(num_kv_heads) * block_size * head_dim; }
   int64_t pool_elems() const { return 2 * block_elems() * num_blocks; }  // one layer's K and V
-  int64_t bytes() const { return num_layers * pool_elems() * dtype_size(dtype); }
+  int64_t block_bytes() const { return 2 * num_layers * block_elems() * dtype_size(dtype); }  // every layer's
+  int64_t bytes() const { return block_bytes() * num_blocks; }
   Status validate() const;
 };
 

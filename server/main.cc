@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "kvcache/sizing.h"
 #include "server/engine/engine.h"
 #include "server/grpc/logging.h"
 #include "server/grpc/server.h"
@@ -60,6 +61,14 @@ CLI::Validator in_range(T lo, T hi) {
       },
       range.str());
 }
+
+const CLI::Validator kFraction(
+    [](std::string& in) -> std::string {
+      double v = 0;
+      if (!parse_number(in, &v) || !(v > 0.0 && v <= 1.0)) return "'" + in + "' is not a number in (0, 1]";
+      return {};
+    },
+    "in (0, 1]");
 
 const CLI::Validator kPowerOfTwo(
     [](std::string& in) -> std::string {
@@ -156,7 +165,28 @@ int main(int argc, char** argv) {
       ->envname("FLASHSERVE_OPEN_REFLECTION");
   app.add_option("--tls-cert", so.tls_cert_file, "TLS certificate (PEM)")->envname("FLASHSERVE_TLS_CERT");
   app.add_option("--tls-key", so.tls_key_file, "TLS private key (PEM)")->envname("FLASHSERVE_TLS_KEY");
-  app.add_option("--num-blocks", ec.num_blocks, "KV cache blocks")->check(in_range<int32_t>(2, INT32_MAX))->envname("FLASHSERVE_NUM_BLOCKS");
+  auto* num_blocks_opt = app.add_option("--num-blocks", ec.num_blocks,
+                                        "KV cache blocks, the null block included (default: 1024 on the CPU; on CUDA "
+                                        "the pool is sized by --gpu-memory-utilization)")
+                             ->check(in_range<int32_t>(2, INT32_MAX))
+                             ->envname("FLASHSERVE_NUM_BLOCKS");
+  // The KV pool from memory, as vLLM sizes it (kvcache/sizing.h): on CUDA, by default, what
+  // --gpu-memory-utilization of the device leaves once the weights and activation buffers are
+  // allocated; or --kv-cache-memory bytes (CPU or CUDA). At most one of the three flags.
+  double gpu_memory_utilization = 0.9;
+  auto* utilization_opt =
+      app.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                     "CUDA: the share of the device's memory the server may hold (default 0.9); the KV cache gets "
+                     "what the weights, buffers and other processes leave of it")
+          ->check(kFraction)
+          ->envname("FLASHSERVE_GPU_MEMORY_UTILIZATION")
+          ->excludes(num_blocks_opt);
+  int64_t kv_cache_memory = 0;
+  app.add_option("--kv-cache-memory", kv_cache_memory, "bytes of KV cache, instead of --num-blocks or --gpu-memory-utilization")
+      ->check(in_range<int64_t>(1, INT64_MAX))
+      ->envname("FLASHSERVE_KV_CACHE_MEMORY")
+      ->excludes(num_blocks_opt)
+      ->excludes(utilization_opt);
   app.add_option("--block-size", ec.block_size, "tokens a KV block")
       ->check(in_range(1, 256))
       ->check(kPowerOfTwo)
@@ -202,6 +232,19 @@ int main(int argc, char** argv) {
       ->check(in_range<int64_t>(1024, INT32_MAX))
       ->envname("FLASHSERVE_MAX_RECEIVE_BYTES");
   CLI11_PARSE(app, argc, argv);
+  if (device != "cuda" && utilization_opt->count() > 0) {
+    spdlog::error("--gpu-memory-utilization is for --device cuda; on the CPU the KV cache is --num-blocks (default "
+                  "1024) or --kv-cache-memory");
+    return 1;
+  }
+  // The pool: --num-blocks (given, or by default on the CPU), else sized from memory by
+  // --kv-cache-memory or (on CUDA, by default) --gpu-memory-utilization; kv_budget names the
+  // choice in the log and in sizing errors.
+  const bool kv_from_memory = kv_cache_memory > 0 || (device == "cuda" && num_blocks_opt->count() == 0);
+  const std::string kv_budget = kv_cache_memory > 0 ? "--kv-cache-memory " + std::to_string(kv_cache_memory)
+                                : kv_from_memory     ? fmt::format("--gpu-memory-utilization {}", gpu_memory_utilization)
+                                : num_blocks_opt->count() > 0 ? "--num-blocks"
+                                                              : "the default --num-blocks";
   so.max_receive_bytes = max_receive_bytes > 0 ? static_cast<int>(max_receive_bytes)
                                                : server::max_receive_bytes_for(peek_context_length(model));
   if (!auth_token_file.empty()) {
@@ -269,19 +312,33 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<model::Model> m;
+  DeviceMemory memory;  // sized by --gpu-memory-utilization: what the device held then
   if (device == "cpu") {
+    if (kv_cache_memory > 0) {
+      CacheSizing sized;
+      st = size_cache(kv_budget, kv_cache_memory, model::LlamaModel::kv_storage_shape(config, 0, ec.block_size),
+                      config.max_position_embeddings, &sized);
+      ec.num_blocks = sized.num_blocks;
+    }
     auto cpu = std::make_unique<model::LlamaModel>();
-    st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get());
+    if (st.ok()) st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get());
     m = std::move(cpu);
   } else if (device == "cuda") {
 #if FLASHSERVE_WITH_CUDA
     model::CudaModelOptions opt;
-    opt.num_blocks = ec.num_blocks;
+    opt.num_blocks = kv_from_memory ? 0 : ec.num_blocks;
+    opt.kv_cache_bytes = kv_cache_memory;
+    opt.gpu_memory_utilization = gpu_memory_utilization;
+    opt.kv_budget_name = kv_budget;
     opt.block_size = ec.block_size;
     opt.max_tokens_per_step = ec.max_num_batched_tokens;
     opt.max_batch = ec.max_num_seqs;
     std::unique_ptr<model::LlamaCudaModel> gpu;
     st = model::LlamaCudaModel::create(config, weights.embed.empty() ? nullptr : &weights, seed, opt, &gpu);
+    if (st.ok()) {
+      ec.num_blocks = gpu->kv_shape().num_blocks;
+      memory = gpu->memory_at_sizing();
+    }
     m = std::move(gpu);
 #else
     st = unsupported("this build has no CUDA");
@@ -289,6 +346,9 @@ int main(int argc, char** argv) {
   } else {
     st = invalid_argument("--device must be cpu or cuda");
   }
+  if (st.ok())
+    spdlog::info("KV cache: {}, by {}{}", describe(cache_sizing(m->kv_shape())), kv_budget,
+                 memory.total_bytes > 0 ? " of " + describe(memory) : "");
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
   so.model_name = model;
   so.device = device;

@@ -2,7 +2,11 @@
 # Numeric flags and their FLASHSERVE_* environment twins (issue 24, point 5): a value out of
 # range, not a number, NaN or infinite is refused by name before the server listens (before:
 # --port 118496 listened on 52960, --grace-period nan meant no grace, --seed -1 wrapped); values
-# at the edges of the ranges are taken. Usage: server_flags_test.sh SERVER. Prints "N passed, N failed".
+# at the edges of the ranges are taken. The KV cache sizing flags (issue 26): bad values, two ways
+# of sizing at once and --gpu-memory-utilization on the CPU refused before listening; a
+# --kv-cache-memory too small for one sequence of the context refused at start-up, by name; with
+# "cuda", the sizing on the GPU (below). Usage: server_flags_test.sh SERVER [cuda]. Prints "N
+# passed, N failed".
 set -u
 server=$1
 tmp=$(mktemp -d)
@@ -11,7 +15,8 @@ passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
 
 # refused NAME WHAT ENV... -- ARGS...: the server must exit non-zero without listening, and say
-# NAME (the flag) on stderr. The environment is set with env(1) so each case stands alone.
+# NAME (the flag) on stderr, not as an unknown one. The environment is set with env(1) so each
+# case stands alone.
 refused() {
   local name=$1 what=$2
   shift 2
@@ -22,9 +27,63 @@ refused() {
   local rc=$?
   check "$what: refused (rc $rc)" '[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "listening on" "$tmp/out"'
   check "$what: the refusal names $name" 'grep -q -- "$name" "$tmp/err"'
+  check "$what: ... as a known flag" '! grep -q "not expected" "$tmp/err"'
 }
 
 base=(--metrics-port -1)
+ready_s=10
+# served ENV... -- ARGS...: starts the server, waits up to $ready_s seconds for "ready" (rc_ready
+# 0 if it came), sends SIGTERM and waits; rc is its exit status, $tmp/out and $tmp/err what it wrote.
+served() {
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$server" "$@" >"$tmp/out" 2>"$tmp/err" &
+  local pid=$!
+  for _ in $(seq $((ready_s * 20))); do
+    grep -q '^ready$' "$tmp/out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q '^ready$' "$tmp/out"
+  rc_ready=$?
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+}
+
+# With "cuda": the pool sized on the GPU instead (label gpu; "skipped" without one), the server
+# on synthetic:llama3-8b (15 GiB of bf16 weights made on the device; its context, 131072 tokens,
+# needs 8193 blocks of 2 MiB with the null block).
+if [ "${2:-}" = cuda ]; then
+  nvidia-smi -L >/dev/null 2>&1 || { echo "skipped: no GPU"; exit 0; }
+  ready_s=120
+  gpu=(--device cuda --model synthetic:llama3-8b --port 0 "${base[@]}")
+  served -- "${gpu[@]}"
+  blocks=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.9 of .*/\1/p' "$tmp/err")
+  check "by default the pool is sized by --gpu-memory-utilization 0.9 (rc $rc): $(grep 'KV cache' "$tmp/err")" \
+    '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ] && [ "${blocks:-0}" -gt 8193 ]'
+  served FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5 -- "${gpu[@]}"
+  half=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.5 of .*/\1/p' "$tmp/err")
+  check "FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5: fewer blocks ($half of $blocks)" \
+    '[ "$rc_ready" -eq 0 ] && [ "${half:-0}" -gt 8193 ] && [ "${half:-0}" -lt "${blocks:-0}" ]'
+  served -- "${gpu[@]}" --kv-cache-memory $((8193 * 2097152))
+  check "--kv-cache-memory of exactly the context (rc $rc)" '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ]'
+  check "... 8193 blocks" 'grep -q "KV cache: 8193 blocks of 16 tokens (131072 tokens, 16.00 GiB), by --kv-cache-memory" "$tmp/err"'
+  served -- "${gpu[@]}" --kv-cache-memory $((8192 * 2097152))
+  check "--kv-cache-memory a block short: exits 1, never ready (rc $rc)" '[ "$rc_ready" -ne 0 ] && [ "$rc" -eq 1 ]'
+  check "... and says what the context needs" 'grep -q -- "--kv-cache-memory 17179869184: .* needs 8193 blocks" "$tmp/err"'
+  served -- "${gpu[@]}" --gpu-memory-utilization 0.1
+  check "--gpu-memory-utilization 0.1, below the weights: exits 1 (rc $rc)" '[ "$rc_ready" -ne 0 ] && [ "$rc" -eq 1 ]'
+  check "... nothing is left for the pool, and it says what holds the memory" \
+    'grep -q -- "--gpu-memory-utilization 0.1 allows .* weights and buffers.*nothing is left for the KV cache" "$tmp/err"'
+  served -- "${gpu[@]}" --num-blocks 1024
+  check "--num-blocks 1024 on the GPU: as before" 'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 2.00 GiB), by --num-blocks$" "$tmp/err"'
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+fi
+
 for v in 118496 65536 -1 5x 80.5 ''; do refused --port "--port '$v'" -- --port "$v" --metrics-port -1; done
 for v in 118496 -2; do refused --metrics-port "--metrics-port $v" -- --port 0 --metrics-port "$v"; done
 for v in nan NaN -1 -0.5 inf 1e300 x; do refused --grace-period "--grace-period $v" -- --port 0 "${base[@]}" --grace-period "$v"; done
@@ -49,25 +108,21 @@ refused --max-waiting "FLASHSERVE_MAX_WAITING=0" FLASHSERVE_MAX_WAITING=0 -- --p
 refused --seed "FLASHSERVE_SEED=-1" FLASHSERVE_SEED=-1 -- --port 0 "${base[@]}"
 refused --max-receive-bytes "FLASHSERVE_MAX_RECEIVE_BYTES=0" FLASHSERVE_MAX_RECEIVE_BYTES=0 -- --port 0 "${base[@]}"
 
-# served ENV... -- ARGS...: starts the server, waits up to 10 s for "ready" (rc_ready 0 if it
-# came), sends SIGTERM and waits; rc is its exit status, $tmp/out and $tmp/err what it wrote.
-served() {
-  local envs=()
-  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  env "${envs[@]}" "$server" "$@" >"$tmp/out" 2>"$tmp/err" &
-  local pid=$!
-  for _ in $(seq 200); do
-    grep -q '^ready$' "$tmp/out" && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q '^ready$' "$tmp/out"
-  rc_ready=$?
-  kill -TERM "$pid" 2>/dev/null
-  wait "$pid"
-  rc=$?
-}
+# KV cache sizing: --gpu-memory-utilization in (0, 1], --kv-cache-memory a positive byte count,
+# each with its twin; at most one of them and --num-blocks (flag or twin); the utilization is
+# for --device cuda (these are all refused before anything looks for a GPU).
+for v in 0 -0 -0.5 1.5 1.0000001 nan inf 0.5x ''; do
+  refused --gpu-memory-utilization "--gpu-memory-utilization '$v'" -- --port 0 "${base[@]}" --device cuda --gpu-memory-utilization "$v"
+done
+for v in 0 -5 9223372036854775808 1e9 x; do refused --kv-cache-memory "--kv-cache-memory $v" -- --port 0 "${base[@]}" --kv-cache-memory "$v"; done
+refused --gpu-memory-utilization "FLASHSERVE_GPU_MEMORY_UTILIZATION=nan" FLASHSERVE_GPU_MEMORY_UTILIZATION=nan -- --port 0 "${base[@]}" --device cuda
+refused --kv-cache-memory "FLASHSERVE_KV_CACHE_MEMORY=0" FLASHSERVE_KV_CACHE_MEMORY=0 -- --port 0 "${base[@]}"
+refused --kv-cache-memory "--kv-cache-memory with --num-blocks" -- --port 0 "${base[@]}" --num-blocks 64 --kv-cache-memory 100000000
+refused --gpu-memory-utilization "--gpu-memory-utilization with --num-blocks" -- --port 0 "${base[@]}" --device cuda --num-blocks 64 --gpu-memory-utilization 0.5
+refused --gpu-memory-utilization "--gpu-memory-utilization with --kv-cache-memory" -- --port 0 "${base[@]}" --device cuda --kv-cache-memory 100000000 --gpu-memory-utilization 0.5
+refused --kv-cache-memory "FLASHSERVE_NUM_BLOCKS with --kv-cache-memory" FLASHSERVE_NUM_BLOCKS=64 -- --port 0 "${base[@]}" --kv-cache-memory 100000000
+refused --gpu-memory-utilization "FLASHSERVE_KV_CACHE_MEMORY with FLASHSERVE_GPU_MEMORY_UTILIZATION" FLASHSERVE_KV_CACHE_MEMORY=100000000 FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5 -- --port 0 "${base[@]}" --device cuda
+refused --gpu-memory-utilization "--gpu-memory-utilization on the CPU" -- --port 0 "${base[@]}" --gpu-memory-utilization 0.5
 
 # Edges of the ranges are taken: the server gets ready and a SIGTERM still exits 0.
 served -- --port 0 --metrics-port 0 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
@@ -82,5 +137,19 @@ check "... the receive limit is FLASHSERVE_MAX_RECEIVE_BYTES" 'grep -q "largest 
 # By default the limit is the model's context length x 4 + 64 KiB (synthetic:tiny: 4096 positions).
 served -- --port 0 --metrics-port -1
 check "the default receive limit follows the context (4096 x 4 + 65536)" 'grep -q "largest request message: 81920 bytes" "$tmp/err"'
+# ... and the CPU pool stays 1024 blocks (2 layers x 2 kv heads x 16 tokens x 32 x fp32, K and V: 16 KiB a block).
+check "the CPU's default pool is 1024 blocks, and the log says so" \
+  'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 16.00 MiB), by the default --num-blocks" "$tmp/err"'
+# --kv-cache-memory on the CPU: the blocks that fit; one sequence of the context (4096 tokens: 256
+# blocks and the null block, 4210688 bytes) must fit, else start-up fails saying so.
+served -- --port 0 "${base[@]}" --kv-cache-memory 4210687
+check "--kv-cache-memory one byte short of the context: exits 1, never ready (rc $rc)" '[ "$rc_ready" -ne 0 ] && [ "$rc" -eq 1 ]'
+check "... and says what the context needs" 'grep -q -- "--kv-cache-memory 4210687: a KV cache of .* needs 257 blocks" "$tmp/err"'
+served -- --port 0 "${base[@]}" --kv-cache-memory 4210688
+check "--kv-cache-memory of exactly the context is served (rc $rc)" '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ]'
+check "... the log gives its blocks and tokens" \
+  'grep -q "KV cache: 257 blocks of 16 tokens (4096 tokens, 4.02 MiB), by --kv-cache-memory 4210688" "$tmp/err"'
+served FLASHSERVE_KV_CACHE_MEMORY=100000000 -- --port 0 "${base[@]}"
+check "FLASHSERVE_KV_CACHE_MEMORY=100000000: 6103 blocks" 'grep -q "KV cache: 6103 blocks of 16 tokens" "$tmp/err"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

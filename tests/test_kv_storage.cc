@@ -1,10 +1,12 @@
 // KVStorage on the CPU: tokens appended through a slot mapping are what paged prefill reads;
 // copy-on-write through copy_blocks leaves the parent's block unchanged; bad slots and ids are
-// errors that write nothing; cache sizing.
+// errors that write nothing; cache sizing from a budget or the device's memory (pure arithmetic).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "attention/prefill.h"
@@ -184,15 +186,104 @@ TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
   EXPECT_EQ(validate_page_view_cuda("t", bad, 2).code(), StatusCode::kUnsupported);
 }
 
+// Llama-3-8B's pool: 32 layers, 8 kv heads, head_dim 128, bf16, 16 tokens a block = 2 MiB.
+const KVStorageShape kLlama3 = shape(32, 0, 8, 16, 128, DType::kBFloat16);
+constexpr int64_t kGiB = int64_t{1} << 30, kBlock = int64_t{2} << 20;
+
 TEST(CacheSizing, BlocksFromABudget) {
   CacheSizing s;
-  // Llama-3-8B shapes: 32 layers, 8 kv heads, head_dim 128, bf16, 16 tokens a block = 2 MiB.
-  ASSERT_TRUE(size_cache(int64_t{10} << 30, 32, 8, 128, DType::kBFloat16, 16, &s).ok());
+  ASSERT_TRUE(size_cache("t", 10 * kGiB, kLlama3, 8192, &s).ok());
   EXPECT_EQ(s.bytes_per_block, 2 * 32 * 8 * 16 * 128 * 2);
+  EXPECT_EQ(s.block_size, 16);
   EXPECT_EQ(s.num_blocks, 5120);
   EXPECT_EQ(s.num_tokens, 5119 * 16);
-  EXPECT_EQ(size_cache(1000, 32, 8, 128, DType::kBFloat16, 16, &s).code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(size_cache(1 << 30, 0, 8, 128, DType::kBFloat16, 16, &s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.bytes, 10 * kGiB);
+  EXPECT_EQ(describe(s), "5120 blocks of 16 tokens (81904 tokens, 10.00 GiB)");
+  ASSERT_TRUE(size_cache("t", 10 * kGiB - 1, kLlama3, 8192, &s).ok());  // floor: one byte short, one block less
+  EXPECT_EQ(s.num_blocks, 5119);
+  EXPECT_EQ(size_cache("t", 1000, kLlama3, 1, &s).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(size_cache("t", 0, kLlama3, 1, &s).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(size_cache("t", -kGiB, kLlama3, 1, &s).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(size_cache("t", kGiB, shape(0, 0, 8, 16, 128, DType::kBFloat16), 1, &s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(size_cache("t", kGiB, kLlama3, 0, &s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(size_cache("t", kGiB * kGiB, kLlama3, 1, &s).code(), StatusCode::kOk);  // 2^39 blocks: capped
+  EXPECT_EQ(s.num_blocks, INT32_MAX);
+}
+
+// One sequence of the context length must fit beside the null block: 131072 tokens in blocks of
+// 16 are 8192 blocks, 8193 with the null block.
+TEST(CacheSizing, RefusesAPoolThatCannotHoldTheContext) {
+  CacheSizing s;
+  ASSERT_TRUE(size_cache("t", 8193 * kBlock, kLlama3, 131072, &s).ok());
+  EXPECT_EQ(s.num_blocks, 8193);
+  EXPECT_EQ(s.num_tokens, 131072);
+  s = CacheSizing{};
+  const Status st = size_cache("--kv-cache-memory 17179869184", 8192 * kBlock, kLlama3, 131072, &s);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "--kv-cache-memory 17179869184: a KV cache of 16.00 GiB holds 8192 blocks of 2.00 MiB (131056 tokens), but "
+            "one sequence of the context length, 131072 tokens, needs 8193 blocks with the null block (16.00 GiB)");
+  EXPECT_EQ(s.num_blocks, 0) << "a refusal leaves *out alone";
+  // A context of one token needs two blocks (the null block and one).
+  EXPECT_EQ(size_cache("t", 2 * kBlock - 1, kLlama3, 1, &s).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(size_cache("t", 2 * kBlock, kLlama3, 1, &s).ok());
+}
+
+// --gpu-memory-utilization: blocks = floor((utilization · total − (total − free)) / block bytes).
+TEST(CacheSizing, FromTheDeviceMemory) {
+  // The example of sizing.h: 140 GiB at 0.9 allow 126 GiB; 18 GiB in use leave 108 GiB, 55,296
+  // blocks of 2 MiB, 884,720 tokens. own_bytes only goes into the messages.
+  DeviceMemory m;
+  m.total_bytes = 140 * kGiB;
+  m.free_bytes = 122 * kGiB;
+  m.own_bytes = 15 * kGiB;
+  CacheSizing s;
+  ASSERT_TRUE(size_cache_for_utilization("t", 0.9, m, kLlama3, 131072, &s).ok());
+  EXPECT_EQ(s.num_blocks, 55296);
+  EXPECT_EQ(s.num_tokens, 884720);
+  EXPECT_EQ(s.bytes, 108 * kGiB);
+  EXPECT_EQ(describe(m), "140.00 GiB, 18.00 GiB in use (15.00 GiB weights and buffers, 3.00 GiB CUDA context and others)");
+  m.free_bytes -= 1;  // one byte more in use: one block less
+  ASSERT_TRUE(size_cache_for_utilization("t", 0.9, m, kLlama3, 131072, &s).ok());
+  EXPECT_EQ(s.num_blocks, 55295);
+  ASSERT_TRUE(size_cache_for_utilization("t", 1.0, m, kLlama3, 131072, &s).ok());  // all that is free
+  EXPECT_EQ(s.num_blocks, 122 * kGiB / kBlock - 1);
+  m.own_bytes = 0;  // others' memory counts as much as ours
+  ASSERT_TRUE(size_cache_for_utilization("t", 0.9, m, kLlama3, 131072, &s).ok());
+  EXPECT_EQ(s.num_blocks, 55295);
+
+  // Everything allowed is in use already: refused, saying what holds it.
+  m = DeviceMemory{140 * kGiB, 12 * kGiB, 120 * kGiB};
+  Status st = size_cache_for_utilization("--gpu-memory-utilization 0.9", 0.9, m, kLlama3, 131072, &s);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st.message(),
+            "--gpu-memory-utilization 0.9 allows 126.00 GiB of the device's 140.00 GiB, but 128.00 GiB in use (120.00 "
+            "GiB weights and buffers, 8.00 GiB CUDA context and others): nothing is left for the KV cache");
+  // Something left, but not one sequence of the context: refused as size_cache refuses.
+  m = DeviceMemory{140 * kGiB, 14 * kGiB + 8192 * kBlock, 100 * kGiB};  // a pool of 8192 blocks
+  st = size_cache_for_utilization("--gpu-memory-utilization 0.9", 0.9, m, kLlama3, 131072, &s);
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("--gpu-memory-utilization 0.9: a KV cache of 16.00 GiB holds 8192 blocks"), std::string::npos)
+      << st.message();
+  ASSERT_TRUE(size_cache_for_utilization("t", 0.9, m, kLlama3, 8191 * 16, &s).ok());  // 8191 blocks and the null one
+  EXPECT_EQ(s.num_blocks, 8192);
+
+  // Utilizations outside (0, 1] and impossible memory figures are INVALID_ARGUMENT.
+  m = DeviceMemory{140 * kGiB, 122 * kGiB, 15 * kGiB};
+  for (double u : {0.0, -0.0, -0.5, 1.5, 1.0000001, std::nan(""), double{INFINITY}, -double{INFINITY}})
+    EXPECT_EQ(size_cache_for_utilization("t", u, m, kLlama3, 1, &s).code(), StatusCode::kInvalidArgument) << u;
+  for (const DeviceMemory& bad : {DeviceMemory{0, 0, 0}, DeviceMemory{kGiB, 2 * kGiB, 0}, DeviceMemory{kGiB, -1, 0},
+                                  DeviceMemory{kGiB, 0, -1}})
+    EXPECT_EQ(size_cache_for_utilization("t", 0.9, bad, kLlama3, 1, &s).code(), StatusCode::kInvalidArgument);
+}
+
+// What a storage holds, for the log.
+TEST(CacheSizing, OfAStorageShape) {
+  const CacheSizing s = cache_sizing(shape(2, 1024, 2, 16, 32, DType::kFloat32));
+  EXPECT_EQ(s.bytes_per_block, 2 * 2 * 2 * 16 * 32 * 4);
+  EXPECT_EQ(s.num_tokens, 1023 * 16);
+  EXPECT_EQ(describe(s), "1024 blocks of 16 tokens (16368 tokens, 16.00 MiB)");
+  EXPECT_EQ(s.bytes, shape(2, 1024, 2, 16, 32, DType::kFloat32).bytes());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // KVStorage on the GPU (label gpu): append and copy_blocks produce, byte for byte, what the
 // CPU storage produces from the same inputs; bad slots are skipped on the device, bad ids are
-// errors; cache sizing from the device's free memory.
+// errors; cache sizing from the device's memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,9 +86,31 @@ TEST(KVStorageCuda, BadSlotsNeverWriteOutsideThePool) {
   FS_ASSERT_CUDA(cudaDeviceSynchronize());  // no illegal address: the bad slots were skipped
   const std::vector<BlockCopy> bad = {{1, 37}};
   EXPECT_EQ(gpu.copy_blocks(bad.data(), 1, nullptr).code(), StatusCode::kOutOfRange);
+}
+
+// cudaMemGetInfo through device_memory, and a pool sized by a utilization a little above what
+// is in use: it takes what the utilization leaves, and after its allocation the device holds
+// no more than utilization × total (64 MiB aside: allocation rounding, lazily loaded modules).
+TEST(KVStorageCuda, SizedFromTheDeviceMemory) {
+  FS_SKIP_WITHOUT_CUDA();
+  DeviceMemory m;
+  ASSERT_TRUE(device_memory(0, 0, &m).ok());
+  ASSERT_GT(m.total_bytes, 0);
+  ASSERT_GT(m.free_bytes, 0);
+  ASSERT_LE(m.free_bytes, m.total_bytes);
+  KVStorageShape sh = shape(DType::kBFloat16, 16);
+  const double used = static_cast<double>(m.total_bytes - m.free_bytes) / static_cast<double>(m.total_bytes);
+  const double u = std::min(1.0, used + 0.02);
   CacheSizing s;
-  ASSERT_TRUE(size_cache_from_gpu(0.05, 0, 32, 8, 128, DType::kBFloat16, 16, &s).ok());
-  EXPECT_GT(s.num_blocks, 100);
+  ASSERT_TRUE(size_cache_for_utilization("t", u, m, sh, 16, &s).ok());
+  EXPECT_EQ(s.num_blocks, (static_cast<int64_t>(u * static_cast<double>(m.total_bytes)) - (m.total_bytes - m.free_bytes)) /
+                              sh.block_bytes());
+  sh.num_blocks = s.num_blocks;
+  KVStorage pool;
+  ASSERT_TRUE(KVStorage::create(Device::kCUDA, sh, &pool).ok());
+  DeviceMemory after;
+  ASSERT_TRUE(device_memory(0, 0, &after).ok());
+  EXPECT_LE(after.total_bytes - after.free_bytes, static_cast<int64_t>(u * static_cast<double>(m.total_bytes)) + (64 << 20));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The CUDA model (label gpu): the tiny model in bf16 on the GPU against the fp32 CPU model
 // with the same weights, through the same steps (chunked prefill, split-K decode, a mixed
 // batch): logits within bf16's tolerance, greedy tokens equal wherever the CPU's top two
-// logits are further apart than that tolerance. And the engine driving the GPU model.
+// logits are further apart than that tolerance. And the engine driving the GPU model, and the
+// pool sized from the device's memory.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <random>
 
 #include "kvcache/kv_cache_manager.h"
+#include "kvcache/sizing.h"
 #include "server/engine/engine.h"
 #include "server/model/cuda/llama_cuda.h"
 #include "server/model/llama.h"
@@ -31,6 +33,35 @@ ForwardBatch step(KVCacheManager& mgr, int64_t id, const std::vector<int32_t>& a
   b.block_tables.assign(static_cast<size_t>(b.block_table_stride), 0);
   std::copy(mgr.block_table(id)->begin(), mgr.block_table(id)->end(), b.block_tables.begin());
   return b;
+}
+
+// Greedy requests of these prompt lengths (prompt i: token 5 + i repeated), ignoring eos: each
+// streams exactly max_tokens tokens and finishes by length.
+void generate_to_length(engine::Engine& e, const std::vector<int32_t>& prompt_lens, int32_t max_tokens) {
+  std::vector<std::shared_ptr<engine::ResultStream>> streams;
+  for (int32_t i = 0; i < static_cast<int32_t>(prompt_lens.size()); ++i) {
+    engine::GenerateRequest r;
+    r.request_id = "g";
+    r.request_id += std::to_string(i);  // not "g" + ...: GCC 12's -Wrestrict false positive here
+    r.prompt = std::vector<int32_t>(prompt_lens[i], 5 + i);
+    r.sampling.temperature = 0.f;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    std::shared_ptr<engine::ResultStream> s;
+    ASSERT_TRUE(e.enqueue(r, &s).ok());
+    streams.push_back(s);
+  }
+  for (auto& s : streams) {
+    engine::StreamEvent ev;
+    int32_t n = 0;
+    engine::FinishReason reason = engine::FinishReason::kNone;
+    while (s->next(&ev)) {
+      n += static_cast<int32_t>(ev.tokens.size());
+      if (ev.finished) reason = ev.reason;
+    }
+    EXPECT_EQ(n, max_tokens);
+    EXPECT_EQ(reason, engine::FinishReason::kLength);
+  }
 }
 
 // The tiny preset with head_dim 64 (the CUDA kernels take 64 and 128).
@@ -149,30 +180,60 @@ TEST(LlamaCuda, EngineOnTheGpuModel) {
   ec.max_num_batched_tokens = 256;
   std::unique_ptr<engine::Engine> e;
   ASSERT_TRUE(engine::Engine::create(ec, std::move(gpu), &e).ok());
-  std::vector<std::shared_ptr<engine::ResultStream>> streams;
-  for (int i = 0; i < 8; ++i) {
-    engine::GenerateRequest r;
-    r.request_id = "g" + std::to_string(i);
-    r.prompt = std::vector<int32_t>(20 + 13 * i, 5 + i);
-    r.sampling.temperature = 0.f;
-    r.sampling.max_tokens = 16;
-    r.sampling.ignore_eos = true;
-    std::shared_ptr<engine::ResultStream> s;
-    ASSERT_TRUE(e->enqueue(r, &s).ok());
-    streams.push_back(s);
-  }
-  for (auto& s : streams) {
-    engine::StreamEvent ev;
-    int n = 0;
-    engine::FinishReason reason = engine::FinishReason::kNone;
-    while (s->next(&ev)) {
-      n += static_cast<int>(ev.tokens.size());
-      if (ev.finished) reason = ev.reason;
-    }
-    EXPECT_EQ(n, 16);
-    EXPECT_EQ(reason, engine::FinishReason::kLength);
-  }
+  generate_to_length(*e, {20, 33, 46, 59, 72, 85, 98, 111}, 16);
   EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+}
+
+// num_blocks 0: the pool is sized after the weights and buffers are allocated. By bytes: the
+// blocks that fit, refused below one sequence of the context (4096 tokens: 257 blocks). By a
+// utilization a little above what is in use: the blocks the pure arithmetic gives for the memory
+// seen then, the device holding no more than utilization × total after; block tables as wide as
+// the context, so a request of the whole context runs, through graphs.
+TEST(LlamaCuda, SizesItsPoolFromMemory) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  CudaModelOptions opt;
+  opt.block_size = 16;
+  opt.max_tokens_per_step = 256;
+  opt.max_batch = 8;
+  const int64_t block = 2 * c.num_hidden_layers * c.num_key_value_heads * 16 * c.head_dim * 2;
+  std::unique_ptr<LlamaCudaModel> gpu;
+  opt.kv_cache_bytes = 300 * block + 5;
+  ASSERT_TRUE(LlamaCudaModel::create(c, nullptr, 3, opt, &gpu).ok());
+  EXPECT_EQ(gpu->kv_shape().num_blocks, 300);
+  EXPECT_EQ(gpu->memory_at_sizing().total_bytes, 0);
+  opt.kv_cache_bytes = 256 * block;
+  opt.kv_budget_name = "--kv-cache-memory N";
+  const Status small = LlamaCudaModel::create(c, nullptr, 3, opt, &gpu);
+  EXPECT_EQ(small.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(small.message().rfind("--kv-cache-memory N: ", 0), 0u) << small.message();
+  gpu.reset();
+
+  DeviceMemory before;
+  ASSERT_TRUE(device_memory(0, 0, &before).ok());
+  opt.kv_cache_bytes = 0;
+  opt.gpu_memory_utilization =
+      std::min(1.0, static_cast<double>(before.total_bytes - before.free_bytes) / static_cast<double>(before.total_bytes) + 0.02);
+  ASSERT_TRUE(LlamaCudaModel::create(c, nullptr, 3, opt, &gpu).ok());
+  const DeviceMemory& m = gpu->memory_at_sizing();
+  EXPECT_EQ(m.total_bytes, before.total_bytes);
+  EXPECT_GE(m.own_bytes, gpu->weight_bytes());
+  CacheSizing expect;
+  ASSERT_TRUE(size_cache_for_utilization("t", opt.gpu_memory_utilization, m, gpu->kv_shape(), c.max_position_embeddings,
+                                         &expect).ok());
+  EXPECT_EQ(gpu->kv_shape().num_blocks, expect.num_blocks);
+  DeviceMemory after;
+  ASSERT_TRUE(device_memory(0, 0, &after).ok());
+  EXPECT_LE(after.total_bytes - after.free_bytes,
+            static_cast<int64_t>(opt.gpu_memory_utilization * static_cast<double>(m.total_bytes)) + (64 << 20));
+
+  engine::EngineConfig ec;
+  ec.num_blocks = gpu->kv_shape().num_blocks;
+  ec.block_size = 16;
+  ec.max_num_batched_tokens = 256;
+  std::unique_ptr<engine::Engine> e;
+  ASSERT_TRUE(engine::Engine::create(ec, std::move(gpu), &e).ok());
+  generate_to_length(*e, {c.max_position_embeddings - 8, 31, 32}, 8);  // the first: the whole context
 }
 
 }  // namespace

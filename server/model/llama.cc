@@ -45,13 +45,7 @@ void rms_norm(const float* x, const std::vector<float>& weight, int64_t t, int64
 
 }  // namespace
 
-Status LlamaModel::create(const LlamaConfig& config, LlamaWeights weights, int32_t num_blocks, int32_t block_size,
-                          LlamaModel* out) {
-  FS_RETURN_IF_ERROR(config.validate());
-  LlamaModel m;
-  m.config_ = config;
-  m.w_ = std::move(weights);
-  m.inv_freq_ = config.inv_freq();
+KVStorageShape LlamaModel::kv_storage_shape(const LlamaConfig& config, int32_t num_blocks, int32_t block_size) {
   KVStorageShape shape;
   shape.num_layers = config.num_hidden_layers;
   shape.num_blocks = num_blocks;
@@ -59,7 +53,17 @@ Status LlamaModel::create(const LlamaConfig& config, LlamaWeights weights, int32
   shape.block_size = block_size;
   shape.head_dim = config.head_dim;
   shape.dtype = DType::kFloat32;
-  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCPU, shape, &m.kv_));
+  return shape;
+}
+
+Status LlamaModel::create(const LlamaConfig& config, LlamaWeights weights, int32_t num_blocks, int32_t block_size,
+                          LlamaModel* out) {
+  FS_RETURN_IF_ERROR(config.validate());
+  LlamaModel m;
+  m.config_ = config;
+  m.w_ = std::move(weights);
+  m.inv_freq_ = config.inv_freq();
+  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCPU, kv_storage_shape(config, num_blocks, block_size), &m.kv_));
   *out = std::move(m);
   return Status::Ok();
 }

@@ -21,6 +21,8 @@ class LlamaModel : public Model {
   // The KV storage (fp32, on the CPU) holds num_blocks blocks of block_size tokens.
   static Status create(const LlamaConfig& config, LlamaWeights weights, int32_t num_blocks, int32_t block_size,
                        LlamaModel* out);
+  // That storage's shape (the server sizes it from --kv-cache-memory with it).
+  static KVStorageShape kv_storage_shape(const LlamaConfig& config, int32_t num_blocks, int32_t block_size);
 
   const LlamaConfig& config() const override { return config_; }
   const KVStorageShape& kv_shape() const override { return kv_.shape(); }

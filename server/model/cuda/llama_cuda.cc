@@ -35,6 +35,24 @@ struct Arena {
   }
 };
 
+// The pool's blocks when options.num_blocks is 0, asked once the weights and activation buffers
+// (own_bytes) are allocated: the blocks of ks's shape in options.kv_cache_bytes, or else in
+// options.gpu_memory_utilization of the device less what is in use now (then *memory is what
+// cudaMemGetInfo said). Either must hold one sequence of max_seq_len tokens.
+Status size_pool(const CudaModelOptions& options, int64_t max_seq_len, int64_t own_bytes, KVStorageShape* ks,
+                 DeviceMemory* memory) {
+  CacheSizing s;
+  if (options.kv_cache_bytes > 0) {
+    FS_RETURN_IF_ERROR(size_cache(options.kv_budget_name, options.kv_cache_bytes, *ks, max_seq_len, &s));
+  } else {
+    FS_RETURN_IF_ERROR(device_memory(options.device, own_bytes, memory));
+    FS_RETURN_IF_ERROR(size_cache_for_utilization(options.kv_budget_name, options.gpu_memory_utilization, *memory, *ks,
+                                                  max_seq_len, &s));
+  }
+  ks->num_blocks = s.num_blocks;
+  return Status::Ok();
+}
+
 }  // namespace
 
 LlamaCudaModel::~LlamaCudaModel() {
@@ -50,10 +68,15 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
                               const CudaModelOptions& opt, std::unique_ptr<LlamaCudaModel>* out) {
   FS_RETURN_IF_ERROR(c.validate());
   if (opt.max_tokens_per_step < 1 || opt.max_batch < 1) return invalid_argument("cuda model: bad step limits");
+  if (opt.block_size < 1 || opt.num_blocks < 0) return invalid_argument("cuda model: bad block_size or num_blocks");
   std::unique_ptr<LlamaCudaModel> m(new LlamaCudaModel());
   m->config_ = c;
   m->opt_ = opt;
-  if (m->opt_.max_blocks_per_seq == 0) m->opt_.max_blocks_per_seq = opt.num_blocks - 1;
+  // A pool sized from memory may have 50k blocks: its tables (and with them every CUDA graph's
+  // split plan, cut for their width) are as wide as the longest sequence, the context length.
+  if (m->opt_.max_blocks_per_seq == 0)
+    m->opt_.max_blocks_per_seq = opt.num_blocks > 0 ? opt.num_blocks - 1
+                                                    : (c.max_position_embeddings + opt.block_size - 1) / opt.block_size;
   FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
   CudaDeviceInfo info;
   FS_RETURN_IF_ERROR(cuda_device_info(opt.device, &info));
@@ -119,15 +142,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   }
   if (c.tie_word_embeddings) m->lm_head_ = m->embed_;
 
-  // KV storage (bf16) and the activation buffers.
-  KVStorageShape ks;
-  ks.num_layers = c.num_hidden_layers;
-  ks.num_blocks = opt.num_blocks;
-  ks.num_kv_heads = c.num_key_value_heads;
-  ks.block_size = opt.block_size;
-  ks.head_dim = c.head_dim;
-  ks.dtype = DType::kBFloat16;
-  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCUDA, ks, &m->kv_));
+  // The activation buffers, then the KV storage (bf16): a pool sized from memory gets what the
+  // weights and the buffers leave.
   const int64_t T = opt.max_tokens_per_step, B = opt.max_batch;
   Arena ba;
   auto carve = [&](Arena& a) {
@@ -158,6 +174,18 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   m->buffers_ = static_cast<char*>(bptr);
   ba = Arena{m->buffers_, 0};
   carve(ba);
+  KVStorageShape ks;
+  ks.num_layers = c.num_hidden_layers;
+  ks.num_blocks = opt.num_blocks;
+  ks.num_kv_heads = c.num_key_value_heads;
+  ks.block_size = opt.block_size;
+  ks.head_dim = c.head_dim;
+  ks.dtype = DType::kBFloat16;
+  if (ks.num_blocks == 0) {
+    FS_RETURN_IF_ERROR(size_pool(opt, c.max_position_embeddings, m->weight_bytes_ + ba.used, &ks, &m->memory_at_sizing_));
+    m->opt_.num_blocks = ks.num_blocks;
+  }
+  FS_RETURN_IF_ERROR(KVStorage::create(Device::kCUDA, ks, &m->kv_));
   std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
   const auto f = c.inv_freq();
   for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(f[i]);

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "decode/planner.h"
 #include "kvcache/kv_storage.h"
+#include "kvcache/sizing.h"
 #include "server/model/cuda/sampler_cuda.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
@@ -22,11 +24,16 @@
 namespace flashserve::model {
 
 struct CudaModelOptions {
-  int32_t num_blocks = 0;               // KV blocks (incl. the null block)
+  int32_t num_blocks = 0;               // KV blocks (incl. the null block); 0: sized from memory
+  // With num_blocks 0 the pool is sized after the weights and activation buffers are allocated,
+  // to hold at least one sequence of the context length (kvcache/sizing.h):
+  int64_t kv_cache_bytes = 0;           // > 0: the blocks that fit in this many bytes
+  double gpu_memory_utilization = 0.9;  // else: this fraction of the device, less what is in use
+  std::string kv_budget_name = "kv cache";  // begins sizing errors (the server: its flag)
   int32_t block_size = 16;
   int32_t max_tokens_per_step = 4096;   // sizes the activation buffers
   int32_t max_batch = 256;
-  int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1
+  int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1; a pool sized from memory: the context's
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
 };
@@ -60,6 +67,8 @@ class LlamaCudaModel : public Model {
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
   bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
+  // The device's memory when the pool was sized by gpu_memory_utilization (else zeros).
+  const DeviceMemory& memory_at_sizing() const { return memory_at_sizing_; }
 
  private:
   LlamaCudaModel() = default;
@@ -74,6 +83,7 @@ class LlamaCudaModel : public Model {
   cudaStream_t stream_ = nullptr;
   void* cublas_ = nullptr;  // cublasHandle_t
   KVStorage kv_;
+  DeviceMemory memory_at_sizing_;
 
   // Weights (bf16), one allocation.
   char* weights_ = nullptr;
