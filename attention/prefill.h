@@ -19,7 +19,7 @@ Status prefill(const PrefillParams& params, void* stream = nullptr);
 Status validate_prefill_shapes(const PrefillParams& params);
 
 // Checks the length arrays and block tables; they must be readable on the host
-// (the CPU path, or a caller that mirrors them). Shared by prefill and decode.
+// (the CPU path, or a caller that mirrors them).
 Status validate_prefill_lengths_host(const PrefillParams& params);
 
 }  // namespace flashserve
