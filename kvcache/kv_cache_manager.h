@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kvcache/block_copy.h"
 #include "kvcache/block_pool.h"
 
 namespace flashserve {
@@ -33,12 +34,6 @@ struct KVCacheConfig {
   bool enable_prefix_caching = true;
   int32_t max_blocks_per_seq = 0;   // 0: num_blocks - 1 (the block table's width)
   Status validate() const;
-};
-
-// Copy block src's contents into dst (all layers, K and V): copy-on-write work.
-struct BlockCopy {
-  int32_t src = 0;
-  int32_t dst = 0;
 };
 
 struct KVCacheStats {

@@ -10,7 +10,7 @@
 
 #include "common/dtype.h"
 #include "common/status.h"
-#include "kvcache/kv_cache_manager.h"
+#include "kvcache/block_copy.h"
 #include "kvcache/page_view.h"
 
 namespace flashserve {
