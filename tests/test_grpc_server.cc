@@ -153,6 +153,35 @@ TEST(GrpcServer, CancelAndDeadlinesFreeThePool) {
   EXPECT_NEAR(kv_usage(*f.stub), 0.0, 1e-12) << "an abandoned request kept its blocks";
 }
 
+// A request still waiting in the queue writes nothing, so no failed Write tells its handler that
+// the client went away, and the handler sleeps on its stream (issue 26): the cancel watcher
+// (server/grpc/cancel_watch.h) cancels it, long before the running request ahead of it ends.
+TEST(GrpcServer, ACancelledWaitingRequestLeavesTheQueue) {
+  engine::EngineConfig ec;
+  ec.max_num_seqs = 1;
+  Fixture f = start(ec);
+  grpc::ClientContext c1, c2;
+  auto r1 = f.stub->Generate(&c1, request({1, 2}, 3500));
+  v1::GenerateResponse resp;
+  ASSERT_TRUE(r1->Read(&resp));  // running
+  auto r2 = f.stub->Generate(&c2, request({3, 4}, 4));
+  for (int i = 0; i < 400 && f.engine->stats().waiting == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(f.engine->stats().waiting, 1);
+  c2.TryCancel();
+  while (r2->Read(&resp)) {
+  }
+  EXPECT_EQ(r2->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 400 && f.engine->stats().waiting > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const engine::EngineStats st = f.engine->stats();
+  EXPECT_EQ(st.waiting, 0) << "the cancelled request is still queued";
+  EXPECT_EQ(st.running, 1);
+  EXPECT_LT(st.generation_tokens, 3500) << "the request ahead ended first: this proves nothing";
+  c1.TryCancel();
+  while (r1->Read(&resp)) {
+  }
+  EXPECT_EQ(r1->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST(GrpcServer, StatusCodes) {
   engine::EngineConfig ec;
   ec.max_num_seqs = 1;

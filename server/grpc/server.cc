@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "flashserve/v1/generation.grpc.pb.h"
+#include "server/grpc/cancel_watch.h"
 #include "server/grpc/metrics.h"
 #include "server/text/text_stream.h"
 
@@ -176,6 +177,12 @@ std::vector<std::string> tokens_of(const ServerOptions& o) {
 
 Credentials credentials_of(const ServerOptions& o) { return Credentials(tokens_of(o), o.admin_token); }
 
+// A Write with the watcher kept off the call meanwhile (CancelWatch::Watch::in_grpc).
+bool write(CancelWatch::Watch* watch, grpc::ServerWriter<v1::GenerateResponse>* writer, const v1::GenerateResponse& out) {
+  std::lock_guard<std::mutex> in_grpc(watch->in_grpc());
+  return writer->Write(out);
+}
+
 }  // namespace
 
 class GrpcServer::Service final : public v1::Generation::Service {
@@ -231,7 +238,12 @@ class GrpcServer::Service final : public v1::Generation::Service {
     }
     const size_t prompt_len = r_prompt_len;
     spdlog::info("request {} ({}) started ({} prompt tokens)", id, caller.owner, prompt_len);
-    bool cancelled = false;
+    // The client going away (cancel, deadline, lost connection) cancels the engine request: the
+    // watcher notices it (gRPC tells only when asked), or a failed Write does.
+    const std::unique_ptr<CancelWatch::Watch> watch =
+        cancel_watch_.watch(ctx, [engine, id, owner = caller.owner] { engine->cancel(id, owner).ok(); });
+    bool write_failed = false;
+    auto cancelled = [&] { return write_failed || watch->cancelled(); };
     bool stopped_by_text = false;  // a stop string ended it: its final message has gone out
     int32_t sent_tokens = 0;
     engine::StreamEvent ev;
@@ -240,11 +252,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
     bool seen_token = false;
     auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     for (;;) {
-      if (!cancelled && ctx->IsCancelled()) {  // the client went away or its deadline passed
-        cancelled = true;
-        engine->cancel(id, caller.owner).ok();
-      }
-      if (!stream->next_for(&ev, 0.05)) continue;
+      if (!stream->next(&ev))  // cannot happen: a stream ends with its final event, which returns below
+        return to_grpc(internal_error("request " + id + ": the stream ended without a final event"));
       if (!ev.tokens.empty() && !stopped_by_text) {
         const auto now = std::chrono::steady_clock::now();
         if (seen_token) metrics_->observe_inter_token(std::chrono::duration<double>(now - last_token).count());
@@ -286,8 +295,8 @@ class GrpcServer::Service final : public v1::Generation::Service {
             out.mutable_timings()->set_elapsed_s(seconds(started, std::chrono::steady_clock::now()));
           }
         }
-        if (!cancelled && !writer->Write(out)) {
-          cancelled = true;
+        if (!cancelled() && !write(watch.get(), writer, out)) {
+          write_failed = true;
           engine->cancel(id, caller.owner).ok();
         }
       }
@@ -296,10 +305,10 @@ class GrpcServer::Service final : public v1::Generation::Service {
                      stopped_by_text ? "stop (text)" : engine::finish_reason_name(ev.reason), sent_tokens);
         if (ev.completion_tokens > 0) metrics_->observe_first_token(ev.time_to_first_token_s);
         metrics_->observe_finished(ev);
-        if (stopped_by_text) return cancelled ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
-                                              : grpc::Status::OK;
+        if (stopped_by_text) return cancelled() ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
+                                                : grpc::Status::OK;
         if (ev.reason == engine::FinishReason::kError) return to_grpc(ev.error);
-        if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
+        if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
         return grpc::Status::OK;
       }
     }
@@ -410,6 +419,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
   const Credentials credentials_;
   const CacheSalter salter_;
   Metrics* metrics_;
+  CancelWatch cancel_watch_;  // for Generate's streams
 };
 
 // A request that does not parse as its protobuf type (random bytes, an overlong varint, a
