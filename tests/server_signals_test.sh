@@ -56,7 +56,7 @@ shutdown)
     python3 - "$mport" >"$tmp/scrapes" 2>&1 <<'EOF' &
 import socket, sys, time
 n, t0 = 0, time.time()
-while time.time() - t0 < 10:
+while time.time() - t0 < 30:  # generous: a loaded 2-core machine under ASan is slow to serve the first
     try:
         s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
         s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
@@ -72,7 +72,7 @@ while time.time() - t0 < 10:
 print(n, "scrapes")
 EOF
     scraper=$!
-    for _ in $(seq 200); do
+    for _ in $(seq 600); do  # up to 30 s for the first scrape (loaded machine, sanitizers)
       grep -q scraping "$tmp/scrapes" && break
       sleep 0.05
     done
