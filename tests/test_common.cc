@@ -1,11 +1,13 @@
-// dtype conversions and the thread pool.
+// dtype conversions, the thread pool and the (head_dim, dtype) dispatch.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "attention/dispatch.h"
 #include "common/dtype.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
@@ -65,6 +67,57 @@ TEST(Status, CodesAndMessages) {
   const Status s = out_of_range("block 9");
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.to_string(), "OUT_OF_RANGE: block 9");
+}
+
+// The dispatch helper calls the listed instance equal to the run-time pair, exactly once, with
+// compile-time values; every other pair (head dims and dtypes outside the lists, an invalid
+// dtype) is UNSUPPORTED and calls nothing.
+TEST(Dispatch, CallsTheMatchingInstanceOnlyAndRefusesTheRest) {
+  using Built = KernelInstances<HeadDims<64, 128, 80>, DTypes<DType::kFloat16, DType::kBFloat16>>;
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, static_cast<DType>(7)};
+  for (int head_dim : {0, 1, 63, 64, 80, 96, 128, 256}) {
+    for (DType dtype : dtypes) {
+      int calls = 0, got_hd = -1;
+      DType got_dt = DType::kFloat32;
+      const Status st = dispatch_head_dim_dtype<Built>("test", head_dim, dtype, [&](auto hd, auto dt) {
+        static_assert(decltype(hd)::value == 64 || decltype(hd)::value == 128 || decltype(hd)::value == 80);
+        ++calls;
+        got_hd = decltype(hd)::value;
+        got_dt = decltype(dt)::value;
+      });
+      const bool built = (head_dim == 64 || head_dim == 80 || head_dim == 128) &&
+                         (dtype == DType::kFloat16 || dtype == DType::kBFloat16);
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + ", dtype " + std::to_string(static_cast<int>(dtype)));
+      EXPECT_EQ(is_built<Built>(head_dim, dtype), built);
+      if (built) {
+        EXPECT_TRUE(st.ok()) << st.to_string();
+        EXPECT_EQ(calls, 1);
+        EXPECT_EQ(got_hd, head_dim);
+        EXPECT_EQ(got_dt, dtype);
+      } else {
+        EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+        EXPECT_EQ(calls, 0);
+      }
+    }
+  }
+  EXPECT_EQ(check_built<Built>("decode on CUDA", 96, DType::kBFloat16).message(),
+            "decode on CUDA: head_dim 96 with bf16 is not built (head_dim 64, 128, 80; fp16, bf16)");
+  EXPECT_EQ(check_built<Built>("x", 64, static_cast<DType>(7)).message(),
+            "x: head_dim 64 with an invalid dtype is not built (head_dim 64, 128, 80; fp16, bf16)");
+}
+
+TEST(Dispatch, PassesTheCallsStatusThroughAndDispatchesOnDtypeAlone) {
+  using Built = KernelInstances<HeadDims<128>, DTypes<DType::kBFloat16>>;
+  const Status st =
+      dispatch_head_dim_dtype<Built>("t", 128, DType::kBFloat16, [](auto, auto) { return internal_error("boom"); });
+  EXPECT_EQ(st.to_string(), "INTERNAL: boom");
+  using Inputs = DTypes<DType::kFloat32, DType::kBFloat16>;
+  int size = 0;
+  EXPECT_TRUE(dispatch_dtype<Inputs>("merge", DType::kFloat32, [&](auto dt) { size = dtype_size(dt); }).ok());
+  EXPECT_EQ(size, 4);
+  const Status refused = dispatch_dtype<Inputs>("merge", DType::kFloat16, [&](auto) { size = -1; });
+  EXPECT_EQ(refused.to_string(), "UNSUPPORTED: merge: fp16 is not built (fp32, bf16)");
+  EXPECT_EQ(size, 4);
 }
 
 }  // namespace

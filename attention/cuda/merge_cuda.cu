@@ -5,6 +5,7 @@
 
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/merge_cuda.h"
+#include "attention/dispatch.h"
 #include "common/cuda_check.h"
 
 namespace flashserve::cuda {
@@ -180,6 +181,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kMergeMinBlocks)
   }
 }
 
+// The input types built: merge_kernel<TIn, 4 or 8> for each.
+using MergeInputs = DTypes<DType::kFloat32, DType::kFloat16, DType::kBFloat16>;
+
 // The instance for head_dim <= 128 (narrow: 4 dims a lane) or above, and its binary_version.
 template <typename TIn>
 void (*merge_instance(bool narrow, int& version))(MergeParams, bool, int) {
@@ -204,11 +208,9 @@ Status merge_cuda(const MergeParams& p, void* stream, bool dependent_launch, int
   const unsigned grid = static_cast<unsigned>(blocks);
   void (*kernel)(MergeParams, bool, int) = nullptr;
   int version = 0;  // the architecture the chosen instance was built for
-  switch (p.in_dtype) {
-    case DType::kFloat32: kernel = merge_instance<float>(narrow, version); break;
-    case DType::kFloat16: kernel = merge_instance<__half>(narrow, version); break;
-    case DType::kBFloat16: kernel = merge_instance<__nv_bfloat16>(narrow, version); break;
-  }
+  FS_RETURN_IF_ERROR(dispatch_dtype<MergeInputs>("merge_states on CUDA", p.in_dtype, [&](auto dt) {
+    kernel = merge_instance<cuda_storage_t<decltype(dt)::value>>(narrow, version);
+  }));
   // Only code built for sm_90+ waits for the split grid (griddepcontrol).
   const bool dependent = dependent_launch && version >= 90;
   LaunchConfig launch(dim3(grid), dim3(kWarpsPerBlock * 32), 0, st, dependent);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "attention/cuda/merge_cuda.h"
+#include "attention/dispatch.h"
 #include "attention/merge.h"
 #include "common/cuda_check.h"
 #include "decode/cuda/decode_kernel.cuh"
@@ -10,16 +11,15 @@
 
 namespace flashserve::cuda {
 
-// Declared here, instantiated one per file (decode_hd*_*.cu).
+// The instances built, one per file (decode_hd*_*.cu), declared here.
+using DecodeInstances = KernelInstances<HeadDims<64, 128>, DTypes<DType::kFloat16, DType::kBFloat16>>;
 extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool, int);
 extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
 extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool, int);
 extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
 
 Status validate_decode_cuda(const DecodeParams& p) {
-  if (p.dtype == DType::kFloat32) return unsupported("decode: the CUDA kernels take fp16 or bf16, not fp32");
-  if (p.head_dim != 64 && p.head_dim != 128)
-    return unsupported("decode: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128)");
+  FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype));
   if (p.batch > 65535) return unsupported("decode: batch > 65535 on CUDA");
   FS_RETURN_IF_ERROR(validate_page_view_cuda("decode", p.pages, dtype_size(p.dtype)));
   if (p.num_splits > 1 && reinterpret_cast<uintptr_t>(p.workspace) % 16)
@@ -36,15 +36,11 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
   FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const bool pdl = cc_major >= 9;
-  cudaError_t err;
-  if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<64, __half>(p, stream, pdl, sms)
-                                     : launch_decode_split<64, __nv_bfloat16>(p, stream, pdl, sms);
-  } else {
-    err = p.dtype == DType::kFloat16 ? launch_decode_split<128, __half>(p, stream, pdl, sms)
-                                     : launch_decode_split<128, __nv_bfloat16>(p, stream, pdl, sms);
-  }
-  FS_RETURN_IF_ERROR(cuda_status(err, "decode split kernel"));
+  auto launch = [&](auto hd, auto dt) {
+    using T = cuda_storage_t<decltype(dt)::value>;
+    return cuda_status(launch_decode_split<decltype(hd)::value, T>(p, stream, pdl, sms), "decode split kernel");
+  };
+  FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype, launch));
   if (p.num_splits == 1) return Status::Ok();
 
   const int64_t rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
