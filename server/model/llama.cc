@@ -63,6 +63,7 @@ Status LlamaModel::create(const LlamaConfig& config, LlamaWeights weights, int32
   m.config_ = config;
   m.w_ = std::move(weights);
   m.inv_freq_ = config.inv_freq();
+  m.steps_ = AttentionStepBuilder(config, Device::kCPU, DType::kFloat32);
   FS_RETURN_IF_ERROR(KVStorage::create(Device::kCPU, kv_storage_shape(config, num_blocks, block_size), &m.kv_));
   *out = std::move(m);
   return Status::Ok();
@@ -111,66 +112,25 @@ void LlamaModel::mlp_block(const LayerWeights& l, float* x, int64_t t) const {
 
 Status LlamaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
   const LlamaConfig& c = config_;
-  FS_RETURN_IF_ERROR(b.validate(c.vocab_size));
+  AttentionStep step;
+  FS_RETURN_IF_ERROR(steps_.build(b, block_table_width(b.batch(), b.num_decode, b.block_table_stride), &step));
   const int32_t B = b.batch();
-  const int64_t T = static_cast<int64_t>(b.tokens.size());
+  const int64_t T = step.num_tokens;
   const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  std::vector<int32_t> positions(static_cast<size_t>(T));
-  for (int32_t s = 0; s < B; ++s) {
-    const int32_t q_len = b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s];
-    for (int32_t i = 0; i < q_len; ++i) positions[b.cu_seqlens_q[s] + i] = b.seq_lens[s] - q_len + i;
-  }
 
   std::vector<float> x(static_cast<size_t>(T * H)), h(x.size()), q(static_cast<size_t>(T * Hq * D)),
       k(static_cast<size_t>(T * Hkv * D)), v(k.size()), attn(q.size()), o(x.size());
   for (int64_t t = 0; t < T; ++t) std::copy_n(&w_.embed[b.tokens[t] * H], H, &x[t * H]);
-  const int64_t T_dec = b.num_decode;  // decode tokens come first
-  const std::vector<int32_t> cu_prefill = [&] {
-    std::vector<int32_t> cu;
-    for (int32_t s = b.num_decode; s <= B; ++s) cu.push_back(b.cu_seqlens_q[s] - b.cu_seqlens_q[b.num_decode]);
-    return cu;
-  }();
 
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& l = w_.layers[layer];
-    qkv(l, x.data(), positions.data(), T, h.data(), q.data(), k.data(), v.data());
+    qkv(l, x.data(), step.positions.data(), T, h.data(), q.data(), k.data(), v.data());
     FS_RETURN_IF_ERROR(kv_.append(layer, 1, k.data(), v.data(), b.slot_mapping.data(), T));
-    MaskParams mask;
-    mask.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    mask.causal = true;
-    if (b.num_decode > 0) {  // split-K decode over the pages
-      DecodeParams d;
-      d.dtype = DType::kFloat32;
-      d.batch = b.num_decode;
-      d.q_len = 1;
-      d.num_heads = static_cast<int32_t>(Hq);
-      d.num_kv_heads = static_cast<int32_t>(Hkv);
-      d.head_dim = static_cast<int32_t>(D);
-      d.q = q.data();
-      d.pages = kv_.view(layer, b.block_tables.data(), b.block_table_stride, b.seq_lens.data());
-      d.mask = mask;
-      d.o = attn.data();
-      set_contiguous_strides(d);
-      FS_RETURN_IF_ERROR(decode(d));
-    }
-    if (b.num_decode < B) {  // varlen paged prefill of the prompt chunks
-      PrefillParams p;
-      p.dtype = DType::kFloat32;
-      p.batch = B - b.num_decode;
-      p.num_heads = static_cast<int32_t>(Hq);
-      p.num_kv_heads = static_cast<int32_t>(Hkv);
-      p.head_dim = static_cast<int32_t>(D);
-      p.q = q.data() + T_dec * Hq * D;
-      p.cu_seqlens_q = cu_prefill.data();
-      p.total_q = T - T_dec;
-      p.paged = true;
-      p.pages = kv_.view(layer, b.block_tables.data() + b.num_decode * b.block_table_stride, b.block_table_stride,
-                         b.seq_lens.data() + b.num_decode);
-      p.mask = mask;
-      p.o = attn.data() + T_dec * Hq * D;
-      set_contiguous_strides(p);
-      FS_RETURN_IF_ERROR(prefill(p));
-    }
+    const KVPageView pages = kv_.view(layer, step.block_tables, step.block_table_stride, b.seq_lens.data());
+    if (step.num_decode > 0)  // split-K decode over the pages
+      FS_RETURN_IF_ERROR(decode(step.decode_params(q.data(), attn.data(), pages)));
+    if (step.num_prefill() > 0)  // varlen paged prefill of the prompt chunks
+      FS_RETURN_IF_ERROR(prefill(step.prefill_params(q.data(), attn.data(), step.cu_prefill.data(), pages)));
     linear(attn.data(), l.wo, T, H, Hq * D, o.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     mlp_block(l, x.data(), T);
@@ -178,7 +138,7 @@ Status LlamaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
 
   // Logits after each sequence's last new token.
   std::vector<float> last(static_cast<size_t>(B * H)), normed(last.size());
-  for (int32_t s = 0; s < B; ++s) std::copy_n(&x[(b.cu_seqlens_q[s + 1] - 1) * H], H, &last[s * H]);
+  for (int32_t s = 0; s < B; ++s) std::copy_n(&x[step.last_rows[s] * H], H, &last[s * H]);
   rms_norm(last.data(), w_.final_norm, B, H, c.rms_norm_eps, normed.data());
   logits->resize(static_cast<size_t>(B) * c.vocab_size);
   linear(normed.data(), w_.output(), B, c.vocab_size, H, logits->data());

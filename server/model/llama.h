@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "kvcache/kv_storage.h"
+#include "server/model/attention_step.h"
 #include "server/model/config.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
@@ -45,6 +46,7 @@ class LlamaModel : public Model {
   LlamaWeights w_;
   std::vector<double> inv_freq_;
   KVStorage kv_;
+  AttentionStepBuilder steps_;  // each step's positions, tables and attention params
 };
 
 }  // namespace flashserve::model

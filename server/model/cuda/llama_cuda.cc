@@ -56,12 +56,15 @@ Status size_pool(const CudaModelOptions& options, int64_t max_seq_len, int64_t o
 }  // namespace
 
 LlamaCudaModel::~LlamaCudaModel() {
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+  if (meta_uploaded_) cudaEventSynchronize(meta_uploaded_);  // no copy out of meta_host_ in flight
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
   if (stream_) cudaStreamDestroy(stream_);
   cudaFree(weights_);
   cudaFree(buffers_);
   cudaFree(workspace_);
+  cudaFreeHost(meta_host_);
+  if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
 }
 
 Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint64_t seed,
@@ -86,6 +89,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
   m->cublas_ = handle;
   FS_RETURN_IF_ERROR(cublas_status(cublasSetStream(handle, m->stream_), "cublasSetStream"));
+  FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&m->meta_uploaded_, cudaEventDisableTiming));
+  m->steps_ = AttentionStepBuilder(c, Device::kCUDA, DType::kBFloat16);
 
   // Weights: sizes, then one allocation, then upload or generate.
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
@@ -160,13 +165,10 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->gu_ = a.take<__nv_bfloat16>(T * 2 * I);
     m->act_ = a.take<__nv_bfloat16>(T * I);
     m->last_norm_ = a.take<__nv_bfloat16>(B * H);
-    m->tokens_ = a.take<int32_t>(T);
-    m->positions_ = a.take<int32_t>(T);
-    m->cu_prefill_ = a.take<int32_t>(B + 1);
-    m->seq_lens_ = a.take<int32_t>(B);
-    m->block_tables_ = a.take<int32_t>(B * m->opt_.max_blocks_per_seq);
-    m->last_rows_ = a.take<int32_t>(B);
-    m->slots_ = a.take<int64_t>(T);
+    // The largest step's layout bounds every step's (the offsets grow with the sizes).
+    m->meta_dev_bytes_ = step_metadata_layout(T, static_cast<int32_t>(B), static_cast<int32_t>(B),
+                                              m->opt_.max_blocks_per_seq).bytes;
+    m->meta_dev_ = a.take<char>(m->meta_dev_bytes_);
   };
   carve(ba);
   void* bptr = nullptr;
@@ -209,47 +211,28 @@ Status LlamaCudaModel::gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int6
 
 Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   const LlamaConfig& c = config_;
-  FS_RETURN_IF_ERROR(b.validate(c.vocab_size));
-  const int32_t B = b.batch();
-  const int64_t T = static_cast<int64_t>(b.tokens.size());
-  if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
-    return invalid_argument("cuda model: the step is larger than the model's buffers");
-  const int32_t nd = b.num_decode;
+  const int32_t B = b.batch(), nd = b.num_decode;
   // A pure decode step replays a CUDA graph captured for its batch size: block tables are laid
   // out at the widest stride and the split plan is the planner's graph mode, so the captured
-  // launches serve every later step of that size; only the metadata is uploaded.
+  // launches serve every later step of that size; only the metadata is uploaded. (Tables wider
+  // than the model's buffers pass the builder and are refused just below.)
   const bool graph = graph_step(B, nd);
-  const int64_t stride = block_table_width(B, nd, b.block_table_stride);
-
-  std::vector<int32_t> positions(static_cast<size_t>(T)), last_rows(static_cast<size_t>(B)), cu_prefill;
-  int32_t max_q = 0;
-  for (int32_t s = 0; s < B; ++s) {
-    const int32_t q_len = b.cu_seqlens_q[s + 1] - b.cu_seqlens_q[s];
-    for (int32_t i = 0; i < q_len; ++i) positions[b.cu_seqlens_q[s] + i] = b.seq_lens[s] - q_len + i;
-    last_rows[s] = b.cu_seqlens_q[s + 1] - 1;
-    if (s >= nd) max_q = std::max(max_q, q_len);
-  }
-  for (int32_t s = nd; s <= B; ++s) cu_prefill.push_back(b.cu_seqlens_q[s] - b.cu_seqlens_q[nd]);
-  // The engine's batch builder writes the tables at this width already (block_table_width), and
-  // they are uploaded as they are; a caller's narrower ones are widened here first.
-  std::vector<int32_t> tables;
-  const std::vector<int32_t>* tables_ptr = &b.block_tables;
-  if (stride != b.block_table_stride) {
-    tables.assign(static_cast<size_t>(B * stride), 0);
-    for (int32_t s = 0; s < B; ++s)
-      std::copy_n(&b.block_tables[s * b.block_table_stride], b.block_table_stride, &tables[s * stride]);
-    tables_ptr = &tables;
-  }
-  auto up = [&](void* dst, const void* src, size_t bytes) {
-    return flashserve::cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
-  };
-  FS_RETURN_IF_ERROR(up(tokens_, b.tokens.data(), T * 4));
-  FS_RETURN_IF_ERROR(up(positions_, positions.data(), T * 4));
-  FS_RETURN_IF_ERROR(up(cu_prefill_, cu_prefill.data(), cu_prefill.size() * 4));
-  FS_RETURN_IF_ERROR(up(seq_lens_, b.seq_lens.data(), B * 4));
-  FS_RETURN_IF_ERROR(up(block_tables_, tables_ptr->data(), tables_ptr->size() * 4));
-  FS_RETURN_IF_ERROR(up(last_rows_, last_rows.data(), B * 4));
-  FS_RETURN_IF_ERROR(up(slots_, b.slot_mapping.data(), T * 8));
+  AttentionStep step;
+  FS_RETURN_IF_ERROR(
+      steps_.build(b, std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride), &step));
+  const int64_t T = step.num_tokens;
+  if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
+    return invalid_argument("cuda model: the step is larger than the model's buffers");
+  const StepMetadataLayout layout = step_metadata_layout(step);
+  FS_RETURN_IF_ERROR(upload_metadata(b, step, layout));
+  StepArrays arrays;
+  arrays.tokens = reinterpret_cast<const int32_t*>(meta_dev_ + layout.tokens);
+  arrays.positions = reinterpret_cast<const int32_t*>(meta_dev_ + layout.positions);
+  arrays.slots = reinterpret_cast<const int64_t*>(meta_dev_ + layout.slots);
+  arrays.cu_prefill = reinterpret_cast<const int32_t*>(meta_dev_ + layout.cu_prefill);
+  arrays.seq_lens = reinterpret_cast<const int32_t*>(meta_dev_ + layout.seq_lens);
+  arrays.last_rows = reinterpret_cast<const int32_t*>(meta_dev_ + layout.last_rows);
+  arrays.block_tables = reinterpret_cast<const int32_t*>(meta_dev_ + layout.block_tables);
 
   // The decode plan (host), and its workspace.
   DecodePlan plan;
@@ -271,7 +254,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     FS_RETURN_IF_ERROR(plan_decode(in, &plan));
     if (plan.workspace_bytes > workspace_bytes_) {
       // A larger workspace moves it: graphs captured with the old one are stale.
-      for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+      for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
       graphs_.clear();
       cudaFree(workspace_);
       workspace_ = nullptr;
@@ -280,12 +263,20 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       workspace_bytes_ = plan.workspace_bytes;
     }
   }
-  if (!graph) return run_layers(T, B, nd, max_q, stride, plan);
+  if (!graph) return run_layers(step, arrays, plan);
   auto it = graphs_.find(B);
+  if (it != graphs_.end() && !(it->second.layout == layout)) {
+    // Not expected: a pure decode step of B sequences at the graph's width has one layout (its
+    // offsets depend only on the sizes). Were it to differ, the captured launches would read
+    // the wrong offsets of meta_dev_, so capture again.
+    cudaGraphExecDestroy(it->second.exec);
+    graphs_.erase(it);
+    it = graphs_.end();
+  }
   if (it == graphs_.end()) {
     cudaGraph_t g = nullptr;
     FS_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status st = run_layers(T, B, nd, max_q, stride, plan);
+    const Status st = run_layers(step, arrays, plan);
     const cudaError_t end = cudaStreamEndCapture(stream_, &g);
     cudaGraphExec_t exec = nullptr;
     cudaError_t inst = cudaErrorUnknown;
@@ -295,25 +286,55 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       // Something in the step would not capture: run without graphs from now on.
       cudaGetLastError();
       opt_.cuda_graphs = false;
-      return run_layers(T, B, nd, max_q, stride, plan);
+      return run_layers(step, arrays, plan);
     }
-    it = graphs_.emplace(B, exec).first;
+    it = graphs_.emplace(B, Graph{exec, layout}).first;
   }
-  return flashserve::cuda_status(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+  return flashserve::cuda_status(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
+}
+
+// Why reusing the pinned buffer is safe: the copy of step N reads meta_host_ asynchronously, when
+// stream_ reaches it, so step N+1 must not write meta_host_ (nor free it to grow it) before that
+// copy has run. meta_uploaded_, recorded on stream_ right after the copy, marks it;
+// cudaEventSynchronize on it waits for the copy alone, not for step N's kernels (queued after the
+// event). forward() and forward_and_sample() synchronize stream_ before they return (the logits
+// or the sampled tokens come back), so there the event has long completed and the wait returns at
+// once; forward_device() alone (bench_model) returns with the step in flight, and then it waits.
+// The device buffer needs no such care: the next upload into meta_dev_ is queued on stream_
+// behind every kernel of the step that reads it. The upload is never inside a graph capture (it
+// precedes cudaStreamBeginCapture), so graphs replay the kernels over the fixed meta_dev_.
+Status LlamaCudaModel::upload_metadata(const ForwardBatch& b, const AttentionStep& step,
+                                       const StepMetadataLayout& layout) {
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaEventSynchronize(meta_uploaded_), "upload (previous step's)"));
+  if (layout.bytes > meta_dev_bytes_) return internal_error("cuda model: step metadata larger than its buffer");
+  if (layout.bytes > meta_host_bytes_) {
+    // Doubling, up to the largest step's size: a few growths in a server's life.
+    const int64_t bytes = std::max(layout.bytes, std::min(2 * meta_host_bytes_, meta_dev_bytes_));
+    cudaFreeHost(meta_host_);
+    meta_host_ = nullptr;
+    meta_host_bytes_ = 0;
+    void* p = nullptr;
+    FS_RETURN_IF_ERROR(
+        flashserve::cuda_status(cudaMallocHost(&p, static_cast<size_t>(bytes)), "cudaMallocHost (step metadata)"));
+    meta_host_ = static_cast<char*>(p);
+    meta_host_bytes_ = bytes;
+  }
+  write_step_metadata(b, step, layout, meta_host_);
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(
+      cudaMemcpyAsync(meta_dev_, meta_host_, static_cast<size_t>(layout.bytes), cudaMemcpyHostToDevice, stream_),
+      "upload"));
+  return flashserve::cuda_status(cudaEventRecord(meta_uploaded_, stream_), "upload");
 }
 
 // The step's launches, all on stream_ (capturable): metadata is already on the device.
-Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_q, int64_t stride,
-                                  const DecodePlan& plan) {
+Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a, const DecodePlan& plan) {
   const LlamaConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const int64_t T_dec = nd;
-  MaskParams mask;
-  mask.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  mask.causal = true;
+  const int64_t T = step.num_tokens;
+  const int32_t B = step.batch;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, tokens_, T, H, x_, stream_));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, a.tokens, T, H, x_, stream_));
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const Layer& L = layers_[layer];
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_));
@@ -321,55 +342,24 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
     FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
     FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
     // The layer's pages (the decode rows' tables first, then the prefill rows').
-    const KVPageView pages = kv_.view(layer, block_tables_, stride, seq_lens_);
+    const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
     // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it).
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(
-        q_, k_, v_, positions_, inv_freq_, slots_, T, static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
+        q_, k_, v_, a.positions, inv_freq_, a.slots, T, static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
         static_cast<int32_t>(D), static_cast<__nv_bfloat16*>(kv_.k_pages(layer)),
         static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), pages.block_stride, opt_.block_size,
         static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
-    if (nd > 0) {
-      DecodeParams d;
-      d.device = Device::kCUDA;
-      d.dtype = DType::kBFloat16;
-      d.batch = nd;
-      d.q_len = 1;
-      d.num_heads = static_cast<int32_t>(Hq);
-      d.num_kv_heads = static_cast<int32_t>(Hkv);
-      d.head_dim = static_cast<int32_t>(D);
-      d.q = q_;
-      d.pages = pages;
-      d.mask = mask;
-      d.o = attn_;
-      set_contiguous_strides(d);
+    if (step.num_decode > 0) {
+      DecodeParams d = step.decode_params(q_, attn_, pages);
       d.num_splits = plan.num_splits;
       d.pages_per_split = plan.pages_per_split;
       d.workspace = workspace_;
       d.workspace_bytes = workspace_bytes_;
       FS_RETURN_IF_ERROR(decode(d, stream_));
     }
-    if (nd < B) {
-      PrefillParams p;
-      p.device = Device::kCUDA;
-      p.dtype = DType::kBFloat16;
-      p.batch = B - nd;
-      p.num_heads = static_cast<int32_t>(Hq);
-      p.num_kv_heads = static_cast<int32_t>(Hkv);
-      p.head_dim = static_cast<int32_t>(D);
-      p.q = q_ + T_dec * Hq * D;
-      p.cu_seqlens_q = cu_prefill_;
-      p.total_q = T - T_dec;
-      p.max_seqlen_q = max_q;
-      p.paged = true;
-      p.pages = pages;
-      p.pages.block_table += nd * stride;
-      p.pages.seq_lens += nd;
-      p.mask = mask;
-      p.o = attn_ + T_dec * Hq * D;
-      set_contiguous_strides(p);
-      FS_RETURN_IF_ERROR(prefill(p, stream_));
-    }
+    if (step.num_prefill() > 0)
+      FS_RETURN_IF_ERROR(prefill(step.prefill_params(q_, attn_, a.cu_prefill, pages), stream_));
     FS_RETURN_IF_ERROR(gemm(attn_, L.wo, T, H, Hq * D, tmp_, false));
     FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_));
@@ -378,7 +368,7 @@ Status LlamaCudaModel::run_layers(int64_t T, int32_t B, int32_t nd, int32_t max_
     FS_RETURN_IF_ERROR(gemm(act_, L.w_down, T, H, I, tmp_, false));
     FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
   }
-  FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, last_rows_, B, H, last_, stream_));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_));
   FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
   return gemm(last_norm_, lm_head_, B, c.vocab_size, H, logits_, true);
 }

@@ -17,6 +17,7 @@
 #include "decode/planner.h"
 #include "kvcache/kv_storage.h"
 #include "kvcache/sizing.h"
+#include "server/model/attention_step.h"
 #include "server/model/cuda/sampler_cuda.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
@@ -74,8 +75,14 @@ class LlamaCudaModel : public Model {
   LlamaCudaModel() = default;
   Status gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k, void* c,
               bool fp32_out);
-  Status run_layers(int64_t tokens, int32_t batch, int32_t num_decode, int32_t max_q, int64_t stride,
-                    const DecodePlan& plan);
+  // The step's metadata arrays on the device: pointers into meta_dev_ at a StepMetadataLayout's offsets.
+  struct StepArrays {
+    const int32_t *tokens, *positions, *cu_prefill, *seq_lens, *last_rows, *block_tables;
+    const int64_t* slots;
+  };
+  // Lays the step's metadata out in the pinned meta_host_ and uploads it into meta_dev_ in one copy.
+  Status upload_metadata(const ForwardBatch& batch, const AttentionStep& step, const StepMetadataLayout& layout);
+  Status run_layers(const AttentionStep& step, const StepArrays& arrays, const DecodePlan& plan);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
@@ -99,12 +106,24 @@ class LlamaCudaModel : public Model {
   float *x_ = nullptr, *last_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
   __nv_bfloat16 *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr, *tmp_ = nullptr,
                 *gu_ = nullptr, *act_ = nullptr, *last_norm_ = nullptr;
-  int32_t *tokens_ = nullptr, *positions_ = nullptr, *cu_prefill_ = nullptr, *seq_lens_ = nullptr,
-          *block_tables_ = nullptr, *last_rows_ = nullptr;
-  int64_t* slots_ = nullptr;
+  // The step's small metadata arrays (tokens, positions, slots, cu_prefill, seq_lens, last rows,
+  // block tables), one StepMetadataLayout: on the device sized for the largest step the options
+  // allow, so it never moves (captured graphs read it); in pinned host memory, grown when needed;
+  // meta_uploaded_ is recorded on stream_ after each upload out of meta_host_.
+  char* meta_dev_ = nullptr;
+  int64_t meta_dev_bytes_ = 0;
+  char* meta_host_ = nullptr;
+  int64_t meta_host_bytes_ = 0;
+  cudaEvent_t meta_uploaded_ = nullptr;
+  AttentionStepBuilder steps_;
   void* workspace_ = nullptr;  // split-K decode
   int64_t workspace_bytes_ = 0;
-  std::map<int32_t, cudaGraphExec_t> graphs_;  // pure decode steps, by batch size
+  // Pure decode steps, by batch size, with the metadata layout their launches read.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    StepMetadataLayout layout;
+  };
+  std::map<int32_t, Graph> graphs_;
   CudaSampler sampler_;
 };
 
