@@ -1,4 +1,5 @@
-"""Anatomy of the split kernel on one shape, from a build with -DFLASHSERVE_DECODE_TRACE (each
+"""Anatomy of the split kernel on one shape, from a build configured with
+-DFLASHSERVE_DECODE_EXPERIMENTS=ON -DFLASHSERVE_DECODE_TRACE=ON (decode/cuda/decode_experiments.cuh: each
 CTA stamps the global timer at its start, when its first stages' copies are issued, when its
 first tile has landed, after its last tile, and at its end). Prints, over the CTAs of one eager
 call: start skew, issue (start -> first copies issued), ramp (-> first tile), loop, epilogue, end

@@ -474,8 +474,8 @@ TEST(DecodeCuda, QueriesOnlyElementAligned) {
 // o_A as its queries, straight after A's merge, and shares A's workspace; four rounds, each with
 // outputs of its own. Every o_A must match the reference, and every chained o_B must equal, bit
 // for bit, B run again on its own once everything has finished (a read of o_A before A's merge
-// wrote it sees the NaN poison). (Built with -DFLASHSERVE_DECODE_EXPERIMENT=6, which drops the
-// split kernel's wait, this test fails.)
+// wrote it sees the NaN poison). (Built with -DFLASHSERVE_DECODE_EXPERIMENTS=ON
+// -DFLASHSERVE_DECODE_EXPERIMENT=6, which drops the split kernel's wait, this test fails.)
 TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
   FS_SKIP_WITHOUT_CUDA();
   constexpr int kRounds = 4;
@@ -543,7 +543,8 @@ TEST(DecodeCuda, BackToBackCallsShareOneWorkspace) {
 // block table (the buffer held each row rotated: ids of other pages), the true lengths (the
 // buffer held the table's capacity) and each sequence's last page of K and V (the buffer held
 // NaN, as before an append). The outputs must match the reference for the true inputs. (A
-// build without the split kernel's wait, -DFLASHSERVE_DECODE_EXPERIMENT=6, fails it.)
+// build without the split kernel's wait, -DFLASHSERVE_DECODE_EXPERIMENTS=ON
+// -DFLASHSERVE_DECODE_EXPERIMENT=6, fails it.)
 TEST(DecodeCuda, InputsWrittenByTheKernelBefore) {
   FS_SKIP_WITHOUT_CUDA();
   const Problem p = decode_problem({3000, 700, 5001}, 1, 32, 8, 128, DType::kBFloat16, 16, 904);

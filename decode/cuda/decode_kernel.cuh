@@ -35,6 +35,20 @@
 #include "attention/cuda/online_softmax.cuh"
 #include "decode/params.h"
 
+// Bench-only probes (ablations that compute wrong results on purpose, per-CTA trace stamps) hook
+// in at the FS_DECODE_* points of the kernel below; they live in decode_experiments.cuh, compiled
+// in only by the CMake option FLASHSERVE_DECODE_EXPERIMENTS (default OFF). Everywhere else each
+// hook is the plain step: nothing is skipped, nothing stamped.
+#ifdef FLASHSERVE_DECODE_EXPERIMENTS
+#include "decode/cuda/decode_experiments.cuh"
+#else
+#define FS_DECODE_SKIPS(...) false
+#define FS_DECODE_STAMP(var)
+#define FS_DECODE_STAMP_LATER(var)
+#define FS_DECODE_STAMP_IF(var, cond)
+#define FS_DECODE_STAMPS_OUT(...)
+#endif
+
 namespace flashserve::cuda {
 
 inline constexpr int kDecodeThreads = 128;
@@ -60,28 +74,6 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 // row measured); 0: none (v4.3).
 #ifndef FLASHSERVE_DECODE_PREFETCH_TILES
 #define FLASHSERVE_DECODE_PREFETCH_TILES 3
-#endif
-
-// Build-time trace for kernel anatomy studies (bench/trace_decode.py), off in every shipped
-// build: with -DFLASHSERVE_DECODE_TRACE each CTA writes its SM id and the global timer at its
-// start (after griddepcontrol.wait), when its first stages' copies are issued, when its first
-// tile has landed, after its last tile and at its end, into the last bytes of the workspace
-// (the caller makes room: 6 words a CTA).
-// Build-time ablations, also off in every shipped build and producing wrong results (timing
-// only, bench/history/decode.md "Where the split kernel's time goes"):
-// -DFLASHSERVE_DECODE_EXPERIMENT=1 copies only (no compute in the loop), 2 compute only (the
-// first stages' data, no further copies), 3 no P·V, 4 no softmax, 5 no Q·Kᵀ; 6 (a mutation
-// check, not a timing): no griddepcontrol.wait, which
-// DecodeCuda.BackToBackCallsShareOneWorkspace must catch.
-#ifdef FLASHSERVE_DECODE_TRACE
-__device__ __forceinline__ uint64_t trace_clock() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define FS_TRACE(var) const uint64_t var = trace_clock()
-#else
-#define FS_TRACE(var)
 #endif
 
 template <int kHeadDim, typename T>
@@ -236,11 +228,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // above reads a length and page ids only to warm L2, and never uses them after). A no-op for
   // an ordinary launch. The index arithmetic above (kernel parameters and block ids only) and
   // the first wave's prefetch run before it, while the previous kernel ends.
-#if FLASHSERVE_DECODE_EXPERIMENT != 6  // 6: the wait dropped (the back-to-back test must fail)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  if (!FS_DECODE_SKIPS(grid_wait)) asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-#endif
-  FS_TRACE(t_start);
+  FS_DECODE_STAMP(t_start);
   // The sequence's length first: the copies' range waits on it (issued after the queries'
   // copies, its L2 round trip was the start's critical path: trace of v3.9, 2.4 us from the
   // wait to the first K/V copies at (1,32k)).
@@ -310,7 +300,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     cp_async_commit();
   }
   Copier kv = first[kStages - 1];  // ids for the first copy the main loop issues
-  FS_TRACE(t_issued);              // the first stages' copies issued
+  FS_DECODE_STAMP(t_issued);       // the first stages' copies issued
 
   // This lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
   // constants (ALiBi slopes differ by head). Only the compute needs them: after the first copies.
@@ -356,27 +346,17 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-#ifdef FLASHSERVE_DECODE_TRACE
-  uint64_t t_first = 0;
-#endif
+  FS_DECODE_STAMP_LATER(t_first);
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
-#ifdef FLASHSERVE_DECODE_TRACE
-    if (tile == 0) t_first = trace_clock();
-#endif
-#if FLASHSERVE_DECODE_EXPERIMENT == 2  // compute only: the first stages' data, then no copies
-    if (false)
-#else
-    if (tile + kStages - 1 < num_tiles)
-#endif
+    FS_DECODE_STAMP_IF(t_first, tile == 0);
+    if (!FS_DECODE_SKIPS(copies_after_the_first) && tile + kStages - 1 < num_tiles)
       load_tile(kv, tile + kStages - 1, (tile + kStages - 1) % kStages);
     cp_async_commit();
     kv.fetch_ids(src, lo, hi, num_tiles, tile + kStages, tid);  // in flight while this tile computes
 
-#if FLASHSERVE_DECODE_EXPERIMENT == 1  // copies only
-    continue;
-#endif
+    if (FS_DECODE_SKIPS(compute)) continue;
     const int stage = tile % kStages;
     const T* sk = smem_k + stage * Tr::kTileElems;
     const T* sv = smem_v + stage * Tr::kTileElems;
@@ -388,9 +368,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     // latency, not the tensor pipe, bounds this part with two warps a scheduler).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#if FLASHSERVE_DECODE_EXPERIMENT == 5  // ablation: no QK
-    s[0][0] = static_cast<float>(lane + tile) * 1e-3f;
-#else
+    if (!FS_DECODE_SKIPS(qk, s[0][0], lane, tile))
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ks += 2) {
 #pragma unroll
@@ -402,7 +380,6 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
         mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
       }
     }
-#endif
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -424,9 +401,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     // softmax is skipped, a CTA-uniform branch, and their p are zero.
     float f[2] = {1.f, 1.f};
     bool rescale = false;
-#if FLASHSERVE_DECODE_EXPERIMENT == 4  // ablation: no softmax
-    if (false)
-#endif
+    if (!FS_DECODE_SKIPS(softmax))
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       if (i == 1 && block_rows <= 8) {
@@ -451,10 +426,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     pa[1] = pack2<T>(p_val[0][2], p_val[0][3]);
     pa[2] = pack2<T>(p_val[1][0], p_val[1][1]);
     pa[3] = pack2<T>(p_val[1][2], p_val[1][3]);
-#if FLASHSERVE_DECODE_EXPERIMENT == 3  // ablation: no PV
-    acc[0][0] += __uint_as_float(pa[0] ^ pa[1] ^ pa[2] ^ pa[3]);
-    if (false)
-#endif
+    if (!FS_DECODE_SKIPS(pv, acc[0][0], pa))
 #pragma unroll
     for (int n = 0; n < kNTiles; n += 2) {
       uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
@@ -464,7 +436,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
     }
   }
-  FS_TRACE(t_loop);
+  FS_DECODE_STAMP(t_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
@@ -545,26 +517,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
       if (lane == 0) ws_lse[wrow] = lse;
     }
   }
-#ifdef FLASHSERVE_DECODE_TRACE
-  // Only where the caller made room past the partial states (trace_decode.py does).
-  const int64_t trace_bytes = 48 * static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  // (With one split there are no partial states: the whole workspace is the caller's room.)
-  const int64_t states_bytes =
-      p.num_splits > 1 ? static_cast<int64_t>(p.num_splits) * total_rows * (kHeadDim + 1) * 4 : 0;
-  if (tid == 0 && p.workspace != nullptr && p.workspace_bytes >= states_bytes + trace_bytes) {
-    const int64_t cta = (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    const int64_t ctas = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-    uint64_t* trace = reinterpret_cast<uint64_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes) - 6 * ctas;
-    uint32_t smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    trace[6 * cta] = smid;
-    trace[6 * cta + 1] = t_start;
-    trace[6 * cta + 2] = t_issued;
-    trace[6 * cta + 3] = t_first;
-    trace[6 * cta + 4] = t_loop;
-    trace[6 * cta + 5] = trace_clock();
-  }
-#endif
+  FS_DECODE_STAMPS_OUT(p, total_rows, kHeadDim, tid, t_start, t_issued, t_first, t_loop);
 }
 
 // Launches the split kernel for one instance; defined by the instance files. dependent_launch
