@@ -120,9 +120,10 @@ TEST(AttentionStep, PositionsCuSeqlensLastRowsAndTables) {
       EXPECT_EQ(s.block_tables, b.block_tables.data()) << "tables at their width are copied";
     }
     for (int32_t q = 0; q < s.batch; ++q)
-      for (int64_t j = 0; j < width; ++j)
-        ASSERT_EQ(s.block_tables[q * width + j], j < b.block_table_stride ? b.block_tables[q * b.block_table_stride + j] : 0)
-            << "row " << q << " entry " << j;
+      for (int64_t j = 0; j < width; ++j) {
+        const int32_t want = j < b.block_table_stride ? b.block_tables[q * b.block_table_stride + j] : 0;
+        ASSERT_EQ(s.block_tables[q * width + j], want) << "row " << q << " entry " << j;
+      }
 
     // The params, for made-up q/o/table addresses (the builder only moves them).
     std::vector<float> q(static_cast<size_t>(s.num_tokens) * kHeads * kHeadDim), o(q.size());

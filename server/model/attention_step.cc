@@ -18,8 +18,8 @@ AttentionStepBuilder::AttentionStepBuilder(const LlamaConfig& c, Device device, 
 Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, AttentionStep* s) const {
   FS_RETURN_IF_ERROR(b.validate(vocab_size_));
   if (width < b.block_table_stride)
-    return invalid_argument("attention step: block tables " + std::to_string(width) + " wide, narrower than the batch's " +
-                            std::to_string(b.block_table_stride));
+    return invalid_argument("attention step: block tables " + std::to_string(width) +
+                            " wide, narrower than the batch's " + std::to_string(b.block_table_stride));
   const int32_t B = b.batch(), nd = b.num_decode;
   s->device = device_;
   s->dtype = dtype_;
