@@ -90,7 +90,12 @@ int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q
     in.num_kv_heads = num_kv_heads;
     in.head_dim = head_dim;
     in.block_size = block_size;
-    in.num_workers = num_workers;
+    if (num_workers == 0) {
+      // The machine's; the bf16 instance (fp16's takes the same resources).
+      FS_RETURN_IF_ERROR(flashserve::decode_local_launch_shape(head_dim, flashserve::DType::kBFloat16, &in.shape));
+    } else {
+      in.num_workers = num_workers;  // of the CUDA kernel's rows (kDecodeRowsPerCta)
+    }
     in.min_pages_per_split = min_pages_per_split;
     in.max_splits = max_splits;
     in.graph_mode = graph_mode != 0;

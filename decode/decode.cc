@@ -5,6 +5,7 @@
 
 #include "attention/validate.h"
 #include "common/check.h"
+#include "common/cuda_device.h"
 #include "common/thread_pool.h"
 #include "decode/cpu/decode_cpu.h"
 #include "decode/planner.h"
@@ -29,6 +30,34 @@ int64_t decode_workspace_bytes(int32_t num_splits, int32_t batch, int32_t q_len,
   if (num_splits <= 1) return 0;
   const int64_t rows = static_cast<int64_t>(batch) * q_len * num_heads;
   return static_cast<int64_t>(num_splits) * rows * (head_dim + 1) * static_cast<int64_t>(sizeof(float));
+}
+
+Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+  if (shape == nullptr) return invalid_argument("decode_launch_shape: shape is null");
+  if (device == Device::kCPU) {
+    DecodeLaunchShape cpu;
+    cpu.rows_per_cta = 0;  // a thread takes an item whole
+    cpu.ctas_per_sm = 1;
+    cpu.sm_count = ThreadPool::global().num_threads();
+    *shape = cpu;
+    return Status::Ok();
+  }
+  if (device != Device::kCUDA) return invalid_argument("decode_launch_shape: invalid device");
+#if FLASHSERVE_WITH_CUDA
+  return cuda::decode_launch_shape(head_dim, dtype, shape);
+#else
+  (void)head_dim;
+  (void)dtype;
+  return unsupported("decode_launch_shape: flashserve was built without CUDA");
+#endif
+}
+
+Status decode_local_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+#if FLASHSERVE_WITH_CUDA
+  if (cuda_available() && cuda::decode_cuda_supports(head_dim, dtype))
+    return decode_launch_shape(Device::kCUDA, head_dim, dtype, shape);
+#endif
+  return decode_launch_shape(Device::kCPU, head_dim, dtype, shape);
 }
 
 Status validate_decode_shapes(const DecodeParams& p) {
@@ -116,8 +145,7 @@ Status decode(const DecodeParams& params, void* stream) {
   in.num_kv_heads = params.num_kv_heads;
   in.head_dim = params.head_dim;
   in.block_size = params.pages.block_size;
-  in.num_workers = ThreadPool::global().num_threads();
-  in.rows_per_worker = 0;  // a CPU item takes all its rows
+  FS_RETURN_IF_ERROR(decode_launch_shape(Device::kCPU, params.head_dim, params.dtype, &in.shape));
   DecodePlan plan;
   FS_RETURN_IF_ERROR(plan_decode(in, &plan));
   std::vector<float> workspace(static_cast<size_t>(plan.workspace_bytes / sizeof(float)));

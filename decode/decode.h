@@ -3,6 +3,7 @@
 
 #include "common/status.h"
 #include "decode/params.h"
+#include "decode/planner.h"
 
 namespace flashserve {
 
@@ -19,6 +20,17 @@ namespace flashserve {
 // it must wait for its own predecessor before it ends, or decode's wait covers only that kernel.
 // Ordinary launches and graph captures of them need nothing.
 Status decode(const DecodeParams& params, void* stream = nullptr);
+
+// The machine plan_decode plans for (DecodePlanInput::shape) when decode runs on `device`: on
+// CUDA, the split kernel's on the current device for head_dim × dtype (cuda::decode_launch_shape:
+// asked of the device once, then cached; an error where the build has no CUDA, there is no
+// device, or the kernels lack head_dim or dtype); on the CPU, {0, 1, the thread pool's threads}
+// (the plan decode() makes itself with num_splits 0).
+Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DecodeLaunchShape* shape);
+// The machine when the caller names none (the C ABI's num_workers = 0): the CUDA one where the
+// build has CUDA, a device is usable (cuda_available) and the CUDA kernels take head_dim and
+// dtype; otherwise the CPU's. Once a CUDA device is chosen, its query's failure is an error.
+Status decode_local_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape);
 
 // Checks that need no tensor contents (shared by all devices).
 Status validate_decode_shapes(const DecodeParams& params);

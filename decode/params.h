@@ -14,6 +14,9 @@
 namespace flashserve {
 
 inline constexpr int kMaxDecodeQLen = 8;
+// Query rows one CTA of the CUDA decode kernel takes (the M of one m16n8k16 mma); an item of
+// more rows (q_len × GQA group) takes ceil(rows / 16) CTAs (decode_kernel.cuh's row blocks).
+inline constexpr int kDecodeRowsPerCta = 16;
 
 struct DecodeParams {
   Device device = Device::kCPU;

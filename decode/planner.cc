@@ -26,10 +26,20 @@ int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ce
 
 }  // namespace
 
+DecodeLaunchShape decode_plan_machine(const DecodePlanInput& in) {
+  if (in.shape.sm_count > 0) return in.shape;
+  DecodeLaunchShape m;
+  m.rows_per_cta = in.rows_per_worker;
+  m.ctas_per_sm = 1;
+  m.sm_count = in.num_workers;
+  return m;
+}
+
 int64_t decode_workers_per_item(const DecodePlanInput& in) {
-  if (in.rows_per_worker <= 0 || in.num_kv_heads <= 0) return 1;
+  const int32_t rows_per_cta = decode_plan_machine(in).rows_per_cta;
+  if (rows_per_cta <= 0 || in.num_kv_heads <= 0) return 1;
   const int64_t rows = static_cast<int64_t>(in.q_len) * (in.num_heads / in.num_kv_heads);
-  return std::max<int64_t>(1, ceil_div(rows, in.rows_per_worker));
+  return std::max<int64_t>(1, ceil_div(rows, rows_per_cta));
 }
 
 double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
@@ -38,8 +48,10 @@ double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
   for (int32_t b = 0; b < in.batch; ++b) num_splits = std::max(num_splits, splits_of(pages_of(in, b), chunk));
   // Workers' finish times; items in launch order: split fastest, then kv head (its workers
   // together), then sequence.
+  const DecodeLaunchShape m = decode_plan_machine(in);
+  const int64_t workers = static_cast<int64_t>(m.sm_count) * m.ctas_per_sm;
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int32_t w = 0; w < in.num_workers; ++w) free_at.push(0.0);
+  for (int64_t w = 0; w < workers; ++w) free_at.push(0.0);
   const int64_t per_item = decode_workers_per_item(in);
   double makespan = 0.0;
   for (int32_t b = 0; b < in.batch; ++b) {
@@ -66,12 +78,19 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.num_kv_heads <= 0 || in.num_heads <= 0 || in.head_dim <= 0 || in.q_len <= 0)
     return invalid_argument("plan_decode: num_heads, num_kv_heads, head_dim and q_len must be > 0");
   if (in.block_size <= 0) return invalid_argument("plan_decode: block_size must be > 0");
-  if (in.num_workers <= 0) return invalid_argument("plan_decode: num_workers must be > 0");
-  if (in.max_splits <= 0) return invalid_argument("plan_decode: max_splits must be > 0");
+  if (in.shape.sm_count > 0 && in.num_workers > 0)
+    return invalid_argument("plan_decode: give the machine as shape or as num_workers, not both");
+  if (in.shape.sm_count < 0) return invalid_argument("plan_decode: shape.sm_count < 0");
+  if (in.shape.sm_count == 0 && in.num_workers <= 0)
+    return invalid_argument("plan_decode: no machine: shape.sm_count (or num_workers) must be > 0");
+  const DecodeLaunchShape machine = decode_plan_machine(in);
+  if (machine.ctas_per_sm <= 0) return invalid_argument("plan_decode: shape.ctas_per_sm must be > 0");
+  if (machine.rows_per_cta < 0) return invalid_argument("plan_decode: rows per CTA (rows_per_worker) < 0");
+  if (in.max_splits < 0) return invalid_argument("plan_decode: max_splits < 0");
   if (in.min_pages_per_split < 0) return invalid_argument("plan_decode: min_pages_per_split < 0");
   if (in.overhead_keys < 0) return invalid_argument("plan_decode: overhead_keys < 0");
-  if (in.rows_per_worker < 0) return invalid_argument("plan_decode: rows_per_worker < 0");
 
+  const int64_t workers = static_cast<int64_t>(machine.sm_count) * machine.ctas_per_sm;
   const int64_t per_item = decode_workers_per_item(in);  // workers an item takes at once
   const int64_t min_pages =
       in.min_pages_per_split > 0 ? in.min_pages_per_split : std::max<int64_t>(1, 256 / in.block_size);
@@ -80,8 +99,15 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.graph_mode) {
     if (in.max_seq_len <= 0) return invalid_argument("plan_decode: graph mode needs max_seq_len > 0");
     const int64_t max_pages = ceil_div(in.max_seq_len, in.block_size);
-    out.num_splits = in.max_splits;
-    out.pages_per_split = static_cast<int32_t>(std::max<int64_t>(1, ceil_div(max_pages, in.max_splits)));
+    int64_t splits = in.max_splits;
+    if (splits == 0) {
+      // One wave of the machine: the items of a split (every sequence and kv head, their row
+      // blocks) as many times as the workers hold, at most kGraphMaxSplits.
+      const int64_t units = std::max<int64_t>(1, static_cast<int64_t>(in.batch) * in.num_kv_heads * per_item);
+      splits = std::clamp<int64_t>(ceil_div(workers, units), 1, kGraphMaxSplits);
+    }
+    out.num_splits = static_cast<int32_t>(splits);
+    out.pages_per_split = static_cast<int32_t>(std::max<int64_t>(1, ceil_div(max_pages, splits)));
     out.work_items = static_cast<int64_t>(in.batch) * in.num_kv_heads * out.num_splits;
   } else {
     if (in.batch > 0 && in.seq_lens == nullptr) return invalid_argument("plan_decode: seq_lens is null");
@@ -92,13 +118,14 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
                                 std::to_string(in.seq_lens[b]) + " < 0");
       max_pages = std::max(max_pages, pages_of(in, b));
     }
+    const int64_t max_splits = in.max_splits > 0 ? in.max_splits : kMaxSplits;
     const int64_t units = static_cast<int64_t>(in.batch) * in.num_kv_heads * per_item;
     int64_t chunk = std::max<int64_t>(max_pages, 1);  // one split each
-    if (units < in.num_workers && max_pages > min_pages) {
+    if (units < workers && max_pages > min_pages) {
       // Candidates: the chunks that give the longest sequence s splits, s = 1..max_splits, no
       // smaller than min_pages. Ties go to the larger chunk (fewer splits, less merging).
       double best = decode_makespan(in, chunk);
-      for (int64_t s = 2; s <= in.max_splits; ++s) {
+      for (int64_t s = 2; s <= max_splits; ++s) {
         const int64_t c = ceil_div(max_pages, s);
         if (c < min_pages) break;
         if (c == chunk) continue;
@@ -114,7 +141,7 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
     for (int32_t b = 0; b < in.batch; ++b) out.work_items += splits_of(pages_of(in, b), chunk) * in.num_kv_heads;
     out.makespan = in.batch > 0 ? decode_makespan(in, chunk) : 0.0;
   }
-  out.wave_fill = wave_fill(out.work_items * per_item, in.num_workers);
+  out.wave_fill = wave_fill(out.work_items * per_item, workers);
   out.workspace_bytes = decode_workspace_bytes(out.num_splits, in.batch, in.q_len, in.num_heads, in.head_dim);
   *plan = out;
   return Status::Ok();

@@ -98,11 +98,21 @@ typedef struct fs_decode_plan {
 } fs_decode_plan;
 
 /* Plans split-K decode. seq_lens_host: [batch] host array (ignored when graph_mode != 0, which
- * plans for max_seq_len with max_splits splits). num_workers: SMs × CTAs per SM (see
- * fs_cuda_sm_count), or CPU threads. The plan is the CUDA kernel's: an item of more than 16
- * query rows (q_len × GQA group) takes a worker per 16 rows (on CPU threads, which take an item
- * whole, such a plan splits less than it could; fs_decode_run with num_splits 0 plans for the
- * CPU itself). min_pages_per_split 0 = 256 keys' worth. */
+ * plans for max_seq_len with max_splits splits).
+ * num_workers > 0: plans for that many workers (SMs × CTAs per SM, see fs_cuda_sm_count, or CPU
+ * threads) of the CUDA kernel's: an item of more than 16 query rows (q_len × GQA group) takes a
+ * worker per 16 rows (on CPU threads, which take an item whole, such a plan splits less than it
+ * could; fs_decode_run with num_splits 0 plans for the CPU itself).
+ * num_workers = 0 asks the machine: where the library has CUDA, a CUDA device is usable and
+ * head_dim is 64 or 128, the current device's decode kernel (its SMs × the CTAs of the kernel's
+ * bf16 instance for head_dim that an SM holds, by the occupancy API; 16 query rows a CTA), asked
+ * of the device once and then cached; otherwise (a CPU-only library, no usable device, another
+ * head_dim) the CPU's: the thread pool's threads (FLASHSERVE_NUM_THREADS, else the hardware's),
+ * each taking an item whole: the plan fs_decode_run with num_splits 0 makes. A device that is
+ * usable but fails the query is an error, not the fallback.
+ * min_pages_per_split 0 = 256 keys' worth. max_splits: the cap on splits per sequence; 0 = the
+ * planner's: 64, or with graph_mode as many as one wave of the workers holds,
+ * ceil(workers / (batch × num_kv_heads × workers an item)), clamped to 1..32. */
 FS_API int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q_len, int32_t num_heads,
                           int32_t num_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_workers,
                           int32_t min_pages_per_split, int32_t max_splits, int32_t graph_mode,

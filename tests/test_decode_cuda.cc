@@ -17,6 +17,7 @@
 #include "attention/cuda/merge_cuda.h"
 #include "attention/merge.h"
 #include "common/cuda_device.h"
+#include "decode/cuda/decode_cuda.h"
 #include "decode/decode.h"
 #include "decode/planner.h"
 #include "tests/cuda_support.h"
@@ -25,19 +26,13 @@
 namespace flashserve::test {
 namespace {
 
-int sm_count() {
-  CudaDeviceInfo info;
-  return cuda_device_info(0, &info).ok() ? info.sm_count : 132;
-}
-
-
 struct GpuRun {
   Outputs out;
   Status status;
 };
 
-// Sets dp's split count and chunk (num_splits 0: the planner's choice for this GPU, two CTAs
-// per SM) and, with more than one split, a poisoned workspace in ws.
+// Sets dp's split count and chunk (num_splits 0: the planner's choice for this GPU's launch
+// shape) and, with more than one split, a poisoned workspace in ws.
 void configure_splits(DecodeParams& dp, const Problem& p, const ProblemData& d, int32_t num_splits,
                       int32_t pages_per_split, DeviceBuffer& ws) {
   if (num_splits == 0) {
@@ -49,7 +44,7 @@ void configure_splits(DecodeParams& dp, const Problem& p, const ProblemData& d, 
     in.num_kv_heads = dp.num_kv_heads;
     in.head_dim = dp.head_dim;
     in.block_size = p.block_size;
-    in.num_workers = 2 * sm_count();
+    EXPECT_TRUE(decode_launch_shape(Device::kCUDA, dp.head_dim, dp.dtype, &in.shape).ok());
     DecodePlan plan;
     EXPECT_TRUE(plan_decode(in, &plan).ok());
     num_splits = plan.num_splits;
@@ -324,6 +319,71 @@ TEST(DecodeCuda, MergeStatesMatchesCpu) {
   }
 }
 
+// The split kernel's launch shape, which the planner plans for: rows a CTA as the launch counts
+// its row blocks, CTAs an SM from the occupancy API (at least 1, at most the SM's limit; at least
+// the launch bounds' 2 at head_dim 128 on sm_90, whose 228 KB of shared memory hold two CTAs'
+// 100 KB), the device's SMs; asked of the device once per device and instance, after which
+// neither the query nor decode() asks it again.
+TEST(DecodeCuda, LaunchShapeFromTheDevice) {
+  FS_SKIP_WITHOUT_CUDA();
+  int device = 0, devices = 0, max_blocks = 0, cc_major = 0;
+  FS_ASSERT_CUDA(cudaGetDevice(&device));
+  FS_ASSERT_CUDA(cudaGetDeviceCount(&devices));
+  FS_ASSERT_CUDA(cudaDeviceGetAttribute(&max_blocks, cudaDevAttrMaxBlocksPerMultiprocessor, device));
+  FS_ASSERT_CUDA(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+  CudaDeviceInfo info;
+  ASSERT_TRUE(cuda_device_info(device, &info).ok());
+  DecodeLaunchShape hd128_bf16;
+  for (int32_t head_dim : {64, 128}) {
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(std::string("head_dim ") + std::to_string(head_dim) + " " + dtype_name(dtype));
+      DecodeLaunchShape s;
+      ASSERT_TRUE(decode_launch_shape(Device::kCUDA, head_dim, dtype, &s).ok());
+      EXPECT_GE(cuda::decode_launch_shape_queries(), 1);
+      EXPECT_EQ(s.rows_per_cta, kDecodeRowsPerCta);
+      EXPECT_GE(s.ctas_per_sm, 1);
+      EXPECT_LE(s.ctas_per_sm, max_blocks);
+      if (cc_major >= 9 && head_dim == 128) {
+        EXPECT_GE(s.ctas_per_sm, 2);
+      }
+      EXPECT_EQ(s.sm_count, info.sm_count);
+      const int64_t asked = cuda::decode_launch_shape_queries();
+      DecodeLaunchShape again;
+      ASSERT_TRUE(decode_launch_shape(Device::kCUDA, head_dim, dtype, &again).ok());
+      EXPECT_EQ(cuda::decode_launch_shape_queries(), asked) << "the second call asked the device";
+      EXPECT_EQ(again.rows_per_cta, s.rows_per_cta);
+      EXPECT_EQ(again.ctas_per_sm, s.ctas_per_sm);
+      EXPECT_EQ(again.sm_count, s.sm_count);
+      if (head_dim == 128 && dtype == DType::kBFloat16) hd128_bf16 = s;
+    }
+  }
+  EXPECT_LE(cuda::decode_launch_shape_queries(), 4 * devices);  // once per device and instance at most
+
+  // decode() reads the cache: planned (configure_splits) and run, with splits, it asks nothing.
+  const int64_t asked = cuda::decode_launch_shape_queries();
+  Problem p = decode_problem({2000, 700, 1}, 1, 32, 8, 128, DType::kBFloat16, 16, 2626);
+  ProblemData d = make_data(p);
+  GpuRun r = run_gpu(p, d, 0, 0);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(cuda::decode_launch_shape_queries(), asked) << "decode() asked the device";
+
+  // The planner's workers an item are the CTAs the launch gives it.
+  for (int32_t q_len = 1; q_len <= kMaxDecodeQLen; ++q_len) {
+    for (int32_t group : {1, 2, 3, 4, 5, 7, 8, 16}) {
+      DecodePlanInput in;
+      in.q_len = q_len;
+      in.num_kv_heads = 2;
+      in.num_heads = 2 * group;
+      in.shape = hd128_bf16;
+      EXPECT_EQ(decode_workers_per_item(in), cuda::decode_row_blocks(q_len, group))
+          << "q_len " << q_len << " group " << group;
+    }
+  }
+  DecodeLaunchShape none;
+  EXPECT_EQ(decode_launch_shape(Device::kCUDA, 96, DType::kBFloat16, &none).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(decode_launch_shape(Device::kCUDA, 128, DType::kFloat32, &none).code(), StatusCode::kUnsupported);
+}
+
 // CUDA-graph mode: plan with a fixed split count for a maximum length, capture once, then
 // replay after the lengths (device memory) change; every replay matches the reference.
 TEST(DecodeCuda, GraphReplayWithChangingLengths) {
@@ -340,7 +400,7 @@ TEST(DecodeCuda, GraphReplayWithChangingLengths) {
   in.num_kv_heads = 8;
   in.head_dim = 128;
   in.block_size = 16;
-  in.num_workers = 2 * sm_count();
+  ASSERT_TRUE(decode_launch_shape(Device::kCUDA, 128, DType::kBFloat16, &in.shape).ok());
   in.graph_mode = true;
   in.max_splits = 8;
   in.max_seq_len = 2000;

@@ -1,5 +1,7 @@
 #include "decode/cuda/decode_cuda.h"
 
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "attention/cuda/merge_cuda.h"
@@ -13,10 +15,88 @@ namespace flashserve::cuda {
 
 // The instances built, one per file (decode_hd*_*.cu), declared here.
 using DecodeInstances = KernelInstances<HeadDims<64, 128>, DTypes<DType::kFloat16, DType::kBFloat16>>;
-extern template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool, int);
-extern template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
-extern template cudaError_t launch_decode_split<128, __half>(const DecodeParams&, cudaStream_t, bool, int);
-extern template cudaError_t launch_decode_split<128, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
+#define FS_DECODE_INSTANCE(HD, T)                                                                          \
+  extern template cudaError_t launch_decode_split<HD, T>(const DecodeParams&, cudaStream_t, bool, int); \
+  extern template cudaError_t prepare_decode_split<HD, T>(int*);
+FS_DECODE_INSTANCE(64, __half)
+FS_DECODE_INSTANCE(64, __nv_bfloat16)
+FS_DECODE_INSTANCE(128, __half)
+FS_DECODE_INSTANCE(128, __nv_bfloat16)
+#undef FS_DECODE_INSTANCE
+
+namespace {
+
+// What a launch needs of the device, per device and instance: asked once (launch_facts).
+struct LaunchFacts {
+  std::atomic<bool> ready{false};  // the fields below are set (release) and final
+  int sm_count = 0;
+  int cc_major = 0;
+  int ctas_per_sm = 0;
+};
+
+constexpr int kMaxDevices = 64;
+constexpr int kInstances = 4;  // DecodeInstances: head_dim 64, 128 × fp16, bf16
+LaunchFacts g_facts[kMaxDevices][kInstances];
+std::mutex g_facts_mutex;  // held while a device is asked
+std::atomic<int64_t> g_queries{0};
+
+int instance_index(int32_t head_dim, DType dtype) {  // of a built instance
+  return (head_dim == 128 ? 2 : 0) + (dtype == DType::kBFloat16 ? 1 : 0);
+}
+
+// The current device's facts for a built instance. After the first call for a device and
+// instance: cudaGetDevice and an atomic load.
+Status launch_facts(int32_t head_dim, DType dtype, const LaunchFacts** out) {
+  int device = 0;
+  FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    return unsupported("decode: device " + std::to_string(device) + " (the launch-shape cache holds " +
+                       std::to_string(kMaxDevices) + ")");
+  LaunchFacts& f = g_facts[device][instance_index(head_dim, dtype)];
+  if (!f.ready.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(g_facts_mutex);
+    if (!f.ready.load(std::memory_order_relaxed)) {
+      g_queries.fetch_add(1, std::memory_order_relaxed);
+      int sms = 0, cc_major = 0, ctas_per_sm = 0;
+      FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
+      auto prepare = [&](auto hd, auto dt) {
+        using T = cuda_storage_t<decltype(dt)::value>;
+        return cuda_status(prepare_decode_split<decltype(hd)::value, T>(&ctas_per_sm),
+                           "decode: the split kernel's shared memory and occupancy");
+      };
+      FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<DecodeInstances>("decode on CUDA", head_dim, dtype, prepare));
+      if (ctas_per_sm < 1 || sms < 1)
+        return internal_error("decode: the split kernel fits no SM of device " + std::to_string(device) + " (" +
+                              std::to_string(ctas_per_sm) + " CTAs an SM, " + std::to_string(sms) + " SMs)");
+      f.sm_count = sms;
+      f.cc_major = cc_major;
+      f.ctas_per_sm = ctas_per_sm;
+      f.ready.store(true, std::memory_order_release);
+    }
+  }
+  *out = &f;
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool decode_cuda_supports(int32_t head_dim, DType dtype) { return is_built<DecodeInstances>(head_dim, dtype); }
+
+Status decode_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+  if (shape == nullptr) return invalid_argument("decode_launch_shape: shape is null");
+  FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode_launch_shape", head_dim, dtype));
+  const LaunchFacts* f = nullptr;
+  FS_RETURN_IF_ERROR(launch_facts(head_dim, dtype, &f));
+  shape->rows_per_cta = kRowsPerBlock;
+  shape->ctas_per_sm = f->ctas_per_sm;
+  shape->sm_count = f->sm_count;
+  return Status::Ok();
+}
+
+int32_t decode_row_blocks(int32_t q_len, int32_t group) { return row_blocks_of(q_len * group); }
+
+int64_t decode_launch_shape_queries() { return g_queries.load(std::memory_order_relaxed); }
 
 Status validate_decode_cuda(const DecodeParams& p) {
   FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype));
@@ -29,16 +109,16 @@ Status validate_decode_cuda(const DecodeParams& p) {
 
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const LaunchFacts* f = nullptr;
+  FS_RETURN_IF_ERROR(launch_facts(p.head_dim, p.dtype, &f));  // cached: no device query per call
   // Programmatic dependent launch exists from Hopper (sm_90) on: the split kernel follows the
   // previous kernel in the stream that way, and the merge follows the split kernel.
-  int device = 0, cc_major = 0, sms = 0;
-  FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
-  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const bool pdl = cc_major >= 9;
+  const bool pdl = f->cc_major >= 9;
+  const int sms = f->sm_count;
+  const int first_wave = sms * f->ctas_per_sm;  // CTAs resident at once
   auto launch = [&](auto hd, auto dt) {
     using T = cuda_storage_t<decltype(dt)::value>;
-    return cuda_status(launch_decode_split<decltype(hd)::value, T>(p, stream, pdl, sms), "decode split kernel");
+    return cuda_status(launch_decode_split<decltype(hd)::value, T>(p, stream, pdl, first_wave), "decode split kernel");
   };
   FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype, launch));
   if (p.num_splits == 1) return Status::Ok();

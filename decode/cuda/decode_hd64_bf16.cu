@@ -3,4 +3,5 @@
 
 namespace flashserve::cuda {
 template cudaError_t launch_decode_split<64, __nv_bfloat16>(const DecodeParams&, cudaStream_t, bool, int);
+template cudaError_t prepare_decode_split<64, __nv_bfloat16>(int*);
 }  // namespace flashserve::cuda

@@ -3,4 +3,5 @@
 
 namespace flashserve::cuda {
 template cudaError_t launch_decode_split<64, __half>(const DecodeParams&, cudaStream_t, bool, int);
+template cudaError_t prepare_decode_split<64, __half>(int*);
 }  // namespace flashserve::cuda

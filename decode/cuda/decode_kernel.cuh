@@ -53,7 +53,8 @@ namespace flashserve::cuda {
 
 inline constexpr int kDecodeThreads = 128;
 inline constexpr int kDecodeWarps = kDecodeThreads / 32;
-inline constexpr int kRowsPerBlock = 16;  // query rows per CTA
+inline constexpr int kRowsPerBlock = kDecodeRowsPerCta;  // query rows per CTA (decode/params.h)
+static_assert(kRowsPerBlock == 16, "a CTA's rows are one m16n8k16 tile");
 inline constexpr int kTileKeys = 64;
 // Stages and CTAs per SM: 3 stages × 32 KB (head_dim 128, bf16) and 2 CTAs per SM measured
 // best; the K/V copies' evict-first L2 policy measured better (v4.1). The macros exist for A/B
@@ -520,32 +521,39 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   FS_DECODE_STAMPS_OUT(p, total_rows, kHeadDim, tid, t_start, t_issued, t_first, t_loop);
 }
 
-// Launches the split kernel for one instance; defined by the instance files. dependent_launch
-// (sm_90+): as a programmatic dependent of the previous kernel in the stream, so the launch and
-// the CTAs' start overlap that kernel's tail (the kernel waits on the device before reading).
-// sm_count: the device's SMs (× the CTAs an SM holds: the first wave, for the first tiles'
-// prefetch).
+// Row blocks (CTAs) of one item (sequence, kv head, split) of `rows` query rows (q_len × group).
+inline int row_blocks_of(int rows) { return (rows + kRowsPerBlock - 1) / kRowsPerBlock; }
+
+// Readies the instance on the current device and says how many of its CTAs an SM holds
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor on this kernel, at its block size and shared
+// memory; 2 at head_dim 128, 4 at 64 on the H200: registers, shared memory): lets it take its
+// dynamic shared memory, a setting of the device's context. Once a device (decode_cuda.cu
+// caches it, with the launch shape); launch_decode_split needs it done. Defined by the instance
+// files.
 template <int kHeadDim, typename T>
-cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch, int sm_count) {
+cudaError_t prepare_decode_split(int* ctas_per_sm) {
   using Tr = DecodeTraits<kHeadDim, T>;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int row_blocks = (p.q_len * group + kRowsPerBlock - 1) / kRowsPerBlock;
   auto kernel = decode_split_kernel<kHeadDim, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
+}
+
+// Launches the split kernel for one instance, prepared on this device (prepare_decode_split);
+// defined by the instance files. dependent_launch (sm_90+): as a programmatic dependent of the
+// previous kernel in the stream, so the launch and the CTAs' start overlap that kernel's tail
+// (the kernel waits on the device before reading). first_wave: the CTAs the device holds at
+// once (SMs × CTAs an SM holds), for the first tiles' prefetch.
+template <int kHeadDim, typename T>
+cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch, int first_wave) {
+  using Tr = DecodeTraits<kHeadDim, T>;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int row_blocks = row_blocks_of(p.q_len * group);
+  auto kernel = decode_split_kernel<kHeadDim, T>;
   const int version = binary_version<decode_split_kernel<kHeadDim, T>>();  // the instance's architecture
   dependent_launch = dependent_launch && version >= 90;
   LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
                       Tr::kSmemBytes, stream, dependent_launch);
-  // CTAs an SM holds: 2 at head_dim 128, 4 at 64 (registers, shared memory); one query per
-  // instance (the kernel's resources are fixed; the device's SM limits are sm_90's or sm_80's).
-  static const int per_sm = [&] {
-    int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kDecodeThreads, Tr::kSmemBytes) == cudaSuccess &&
-                   n > 0
-               ? n
-               : FLASHSERVE_DECODE_MIN_BLOCKS;
-  }();
   // Row blocks of one kv head (q_len × group > 16 rows) read the same K/V bytes. Launched in
   // clusters of two (blockIdx.y 2k and 2k+1: row blocks of one head when row_blocks is even), a
   // pair is placed on one GPC at the same time and runs in step, so (likely: the L2 hit rate was
@@ -574,8 +582,7 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
       clustered = true;
     }
   }
-  const int first_wave = sm_count * per_sm;  // CTAs resident at once
-  err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, first_wave);
+  cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, p, row_blocks, first_wave);
   if (err != cudaSuccess && clustered) {
     // A cluster the device cannot place now (e.g. SMs limited by MPS): the same launch without
     // (not while capturing a graph, which the failed launch has ended: the error goes back).
