@@ -130,17 +130,16 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, const void* k_
   FS_RETURN_IF_ERROR(check_slots(slots, n));
   const int64_t row = static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim;  // elements per token
   const int64_t head_bytes = shape_.head_dim * elem;
-  const KVPageView pv = view(0, nullptr, 0, nullptr);
+  const KVPageView pv = view(0, nullptr, 0, nullptr);  // every layer's strides
   ThreadPool::global().parallel_for(n, [&](int64_t i) {
     if (slots[i] < 0) return;
-    const int64_t block = slots[i] / shape_.block_size, offset = slots[i] % shape_.block_size;
     for (int32_t l = 0; l < num_layers; ++l) {
       const char* ks = static_cast<const char*>(k_new) + ((l * n + i) * row) * elem;
       const char* vs = static_cast<const char*>(v_new) + ((l * n + i) * row) * elem;
       char* kd = static_cast<char*>(k_pages(first_layer + l));
       char* vd = static_cast<char*>(v_pages(first_layer + l));
       for (int32_t h = 0; h < shape_.num_kv_heads; ++h) {
-        const int64_t dst = (block * pv.block_stride + h * pv.head_stride + offset * pv.token_stride) * elem;
+        const int64_t dst = pv.offset_of_slot(slots[i], h) * elem;
         std::memcpy(kd + dst, ks + h * head_bytes, head_bytes);
         std::memcpy(vd + dst, vs + h * head_bytes, head_bytes);
       }
@@ -178,11 +177,14 @@ Status KVStorage::copy_blocks(const BlockCopy* pairs, int32_t n, void* stream) {
 #endif
   }
   if (stream != nullptr) return invalid_argument("KVStorage::copy_blocks: a CPU call takes no stream");
-  const int64_t block_bytes = view(0, nullptr, 0, nullptr).block_stride * dtype_size(shape_.dtype);  // K and V
+  // A block's K and V (every head) are one run of block_stride elements from its first key.
+  const KVPageView pv = view(0, nullptr, 0, nullptr);
+  const int64_t elem = dtype_size(shape_.dtype), block_bytes = pv.block_stride * elem;
   for (int32_t l = 0; l < shape_.num_layers; ++l) {
     char* pool = static_cast<char*>(k_pages(l));
     for (int32_t i = 0; i < n; ++i)
-      std::memmove(pool + pairs[i].dst * block_bytes, pool + pairs[i].src * block_bytes, block_bytes);
+      std::memmove(pool + pv.offset(pairs[i].dst, 0, 0) * elem, pool + pv.offset(pairs[i].src, 0, 0) * elem,
+                   block_bytes);
   }
   return Status::Ok();
 }

@@ -16,10 +16,18 @@
 //
 // Sequence b owns keys 0 .. seq_lens[b]-1; key j sits in block block_table[b][j / block_size]
 // at slot j % block_size. Block 0 may be the pool's reserved null block; kernels never
-// treat it specially.
+// treat it specially. A pool slot (the engine's slot mapping, KVStorage::append) is
+// block·block_size + slot in block.
+//
+// offset() is the one place that turns (block, kv head, slot) into an address: storage, append,
+// copy_blocks, the model's fused rotary + append and the CPU kernels call it. The CUDA attention
+// kernels start from it (KVSource::init_paged: a kv head's base) and step through a page with
+// 32-bit byte strides of their own (kv_tile_copier.cuh: one IMAD.WIDE.U32 a key).
 #pragma once
 
 #include <cstdint>
+
+#include "common/host_device.h"
 
 namespace flashserve {
 
@@ -38,6 +46,16 @@ struct KVPageView {
   const int32_t* block_table = nullptr;
   int64_t block_table_stride = 0;        // entries per row: the most blocks a sequence may own
   const int32_t* seq_lens = nullptr;     // [batch] keys per sequence (cached prefix + new tokens)
+
+  // Elements from k_pages (v_pages) to the key (value) of block `block`, kv head `head`, slot
+  // `slot` in the block.
+  FS_HOST_DEVICE int64_t offset(int64_t block, int64_t head, int64_t slot) const {
+    return block * block_stride + head * head_stride + slot * token_stride;
+  }
+  // The same for pool slot `slot` (block·block_size + slot in block, >= 0).
+  FS_HOST_DEVICE int64_t offset_of_slot(int64_t slot, int64_t head) const {
+    return offset(slot / block_size, head, slot % block_size);
+  }
 };
 
 // The view of one layer's pool in the project's layout, [num_blocks, 2, num_kv_heads,

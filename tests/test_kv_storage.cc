@@ -3,6 +3,7 @@
 // errors that write nothing; cache sizing from a budget or the device's memory (pure arithmetic).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -35,6 +36,96 @@ KVStorageShape shape(int layers, int blocks, int heads, int bs, int dim, DType t
   s.head_dim = dim;
   s.dtype = t;
   return s;
+}
+
+// The layout [num_blocks, 2, num_kv_heads, block_size, head_dim], indexed by hand: element
+// (block, kv, head, slot, dim), kv 0 for K and 1 for V, of one layer's pool.
+int64_t layout_index(int64_t block, int kv, int head, int slot, int dim, int heads, int bs, int head_dim) {
+  return (((block * 2 + kv) * heads + head) * bs + slot) * head_dim + dim;
+}
+
+TEST(KVPageView, OffsetIsTheLayoutComputedIndependently) {
+  struct Shape {
+    int blocks, heads, bs, dim, elem;
+  };
+  for (const Shape& sh : {Shape{1, 1, 1, 1, 2}, Shape{7, 3, 5, 9, 2}, Shape{13, 8, 16, 128, 2}, Shape{5, 2, 256, 64, 4},
+                          Shape{300000, 8, 16, 128, 2}}) {
+    SCOPED_TRACE("blocks " + std::to_string(sh.blocks) + " heads " + std::to_string(sh.heads) + " block_size " +
+                 std::to_string(sh.bs) + " head_dim " + std::to_string(sh.dim));
+    static char pool[1];
+    const KVPageView pv = make_page_view(pool, sh.elem, sh.blocks, sh.heads, sh.bs, sh.dim, nullptr, 0, nullptr);
+    const int64_t v_shift = (static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) / sh.elem;
+    EXPECT_EQ((static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) % sh.elem, 0);
+    std::mt19937 rng(77);
+    for (int i = 0; i < 2000; ++i) {
+      const int64_t b = std::uniform_int_distribution<int64_t>(0, sh.blocks - 1)(rng);
+      const int h = std::uniform_int_distribution<int>(0, sh.heads - 1)(rng);
+      const int t = std::uniform_int_distribution<int>(0, sh.bs - 1)(rng);
+      const int64_t k_at = layout_index(b, 0, h, t, 0, sh.heads, sh.bs, sh.dim);
+      ASSERT_EQ(pv.offset(b, h, t), k_at) << "block " << b << " head " << h << " slot " << t;
+      ASSERT_EQ(v_shift + pv.offset(b, h, t), layout_index(b, 1, h, t, 0, sh.heads, sh.bs, sh.dim));
+      ASSERT_EQ(pv.offset_of_slot(b * sh.bs + t, h), k_at);
+    }
+  }
+  // Another strided layout (token-major pages, K and V pools apart): the view's strides decide.
+  KVPageView pv;
+  pv.block_size = 16;
+  pv.token_stride = 8 * 128;  // [blocks, block_size, heads, head_dim]
+  pv.head_stride = 128;
+  pv.block_stride = 16 * 8 * 128;
+  EXPECT_EQ(pv.offset(70000, 5, 11), ((70000LL * 16 + 11) * 8 + 5) * 128);
+  EXPECT_EQ(pv.offset_of_slot(70000LL * 16 + 11, 5), ((70000LL * 16 + 11) * 8 + 5) * 128);
+}
+
+// Append and copy-on-write against the layout indexed by hand on the storage's memory (not
+// through the view, which the kernels read with): every element written where it belongs,
+// nothing else touched.
+TEST(KVStorage, AppendAndCopyWriteWhereTheLayoutSays) {
+  const int L = 3, blocks = 11, H = 3, bs = 5, D = 6, n = 17;
+  KVStorage st;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, shape(L, blocks, H, bs, D, DType::kFloat32), &st).ok());
+  std::vector<int64_t> slots(n);
+  std::mt19937 rng(26);
+  std::vector<int64_t> free_slots(blocks * bs);
+  for (int64_t i = 0; i < blocks * bs; ++i) free_slots[i] = i;
+  std::shuffle(free_slots.begin(), free_slots.end(), rng);
+  for (int i = 0; i < n; ++i) slots[i] = free_slots[i];
+  slots[4] = -1;  // padding
+  const std::vector<float> k = randn(static_cast<size_t>(2) * n * H * D, 5), v = randn(static_cast<size_t>(2) * n * H * D, 6);
+  ASSERT_TRUE(st.append(1, 2, k.data(), v.data(), slots.data(), n).ok());  // layers 1 and 2
+  // The expected pools: zero except the appended tokens.
+  const int64_t pool = static_cast<int64_t>(blocks) * 2 * H * bs * D;
+  std::vector<float> want(static_cast<size_t>(L) * pool, 0.f);
+  for (int l = 1; l < L; ++l)
+    for (int i = 0; i < n; ++i) {
+      if (slots[i] < 0) continue;
+      for (int h = 0; h < H; ++h)
+        for (int d = 0; d < D; ++d) {
+          const size_t src = ((static_cast<size_t>(l - 1) * n + i) * H + h) * D + d;
+          want[l * pool + layout_index(slots[i] / bs, 0, h, static_cast<int>(slots[i] % bs), d, H, bs, D)] = k[src];
+          want[l * pool + layout_index(slots[i] / bs, 1, h, static_cast<int>(slots[i] % bs), d, H, bs, D)] = v[src];
+        }
+    }
+  auto check = [&](const char* what) {
+    for (int l = 0; l < L; ++l) {
+      const float* got = static_cast<const float*>(st.k_pages(l));
+      for (int64_t e = 0; e < pool; ++e)
+        ASSERT_EQ(got[e], want[l * pool + e]) << what << ": layer " << l << " element " << e;
+    }
+  };
+  check("append");
+  // Copy-on-write: block src's K and V (every head, every layer) into dst, the others untouched.
+  const int64_t src_block = slots[0] / bs, dst_block = (src_block + 3) % blocks;
+  const BlockCopy pair{static_cast<int32_t>(src_block), static_cast<int32_t>(dst_block)};
+  ASSERT_TRUE(st.copy_blocks(&pair, 1).ok());
+  for (int l = 0; l < L; ++l)
+    for (int kv = 0; kv < 2; ++kv)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < bs; ++t)
+          for (int d = 0; d < D; ++d)
+            want[l * pool + layout_index(dst_block, kv, h, t, d, H, bs, D)] =
+                want[l * pool + layout_index(src_block, kv, h, t, d, H, bs, D)];
+  check("copy_blocks");
 }
 
 TEST(KVStorage, AppendedTokensAreReadBackThroughTheView) {

@@ -26,9 +26,8 @@ Scratch& scratch() {
 inline const char* key_row(const char* base, const KVRows& kv, int64_t j, int64_t packed_stride) {
   const int64_t elem = dtype_size(kv.dtype);
   if (!kv.paged) return base + j * packed_stride * elem;
-  const int64_t block = kv.block_table[j / kv.block_size];
-  const int64_t slot = j % kv.block_size;
-  return base + (block * kv.block_stride + slot * kv.token_stride) * elem;
+  const int32_t block_size = kv.pages.block_size;
+  return base + kv.pages.offset(kv.block_table[j / block_size], kv.kv_head, j % block_size) * elem;
 }
 
 // Inlined here (not dtype.cc's out-of-line one) so each target clone of attend_tile gets a
@@ -78,16 +77,14 @@ inline float exp_nonpositive(float x) {
 }  // namespace
 
 KVRows paged_kv_rows(const KVPageView& pages, DType dtype, int32_t seq, int32_t kv_head) {
-  const int64_t elem = dtype_size(dtype);
   KVRows kv;
   kv.dtype = dtype;
   kv.paged = true;
-  kv.k = static_cast<const char*>(pages.k_pages) + kv_head * pages.head_stride * elem;
-  kv.v = static_cast<const char*>(pages.v_pages) + kv_head * pages.head_stride * elem;
+  kv.k = static_cast<const char*>(pages.k_pages);
+  kv.v = static_cast<const char*>(pages.v_pages);
   kv.block_table = pages.block_table + seq * pages.block_table_stride;
-  kv.block_size = pages.block_size;
-  kv.block_stride = pages.block_stride;
-  kv.token_stride = pages.token_stride;
+  kv.pages = pages;
+  kv.kv_head = kv_head;
   return kv;
 }
 

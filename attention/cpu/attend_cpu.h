@@ -20,13 +20,13 @@ inline constexpr int kTileQTokens = 32;  // query tokens per prefill work item
 // Where key j of one kv head lives: packed rows, or pages through a block table row.
 struct KVRows {
   DType dtype = DType::kFloat32;
-  const char* k = nullptr;  // bytes, at kv head h of token/slot 0 (packed) or of block 0 (paged)
+  const char* k = nullptr;  // bytes: packed, kv head h of token 0; paged, the pool (pages.k_pages)
   const char* v = nullptr;
   bool paged = false;
   int64_t k_row_stride = 0, v_row_stride = 0;  // packed: elements between keys
   const int32_t* block_table = nullptr;        // paged: this sequence's row
-  int32_t block_size = 0;
-  int64_t block_stride = 0, token_stride = 0;  // paged: elements (K and V alike)
+  KVPageView pages;                            // paged: the layer's view (key addresses: offset())
+  int32_t kv_head = 0;                         // paged
 };
 
 // One work item. Pointers are at token 0 of the tile, query head first_head.

@@ -12,9 +12,11 @@
 
 namespace flashserve::cuda {
 
-// One (sequence, kv head)'s keys. Paged: page ids from `table`; 32-bit byte offsets inside the
-// pool (block_bytes, token_bytes < 2^32, checked on the host by validate_page_view_cuda), so a
-// key's address is one 32×32→64 multiply-add of its page id. Packed: rows row_bytes apart.
+// One (sequence, kv head)'s keys. Paged: page ids from `table`; the kv head's base from the
+// view's offset(), then 32-bit byte offsets inside the pool (block_bytes, token_bytes < 2^32,
+// checked on the host by validate_page_view_cuda), so a key's address is one 32×32→64
+// multiply-add of its page id (offset()'s 64-bit arithmetic a key would cost more IMADs in the
+// copy loop). Packed: rows row_bytes apart.
 struct KVSource {
   const char* k_base = nullptr;  // this kv head's first byte (paged: of block 0)
   const char* v_base = nullptr;
@@ -24,8 +26,8 @@ struct KVSource {
   int64_t k_row_bytes = 0, v_row_bytes = 0;  // packed
 
   __device__ __forceinline__ void init_paged(const KVPageView& pv, int b, int kv_head, int elem) {
-    k_base = static_cast<const char*>(pv.k_pages) + kv_head * pv.head_stride * elem;
-    v_base = static_cast<const char*>(pv.v_pages) + kv_head * pv.head_stride * elem;
+    k_base = static_cast<const char*>(pv.k_pages) + pv.offset(0, kv_head, 0) * elem;
+    v_base = static_cast<const char*>(pv.v_pages) + pv.offset(0, kv_head, 0) * elem;
     table = pv.block_table + static_cast<int64_t>(b) * pv.block_table_stride;
     block_bytes = static_cast<uint32_t>(pv.block_stride * elem);
     token_bytes = static_cast<uint32_t>(pv.token_stride * elem);

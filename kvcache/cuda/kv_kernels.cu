@@ -22,8 +22,8 @@ struct AppendArgs {
   const int64_t* slots;
   int64_t n;
   int64_t capacity;          // num_blocks · block_size
-  int32_t block_size;
-  int64_t block_bytes, head_bytes, token_bytes;  // strides in the pool (block: its K and V)
+  KVPageView pages;          // layer first_layer's view: slot -> element offset (offset_of_slot)
+  int32_t elem;              // bytes an element
   int32_t chunks_per_head;   // 16-byte chunks in head_dim elements
   int32_t num_kv_heads;
 };
@@ -34,28 +34,30 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   const int layer = blockIdx.y;
   const int64_t slot = a.slots[t];
   if (slot < 0 || slot >= a.capacity) return;  // padding, or a bad slot: never written
-  const int64_t block = slot / a.block_size, offset = slot % a.block_size;
   const int64_t row_bytes = static_cast<int64_t>(a.num_kv_heads) * a.chunks_per_head * 16;
   const char* ks = a.k_new + (layer * a.n + t) * row_bytes;
   const char* vs = a.v_new + (layer * a.n + t) * row_bytes;
-  char* kd = a.pool + layer * a.layer_bytes + block * a.block_bytes + offset * a.token_bytes;
+  // The slot's kv head 0 (the division once); kv head h is offset(0, h, 0) further.
+  char* kd = a.pool + layer * a.layer_bytes + a.pages.offset_of_slot(slot, 0) * a.elem;
   char* vd = kd + a.v_bytes;
   const int chunks = a.num_kv_heads * a.chunks_per_head;
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
     const int h = c / a.chunks_per_head, cc = c % a.chunks_per_head;
-    const int64_t dst = h * a.head_bytes + cc * 16;
+    const int64_t dst = a.pages.offset(0, h, 0) * a.elem + cc * 16;
     *reinterpret_cast<uint4*>(kd + dst) = __ldg(reinterpret_cast<const uint4*>(ks) + c);
     *reinterpret_cast<uint4*>(vd + dst) = __ldg(reinterpret_cast<const uint4*>(vs) + c);
   }
 }
 
-// grid: (pairs, layers). Copies one block (its K and V, one run) of one layer with 16-byte vectors.
-__global__ void __launch_bounds__(kThreads)
-    copy_blocks_kernel(char* data, const int2* pairs, int64_t layer_bytes, int64_t block_bytes) {
+// grid: (pairs, layers). Copies one block (its K and V, one run of block_stride elements from its
+// first key) of one layer with 16-byte vectors.
+__global__ void __launch_bounds__(kThreads) copy_blocks_kernel(char* data, const int2* pairs, int64_t layer_bytes,
+                                                               const __grid_constant__ KVPageView pages, int32_t elem) {
   const int2 pr = pairs[blockIdx.x];
   char* pool = data + blockIdx.y * layer_bytes;
-  const uint4* src = reinterpret_cast<const uint4*>(pool + pr.x * block_bytes);
-  uint4* dst = reinterpret_cast<uint4*>(pool + pr.y * block_bytes);
+  const int64_t block_bytes = pages.block_stride * elem;
+  const uint4* src = reinterpret_cast<const uint4*>(pool + pages.offset(pr.x, 0, 0) * elem);
+  uint4* dst = reinterpret_cast<uint4*>(pool + pages.offset(pr.y, 0, 0) * elem);
   for (int64_t i = threadIdx.x; i < block_bytes / 16; i += kThreads) dst[i] = src[i];
 }
 
@@ -100,10 +102,8 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, co
   a.slots = slots;
   a.n = n;
   a.capacity = static_cast<int64_t>(sh.num_blocks) * sh.block_size;
-  a.block_size = sh.block_size;
-  a.block_bytes = pv.block_stride * elem;
-  a.head_bytes = pv.head_stride * elem;
-  a.token_bytes = pv.token_stride * elem;
+  a.pages = pv;
+  a.elem = static_cast<int32_t>(elem);
   a.chunks_per_head = static_cast<int32_t>(sh.head_dim * elem / 16);
   a.num_kv_heads = sh.num_kv_heads;
   append_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(num_layers)), kThreads, 0,
@@ -116,12 +116,14 @@ Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_
   static_assert(sizeof(BlockCopy) == 8, "BlockCopy is two int32");
   const KVStorageShape& sh = s.shape();
   const int64_t elem = dtype_size(sh.dtype);
-  const int64_t block_bytes = s.view(0, nullptr, 0, nullptr).block_stride * elem;  // a block's K and V
+  const KVPageView pv = s.view(0, nullptr, 0, nullptr);
+  const int64_t block_bytes = pv.block_stride * elem;  // a block's K and V
   if (block_bytes % 16) return invalid_argument("KVStorage::copy_blocks: on CUDA, blocks must be whole 16-byte chunks");
   auto st = static_cast<cudaStream_t>(stream);
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, pairs, static_cast<size_t>(n) * 8, cudaMemcpyHostToDevice, st));
   copy_blocks_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(sh.num_layers)), kThreads, 0, st>>>(
-      static_cast<char*>(s.k_pages(0)), reinterpret_cast<const int2*>(staging), sh.pool_elems() * elem, block_bytes);
+      static_cast<char*>(s.k_pages(0)), reinterpret_cast<const int2*>(staging), sh.pool_elems() * elem, pv,
+      static_cast<int32_t>(elem));
   FS_CUDA_CHECK_LAUNCH("copy_blocks kernel");
   return Status::Ok();
 }

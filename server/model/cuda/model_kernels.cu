@@ -1,5 +1,7 @@
 #include "server/model/cuda/model_kernels.h"
 
+#include "kvcache/page_view.h"
+
 namespace flashserve::model::cuda {
 
 namespace {
@@ -31,18 +33,16 @@ __global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t 
 __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const int32_t* positions, const float* inv_freq, const int64_t* slots,
                                    int32_t heads, int32_t kv_heads, int32_t head_dim, __nv_bfloat16* k_pages,
-                                   __nv_bfloat16* v_pages, int64_t block_stride, int32_t block_size,
+                                   __nv_bfloat16* v_pages, const __grid_constant__ KVPageView pages,
                                    int64_t capacity) {
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
   const int64_t slot = slots[t];
   const bool write = slot >= 0 && slot < capacity;
-  const int64_t block = write ? slot / block_size : 0, offset = write ? slot % block_size : 0;
-  // block·block_stride + [kv_head][slot][dim]
-  auto cache_at = [&](__nv_bfloat16* pool, int h, int d) {
-    return pool + block * block_stride + (static_cast<int64_t>(h) * block_size + offset) * head_dim + d;
-  };
+  // The slot's kv head 0, once (a 64-bit division); kv head h is offset(0, h, 0) further.
+  const int64_t at_slot = write ? pages.offset_of_slot(slot, 0) : 0;
+  auto cache_at = [&](__nv_bfloat16* pool, int h, int d) { return pool + at_slot + pages.offset(0, h, 0) + d; };
   for (int j = threadIdx.x; j < (heads + kv_heads) * half; j += blockDim.x) {
     const int h = j / half, i = j % half;
     float sn, cs;
@@ -124,8 +124,14 @@ cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16*
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
                         int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int64_t block_stride,
                         int32_t block_size, int64_t capacity, cudaStream_t s) {
+  // The layer's strides from the layout's one description (KVStorage's pages; the caller's
+  // block_stride and v_pages must agree with it).
+  const KVPageView pages =
+      make_page_view(k_pages, sizeof(__nv_bfloat16), static_cast<int32_t>(capacity / block_size), kv_heads,
+                     block_size, head_dim, nullptr, 0, nullptr);
+  if (pages.block_stride != block_stride || pages.v_pages != v_pages) return cudaErrorInvalidValue;
   rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(
-      q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, block_stride, block_size, capacity);
+      q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, pages, capacity);
   return cudaGetLastError();
 }
 
