@@ -30,8 +30,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib")
     ap.add_argument("--config", action="append", default=[],
-                    help="NAME=VAR=VAL[,VAR=VAL], or NAME=@PATH: another build of the library (e.g. the last "
-                         "commit's), no override; 'default' = this --lib, no override")
+                    help="NAME=VAR=VAL[,VAR=VAL], or NAME=@PATH[,VAR=VAL...]: another build of the library (e.g. "
+                         "the last commit's), with the overrides given; 'default' = this --lib, no override")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--only", help="comma-separated indices into ROWS")
     args = ap.parse_args()
@@ -40,8 +40,10 @@ def main():
     for c in args.config:
         name, _, rest = c.partition("=")
         if rest.startswith("@"):
-            libs[rest[1:]] = fsc.load(rest[1:])
-            configs.append((name, {}, rest[1:]))
+            path, *env = rest[1:].split(",")
+            if path not in libs:
+                libs[path] = fsc.load(path)
+            configs.append((name, dict(kv.split("=", 1) for kv in env), path))
         else:
             configs.append((name, dict(kv.split("=", 1) for kv in rest.split(",")), None))
     gen = torch.Generator(device="cuda").manual_seed(5)

@@ -183,14 +183,19 @@ __global__ void __launch_bounds__(PrefillSm90Traits<kHeadDim, T>::kThreads, Pref
       pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
     }
   };
-  // O += P·V(tile): V as an MN-major operand, 64 output columns a wgmma.
+  // O += P·V(tile): V as an MN-major operand, one wgmma a k-step over the whole head dim (the
+  // column blocks of V are kSm90BlockN rows apart).
   auto issue_pv = [&](int tile) {
     const T* sv = smem_v + (tile % Tr::kStages) * Tr::kTileElems;
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-      for (int c = 0; c < Tr::kBlocks; ++c)
-        wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(sv + c * kSm90BlockN * 64 + kk * 16 * 64));
+    for (int kk = 0; kk < 8; ++kk) {
+      if constexpr (Tr::kBlocks == 1) {
+        wgmma_rs_n64<T>(o[0], pa[kk], mnmajor_desc(sv + kk * 16 * 64));
+      } else {
+        wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk],
+                              mnmajor_desc_blocks(sv + kk * 16 * 64, kSm90BlockN * 128));
+      }
+    }
     wgmma_commit();
   };
 

@@ -372,11 +372,17 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     };
     auto issue_pv = [&](int stage) {
       const T* svt = smem_v + stage * Tr::kTileElems;
+      // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
+      // kBN rows apart), not one a column block.
 #pragma unroll
-      for (int kk = 0; kk < Tr::kKeySteps; ++kk)
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-          wgmma_rs_n64<T>(o[c], pa[kk], mnmajor_desc(svt + c * kBN * 64 + kk * 16 * 64));
+      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+        if constexpr (Tr::kBlocks == 1) {
+          wgmma_rs_n64<T>(o[0], pa[kk], mnmajor_desc(svt + kk * 16 * 64));
+        } else {
+          wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk],
+                                mnmajor_desc_blocks(svt + kk * 16 * 64, kBN * 128));
+        }
+      }
       wgmma_commit();
     };
     float f[2] = {1.f, 1.f};
