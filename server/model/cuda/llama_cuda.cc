@@ -8,7 +8,6 @@
 
 #include "attention/prefill.h"
 #include "common/cuda_check.h"
-#include "common/cuda_device.h"
 #include "decode/decode.h"
 #include "decode/planner.h"
 #include "server/model/cuda/model_kernels.h"
@@ -81,9 +80,6 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->opt_.max_blocks_per_seq = opt.num_blocks > 0 ? opt.num_blocks - 1
                                                     : (c.max_position_embeddings + opt.block_size - 1) / opt.block_size;
   FS_CUDA_RETURN_IF_ERROR(cudaSetDevice(opt.device));
-  CudaDeviceInfo info;
-  FS_RETURN_IF_ERROR(cuda_device_info(opt.device, &info));
-  m->sm_count_ = info.sm_count;
   FS_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&m->stream_, cudaStreamNonBlocking));
   cublasHandle_t handle;
   FS_RETURN_IF_ERROR(cublas_status(cublasCreate(&handle), "cublasCreate"));
@@ -244,12 +240,13 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     in.num_kv_heads = c.num_key_value_heads;
     in.head_dim = c.head_dim;
     in.block_size = opt_.block_size;
-    in.num_workers = 2 * sm_count_;
+    // The split kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy
+    // API, SMs), asked once and cached; with a graph the planner sizes its splits for the
+    // context (DecodePlanInput::graph_mode).
+    FS_RETURN_IF_ERROR(decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, &in.shape));
     if (graph) {
       in.graph_mode = true;
       in.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
-      const int64_t units = int64_t{nd} * c.num_key_value_heads * decode_workers_per_item(in);  // CTAs a split
-      in.max_splits = static_cast<int32_t>(std::clamp<int64_t>((in.num_workers + units - 1) / units, 1, 32));
     }
     FS_RETURN_IF_ERROR(plan_decode(in, &plan));
     if (plan.workspace_bytes > workspace_bytes_) {

@@ -86,7 +86,6 @@ class LlamaCudaModel : public Model {
 
   LlamaConfig config_;
   CudaModelOptions opt_;
-  int sm_count_ = 132;
   cudaStream_t stream_ = nullptr;
   void* cublas_ = nullptr;  // cublasHandle_t
   KVStorage kv_;
