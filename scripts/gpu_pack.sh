@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs what a GPU-machine call needs from build-gpu/ into one folder to carry (the call takes
+# 64 MiB and 8 paths): the C ABI library, the GPU tests and benchmarks, and, where they were
+# built, the server and the load-test client with the shared libraries they link that the GPU
+# machine (Ubuntu 24.04, CUDA, no gRPC) lacks: gRPC, Protobuf, Abseil, c-ares, RE2, spdlog 1.10,
+# fmt, cpp-httplib, brotli, PCRE2 (libc, libstdc++, OpenSSL, zlib and CUDA's are the machine's
+# own). There, `ln -sfn DEST build-gpu` and LD_LIBRARY_PATH=build-gpu/lib.
+# Usage: gpu_pack.sh DEST [EXTRA_FILE:NAME ...] (e.g. /tmp/old/flashserve_server:server_before).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=$1
+shift
+rm -rf "$dest"
+mkdir -p "$dest/tests" "$dest/bench" "$dest/server" "$dest/client" "$dest/lib"
+cp build-gpu/libflashserve_c.so "$dest/"
+[ -d build-gpu/old ] && cp -r build-gpu/old "$dest/old"
+for t in test_decode_cuda test_kv_storage_cuda test_prefill_cuda test_model_cuda test_sampler_cuda; do
+  [ -f "build-gpu/tests/$t" ] && cp "build-gpu/tests/$t" "$dest/tests/"
+done
+for b in bench/bench_kvcache bench/bench_model server/hf_dump server/flashserve_server client/flashserve_bench; do
+  [ -f "build-gpu/$b" ] && cp "build-gpu/$b" "$dest/$b"
+done
+for extra in "$@"; do cp "${extra%%:*}" "$dest/server/${extra##*:}"; done
+# The shared libraries of the server and the client, less the machine's own.
+for bin in "$dest"/server/* "$dest"/client/*; do
+  ldd "$bin" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libz|libssl|libcrypto)\.so|/cuda' |
+  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+du -sh "$dest"

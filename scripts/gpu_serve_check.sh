@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end serving on the GPU machine: each server given runs synthetic:llama3-8b on the GPU
+# (bf16 weights made on the device), and the bundled client load-tests it at concurrency 1 and
+# 64 with random token prompts; a table of the client's numbers last. The servers run one after
+# another in the order given (give one twice to see the spread between runs).
+# Usage: OUT=DIR LIBS=DIR gpu_serve_check.sh BENCH NAME=SERVER[,ARG...] ...
+#   BENCH: the flashserve_bench binary; ARGs: extra server flags, comma-separated (e.g.
+#   after=build-gpu/server/flashserve_server,--num-blocks,8192). LIBS: a folder of the shared
+#   libraries the binaries need that the machine lacks (gRPC, Protobuf, Abseil, ...; see
+#   scripts/gpu_serve_pack.sh), put first on LD_LIBRARY_PATH.
+# Environment: IN (input tokens, 512), OUTLEN (output tokens, 128), N1 (prompts at concurrency
+# 1, 16), N64 (prompts at concurrency 64, 256).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/flashserve-gpu}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="${LIBS:+$LIBS:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bench=$1
+shift
+in=${IN:-512} outlen=${OUTLEN:-128} n1=${N1:-16} n64=${N64:-256}
+status=0
+run=0
+rows=()
+for spec in "$@"; do
+  run=$((run + 1))
+  name=${spec%%=*}
+  IFS=, read -r -a argv <<<"${spec#*=}"
+  server=${argv[0]}
+  log="$out/serve_${run}_$name"
+  port=$((18000 + run))
+  "$server" --device cuda --model synthetic:llama3-8b --port "$port" --metrics-port -1 "${argv[@]:1}" \
+    >"$log.out" 2>"$log.err" &
+  pid=$!
+  for _ in $(seq 3600); do  # 180 s
+    grep -q '^ready$' "$log.out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if ! grep -q '^ready$' "$log.out"; then
+    echo "$name: the server did not come up; its log:"
+    tail -n 20 "$log.err"
+    kill -9 "$pid" 2>/dev/null
+    status=1
+    continue
+  fi
+  grep -m1 "KV cache" "$log.err"
+  for c in 1 64; do
+    n=$([ "$c" = 1 ] && echo "$n1" || echo "$n64")
+    "$bench" --target "127.0.0.1:$port" --request-rate inf --max-concurrency "$c" --num-prompts "$n" \
+      --input-len "$in" --output-len "$outlen" --ignore-eos --num-warmups 2 --seed 0 --no-progress \
+      --percentile-metrics ttft,tpot,itl --metric-percentiles 50,99 --result-json "$log.c$c.json" \
+      >"$log.c$c.txt" 2>&1 || { status=1; echo "$name c=$c: the client failed"; tail -n 5 "$log.c$c.txt"; }
+    rows+=("$(python3 - "$name" "$c" "$log.c$c.json" <<'EOF'
+import json, sys
+name, c, path = sys.argv[1:4]
+try:
+    r = json.load(open(path))
+except Exception as e:  # noqa: BLE001
+    print(f"| {name} | {c} | no result ({e}) |")
+    sys.exit(0)
+g = lambda k: r.get(k, float("nan"))
+print(f"| {name} | {c} | {g('completed')} | {g('output_throughput'):.0f} | {g('mean_ttft_ms'):.1f} | "
+      f"{g('median_ttft_ms'):.1f} | {g('mean_tpot_ms'):.2f} | {g('median_itl_ms'):.2f} | {g('p99_itl_ms'):.2f} |")
+EOF
+)")
+  done
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+done
+echo "| server | concurrency | completed | output tok/s | mean TTFT ms | median TTFT ms | mean TPOT ms | median ITL ms | p99 ITL ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
+exit $status
