@@ -3,7 +3,9 @@
 // batches (decode only, prefill only, mixed, chunked prefill after cached history, tables
 // wider than needed), against values worked out here from the sequences' lengths; then the
 // params run through the CPU decode and prefill kernels over a paged cache, against a float64
-// attention computed from each sequence's keys directly. And the one-buffer metadata layout.
+// attention computed from each sequence's keys directly, the decode rows also with the step's
+// own split plan. The step's decode plan against plan_decode on inputs worked out here. And the
+// one-buffer metadata layout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -199,15 +201,29 @@ TEST(AttentionStep, RefusesNarrowTablesAndBadBatches) {
 
 // The params, through the CPU kernels over a paged cache filled with each sequence's keys at
 // the blocks of its table, against float64 causal attention over those keys.
+// Planned: the step's plan for a made-up machine of 7 SMs × 2 CTAs in graph mode (one wave's
+// splits: 2 to 7 here, more than the short sequences' pages, so some splits are empty), run by
+// the CPU decode with the workspace the plan asks for.
 TEST(AttentionStep, ParamsRunTheKernelsLikeTheReference) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.f, 1.f);
   const AttentionStepBuilder builder(small_config(), Device::kCPU, DType::kFloat32);
+  for (const bool planned : {false, true})
   for (const Case& k : cases()) {
-    SCOPED_TRACE(k.name);
+    SCOPED_TRACE(k.name + (planned ? " planned" : ""));
     const ForwardBatch b = make_batch(k, rng);
+    const int64_t width = b.block_table_stride + k.extra_width;
+    DecodePlanning planning;
+    planning.shape = DecodeLaunchShape{16, 2, 7};
+    planning.block_size = kBlockSize;
+    planning.graph_mode = true;
+    planning.max_seq_len = static_cast<int32_t>(width) * kBlockSize;
     AttentionStep s;
-    ASSERT_TRUE(builder.build(b, b.block_table_stride + k.extra_width, &s).ok());
+    ASSERT_TRUE(builder.build(b, width, planned ? &planning : nullptr, &s).ok());
+    ASSERT_EQ(s.decode_planned, planned && s.num_decode > 0);
+    if (s.decode_planned) {
+      EXPECT_GT(s.decode_plan.num_splits, 1);
+    }
     KVStorageShape shape;
     shape.num_blocks = kNumBlocks;
     shape.num_kv_heads = kKvHeads;
@@ -233,8 +249,16 @@ TEST(AttentionStep, ParamsRunTheKernelsLikeTheReference) {
     std::vector<float> qs(static_cast<size_t>(s.num_tokens * QW)), o(qs.size(), NAN);
     for (auto& x : qs) x = normal(rng);
     const KVPageView pages = kv.view(0, s.block_tables, s.block_table_stride, b.seq_lens.data());
+    std::vector<float> workspace(static_cast<size_t>(s.decode_plan.workspace_bytes / sizeof(float)));
     if (s.num_decode > 0) {
-      ASSERT_TRUE(decode(s.decode_params(qs.data(), o.data(), pages)).ok());
+      DecodeParams d = s.decode_params(qs.data(), o.data(), pages);
+      ASSERT_EQ(d.num_splits, planned ? s.decode_plan.num_splits : 0);
+      if (planned) {
+        d.workspace = workspace.data();
+        d.workspace_bytes = s.decode_plan.workspace_bytes;
+      }
+      const Status st = decode(d);
+      ASSERT_TRUE(st.ok()) << st.to_string();
     }
     if (s.num_prefill() > 0) {
       ASSERT_TRUE(prefill(s.prefill_params(qs.data(), o.data(), s.cu_prefill.data(), pages)).ok());
@@ -269,6 +293,134 @@ TEST(AttentionStep, ParamsRunTheKernelsLikeTheReference) {
     }
     EXPECT_LT(max_err, 1e-5);
   }
+}
+
+// A batch of the case's lengths with null-block tables block_size wide (the plan reads only the
+// lengths): long sequences, more blocks than make_batch's pool.
+ForwardBatch lengths_batch(const Case& k, int32_t block_size) {
+  ForwardBatch b;
+  b.num_decode = k.num_decode;
+  int64_t widest = 1;
+  for (const Seq& s : k.seqs) widest = std::max<int64_t>(widest, (s.k_len + block_size - 1) / block_size);
+  b.block_table_stride = widest;
+  b.cu_seqlens_q = {0};
+  for (const Seq& s : k.seqs) {
+    for (int32_t i = 0; i < s.q_len; ++i) {
+      b.tokens.push_back(i % kVocab);
+      b.slot_mapping.push_back(-1);
+    }
+    b.cu_seqlens_q.push_back(b.cu_seqlens_q.back() + s.q_len);
+    b.seq_lens.push_back(s.k_len);
+  }
+  b.block_tables.assign(static_cast<size_t>(k.seqs.size() * widest), 0);
+  return b;
+}
+
+// The step's decode plan is plan_decode's for the decode rows (sequences 0 .. num_decode-1) on
+// the planning's machine, block size and graph mode, worked out here from the case's lengths;
+// decode_params carries its splits, and the workspace is left to the caller.
+TEST(AttentionStep, PlansTheDecodeRowsLikeThePlanner) {
+  struct PlanCase {
+    Case k;
+    bool graph_mode;
+    bool want_splits;  // the plan splits some sequence (the case is not trivially one split)
+  };
+  const std::vector<PlanCase> plan_cases = {
+      {{"mixed", {{1, 3001}, {1, 77}, {1, 1200}, {9, 9}, {5, 400}}, 3, 0}, false, true},
+      {{"decode_only", {{1, 4097}, {1, 13}, {1, 2500}, {1, 650}, {1, 1}}, 5, 0}, false, true},
+      {{"one_long_decode", {{1, 20011}}, 1, 0}, false, true},
+      {{"short_decode", {{1, 30}, {1, 2}, {1, 101}}, 3, 0}, false, false},
+      {{"graph_wide", {{1, 333}, {1, 1500}, {1, 7}}, 3, 211}, true, true},
+      {{"graph_one", {{1, 5}}, 1, 1000}, true, true},
+      {{"mixed_graph_wide", {{1, 90}, {1, 1111}, {3, 40}}, 2, 57}, true, true},
+  };
+  constexpr int32_t kPlanBlock = 16;
+  const AttentionStepBuilder builder(small_config(), Device::kCUDA, DType::kBFloat16);
+  for (const DecodeLaunchShape shape : {DecodeLaunchShape{16, 2, 11}, DecodeLaunchShape{16, 1, 132},
+                                        DecodeLaunchShape{0, 1, 3}}) {
+    for (const PlanCase& pc : plan_cases) {
+      const Case& k = pc.k;
+      SCOPED_TRACE(k.name + " on " + std::to_string(shape.rows_per_cta) + "/" + std::to_string(shape.ctas_per_sm) +
+                   "/" + std::to_string(shape.sm_count));
+      const ForwardBatch b = lengths_batch(k, kPlanBlock);
+      const int64_t width = b.block_table_stride + k.extra_width;
+      DecodePlanning planning;
+      planning.shape = shape;
+      planning.block_size = kPlanBlock;
+      planning.graph_mode = pc.graph_mode;
+      planning.max_seq_len = pc.graph_mode ? static_cast<int32_t>(width) * kPlanBlock : 0;
+      AttentionStep s;
+      const Status st = builder.build(b, width, &planning, &s);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(s.decode_planned);
+
+      std::vector<int32_t> decode_lens;
+      for (int32_t q = 0; q < k.num_decode; ++q) decode_lens.push_back(k.seqs[q].k_len);
+      DecodePlanInput in;
+      in.batch = k.num_decode;
+      in.seq_lens = decode_lens.data();
+      in.q_len = 1;
+      in.num_heads = kHeads;
+      in.num_kv_heads = kKvHeads;
+      in.head_dim = kHeadDim;
+      in.block_size = kPlanBlock;
+      in.shape = shape;
+      in.graph_mode = pc.graph_mode;
+      in.max_seq_len = planning.max_seq_len;
+      DecodePlan want;
+      ASSERT_TRUE(plan_decode(in, &want).ok());
+      EXPECT_EQ(s.decode_plan.num_splits, want.num_splits);
+      EXPECT_EQ(s.decode_plan.pages_per_split, want.pages_per_split);
+      EXPECT_EQ(s.decode_plan.work_items, want.work_items);
+      EXPECT_DOUBLE_EQ(s.decode_plan.wave_fill, want.wave_fill);
+      EXPECT_DOUBLE_EQ(s.decode_plan.makespan, want.makespan);
+      EXPECT_EQ(s.decode_plan.workspace_bytes, want.workspace_bytes);
+      if (pc.want_splits && shape.sm_count > 3) {
+        EXPECT_GT(want.num_splits, 1);
+      } else if (!pc.want_splits) {
+        EXPECT_EQ(want.num_splits, 1);
+      }
+
+      std::vector<uint16_t> q(static_cast<size_t>(s.num_tokens) * kHeads * kHeadDim), o(q.size());
+      const DecodeParams d = s.decode_params(q.data(), o.data(), KVPageView{});
+      EXPECT_EQ(d.batch, k.num_decode);
+      EXPECT_EQ(d.num_splits, want.num_splits);
+      EXPECT_EQ(d.pages_per_split, want.pages_per_split);
+      EXPECT_EQ(d.workspace, nullptr);
+      EXPECT_EQ(d.workspace_bytes, 0);
+
+      // The same batch built without a planning: no plan, and decode plans itself.
+      AttentionStep unplanned;
+      ASSERT_TRUE(builder.build(b, width, &unplanned).ok());
+      EXPECT_FALSE(unplanned.decode_planned);
+      EXPECT_EQ(unplanned.decode_params(q.data(), o.data(), KVPageView{}).num_splits, 0);
+    }
+  }
+}
+
+TEST(AttentionStep, PlansNothingWithoutDecodeRowsAndRefusesABadPlanning) {
+  const AttentionStepBuilder builder(small_config(), Device::kCUDA, DType::kBFloat16);
+  DecodePlanning planning;
+  planning.shape = DecodeLaunchShape{16, 2, 11};
+  planning.block_size = 16;
+  AttentionStep s;
+  // A step is reused: a plan from an earlier build does not stay.
+  const ForwardBatch decode_rows = lengths_batch({"decode", {{1, 3001}, {2, 9}}, 1, 0}, 16);
+  ASSERT_TRUE(builder.build(decode_rows, decode_rows.block_table_stride, &planning, &s).ok());
+  ASSERT_TRUE(s.decode_planned);
+  const ForwardBatch prefill_only = lengths_batch({"prefill", {{7, 300}, {3, 3}}, 0, 0}, 16);
+  ASSERT_TRUE(builder.build(prefill_only, prefill_only.block_table_stride, &planning, &s).ok());
+  EXPECT_FALSE(s.decode_planned);
+  EXPECT_EQ(s.decode_plan.workspace_bytes, 0);
+  // The planner's refusals come back from build.
+  DecodePlanning no_machine = planning;
+  no_machine.shape = DecodeLaunchShape{};
+  EXPECT_EQ(builder.build(decode_rows, decode_rows.block_table_stride, &no_machine, &s).code(),
+            StatusCode::kInvalidArgument);
+  DecodePlanning no_block_size = planning;
+  no_block_size.block_size = 0;
+  EXPECT_EQ(builder.build(decode_rows, decode_rows.block_table_stride, &no_block_size, &s).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(StepMetadataLayout, AlignedInOrderAndBoundedByTheLargest) {

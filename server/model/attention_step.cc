@@ -15,7 +15,8 @@ AttentionStepBuilder::AttentionStepBuilder(const LlamaConfig& c, Device device, 
       num_kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim) {}
 
-Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, AttentionStep* s) const {
+Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, const DecodePlanning* planning,
+                                   AttentionStep* s) const {
   FS_RETURN_IF_ERROR(b.validate(vocab_size_));
   if (width < b.block_table_stride)
     return invalid_argument("attention step: block tables " + std::to_string(width) +
@@ -57,6 +58,26 @@ Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, Attenti
       std::copy_n(&b.block_tables[q * b.block_table_stride], b.block_table_stride, &s->widened_tables_[q * width]);
     s->block_tables = s->widened_tables_.data();
   }
+
+  // The decode rows' splits, once for every layer (the decode rows are sequences 0 .. nd-1).
+  s->decode_planned = false;
+  s->decode_plan = DecodePlan{};
+  if (planning != nullptr && nd > 0) {
+    DecodePlanInput in;
+    in.batch = nd;
+    in.seq_lens = b.seq_lens.data();
+    in.num_heads = num_heads_;
+    in.num_kv_heads = num_kv_heads_;
+    in.head_dim = head_dim_;
+    in.block_size = planning->block_size;
+    in.shape = planning->shape;
+    if (planning->graph_mode) {
+      in.graph_mode = true;
+      in.max_seq_len = planning->max_seq_len;
+    }
+    FS_RETURN_IF_ERROR(plan_decode(in, &s->decode_plan));
+    s->decode_planned = true;
+  }
   return Status::Ok();
 }
 
@@ -74,6 +95,10 @@ DecodeParams AttentionStep::decode_params(const void* q, void* o, const KVPageVi
   d.mask = mask;
   d.o = o;
   set_contiguous_strides(d);
+  if (decode_planned) {
+    d.num_splits = decode_plan.num_splits;
+    d.pages_per_split = decode_plan.pages_per_split;
+  }
   return d;
 }
 

@@ -4,7 +4,9 @@
 // params of a layer given that layer's q, o and page view. The CPU and the CUDA Llama both use it;
 // the pointers it is given live where the kernels run (host on the CPU, device on CUDA), so the
 // model fills in its own copies of the arrays (on CUDA: one upload, laid out by
-// step_metadata_layout).
+// step_metadata_layout). Given a DecodePlanning (the CUDA model), the builder also plans the
+// decode rows' splits (plan_decode) once for every layer; without one (the CPU) the step holds no
+// plan and the CPU's decode plans itself.
 //
 // Row order, as ForwardBatch has it: the num_decode decode sequences (one token each) first,
 // then the prefill chunks. So the step's q and o ([num_tokens, num_heads, head_dim]) hold the
@@ -21,6 +23,7 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "decode/params.h"
+#include "decode/planner.h"
 #include "kvcache/page_view.h"
 #include "server/model/config.h"
 #include "server/model/model.h"
@@ -53,6 +56,10 @@ struct AttentionStep {
   // else a widened copy held here.
   const int32_t* block_tables = nullptr;
   int64_t block_table_stride = 0;
+  // The decode rows' split plan (plan_decode for the DecodePlanning the builder was given),
+  // made when there was one and the step has decode rows; else decode_planned is false.
+  bool decode_planned = false;
+  DecodePlan decode_plan;
 
   int32_t num_prefill() const { return batch - num_decode; }
   int64_t num_decode_tokens() const { return num_decode; }  // decode rows come first
@@ -60,8 +67,9 @@ struct AttentionStep {
 
   // The decode rows' params for one layer. q, o: the step's [num_tokens, num_heads, head_dim]
   // (this takes rows [0, num_decode)); pages: the layer's view of the step's tables and
-  // seq_lens (rows from 0). The split plan and workspace are left to the caller (num_splits 0:
-  // the CPU's decode plans itself).
+  // seq_lens (rows from 0). The splits are decode_plan's (num_splits, pages_per_split) when the
+  // step is planned, and the caller gives the workspace (at least decode_plan.workspace_bytes);
+  // else num_splits is 0: the CPU's decode plans itself.
   DecodeParams decode_params(const void* q, void* o, const KVPageView& pages) const;
   // The prefill rows' params for one layer: q, o and pages as above (this moves them past the
   // decode rows); cu_prefill: where the kernel reads this->cu_prefill (host or device).
@@ -72,13 +80,28 @@ struct AttentionStep {
   std::vector<int32_t> widened_tables_;
 };
 
+// What the builder plans a step's decode rows for (the rest of plan_decode's input is the
+// batch's and the model's): the CUDA model's, per step with decode rows.
+struct DecodePlanning {
+  DecodeLaunchShape shape;  // the split kernel's (decode_launch_shape)
+  int32_t block_size = 0;   // the cache's tokens a block
+  bool graph_mode = false;  // a CUDA graph's step: splits fixed for max_seq_len (DecodePlanInput)
+  int32_t max_seq_len = 0;  // graph mode: the longest sequence a replay may see
+};
+
 class AttentionStepBuilder {
  public:
   AttentionStepBuilder() = default;
   AttentionStepBuilder(const LlamaConfig& config, Device device, DType dtype);
   // Validates the batch (ForwardBatch::validate) and builds its step with block tables
-  // block_table_width wide (>= the batch's stride; wider rows are padded with the null block).
-  Status build(const ForwardBatch& batch, int64_t block_table_width, AttentionStep* step) const;
+  // block_table_width wide (>= the batch's stride; wider rows are padded with the null block);
+  // with a planning (not null) and decode rows, plans them too (AttentionStep::decode_plan).
+  Status build(const ForwardBatch& batch, int64_t block_table_width, const DecodePlanning* planning,
+               AttentionStep* step) const;
+  // No plan (the CPU: its decode plans itself).
+  Status build(const ForwardBatch& batch, int64_t block_table_width, AttentionStep* step) const {
+    return build(batch, block_table_width, nullptr, step);
+  }
 
  private:
   int32_t vocab_size_ = 0;

@@ -213,9 +213,24 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   // launches serve every later step of that size; only the metadata is uploaded. (Tables wider
   // than the model's buffers pass the builder and are refused just below.)
   const bool graph = graph_step(B, nd);
+  // The decode rows are planned with the step (AttentionStep::decode_plan) for the split
+  // kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy API, SMs). It
+  // is asked here, for steps with decode rows, rather than once at creation: the answer is
+  // cached per device (one lookup a step), and a model whose head_dim the decode kernel lacks
+  // is still created and refuses its first step (UNSUPPORTED). With a graph the planner sizes
+  // its splits for the context (DecodePlanInput::graph_mode).
+  DecodePlanning planning;
+  if (nd > 0) {
+    FS_RETURN_IF_ERROR(decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, &planning.shape));
+    planning.block_size = opt_.block_size;
+    if (graph) {
+      planning.graph_mode = true;
+      planning.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
+    }
+  }
   AttentionStep step;
-  FS_RETURN_IF_ERROR(
-      steps_.build(b, std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride), &step));
+  FS_RETURN_IF_ERROR(steps_.build(b, std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride),
+                                  nd > 0 ? &planning : nullptr, &step));
   const int64_t T = step.num_tokens;
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
@@ -230,37 +245,18 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   arrays.last_rows = reinterpret_cast<const int32_t*>(meta_dev_ + layout.last_rows);
   arrays.block_tables = reinterpret_cast<const int32_t*>(meta_dev_ + layout.block_tables);
 
-  // The decode plan (host), and its workspace.
-  DecodePlan plan;
-  if (nd > 0) {
-    DecodePlanInput in;
-    in.batch = nd;
-    in.seq_lens = b.seq_lens.data();
-    in.num_heads = c.num_attention_heads;
-    in.num_kv_heads = c.num_key_value_heads;
-    in.head_dim = c.head_dim;
-    in.block_size = opt_.block_size;
-    // The split kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy
-    // API, SMs), asked once and cached; with a graph the planner sizes its splits for the
-    // context (DecodePlanInput::graph_mode).
-    FS_RETURN_IF_ERROR(decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, &in.shape));
-    if (graph) {
-      in.graph_mode = true;
-      in.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
-    }
-    FS_RETURN_IF_ERROR(plan_decode(in, &plan));
-    if (plan.workspace_bytes > workspace_bytes_) {
-      // A larger workspace moves it: graphs captured with the old one are stale.
-      for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
-      graphs_.clear();
-      cudaFree(workspace_);
-      workspace_ = nullptr;
-      FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&workspace_, static_cast<size_t>(plan.workspace_bytes)),
-                                                 "cudaMalloc (decode workspace)"));
-      workspace_bytes_ = plan.workspace_bytes;
-    }
+  // The plan's workspace.
+  if (step.decode_planned && step.decode_plan.workspace_bytes > workspace_bytes_) {
+    // A larger workspace moves it: graphs captured with the old one are stale.
+    for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+    graphs_.clear();
+    cudaFree(workspace_);
+    workspace_ = nullptr;
+    FS_RETURN_IF_ERROR(flashserve::cuda_status(
+        cudaMalloc(&workspace_, static_cast<size_t>(step.decode_plan.workspace_bytes)), "cudaMalloc (decode workspace)"));
+    workspace_bytes_ = step.decode_plan.workspace_bytes;
   }
-  if (!graph) return run_layers(step, arrays, plan);
+  if (!graph) return run_layers(step, arrays);
   auto it = graphs_.find(B);
   if (it != graphs_.end() && !(it->second.layout == layout)) {
     // Not expected: a pure decode step of B sequences at the graph's width has one layout (its
@@ -273,7 +269,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   if (it == graphs_.end()) {
     cudaGraph_t g = nullptr;
     FS_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status st = run_layers(step, arrays, plan);
+    const Status st = run_layers(step, arrays);
     const cudaError_t end = cudaStreamEndCapture(stream_, &g);
     cudaGraphExec_t exec = nullptr;
     cudaError_t inst = cudaErrorUnknown;
@@ -283,7 +279,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       // Something in the step would not capture: run without graphs from now on.
       cudaGetLastError();
       opt_.cuda_graphs = false;
-      return run_layers(step, arrays, plan);
+      return run_layers(step, arrays);
     }
     it = graphs_.emplace(B, Graph{exec, layout}).first;
   }
@@ -324,7 +320,7 @@ Status LlamaCudaModel::upload_metadata(const ForwardBatch& b, const AttentionSte
 }
 
 // The step's launches, all on stream_ (capturable): metadata is already on the device.
-Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a, const DecodePlan& plan) {
+Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a) {
   const LlamaConfig& c = config_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
@@ -348,9 +344,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
         static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), pages.block_stride, opt_.block_size,
         static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
     if (step.num_decode > 0) {
-      DecodeParams d = step.decode_params(q_, attn_, pages);
-      d.num_splits = plan.num_splits;
-      d.pages_per_split = plan.pages_per_split;
+      DecodeParams d = step.decode_params(q_, attn_, pages);  // the step's plan
       d.workspace = workspace_;
       d.workspace_bytes = workspace_bytes_;
       FS_RETURN_IF_ERROR(decode(d, stream_));

@@ -82,7 +82,7 @@ class LlamaCudaModel : public Model {
   };
   // Lays the step's metadata out in the pinned meta_host_ and uploads it into meta_dev_ in one copy.
   Status upload_metadata(const ForwardBatch& batch, const AttentionStep& step, const StepMetadataLayout& layout);
-  Status run_layers(const AttentionStep& step, const StepArrays& arrays, const DecodePlan& plan);
+  Status run_layers(const AttentionStep& step, const StepArrays& arrays);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
