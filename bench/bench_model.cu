@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "common/cuda_device.h"
-#include "kvcache/sizing.h"
 #include "server/model/cuda/llama_cuda.h"
 #include "server/model/cuda/model_kernels.h"
 

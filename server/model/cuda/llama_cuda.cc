@@ -338,11 +338,9 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
     // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it).
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(
-        q_, k_, v_, a.positions, inv_freq_, a.slots, T, static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
-        static_cast<int32_t>(D), static_cast<__nv_bfloat16*>(kv_.k_pages(layer)),
-        static_cast<__nv_bfloat16*>(kv_.v_pages(layer)), pages.block_stride, opt_.block_size,
-        static_cast<int64_t>(opt_.num_blocks) * opt_.block_size, stream_));
+    FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
+                                                     static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
+                                                     static_cast<int32_t>(D), pages, stream_));
     if (step.num_decode > 0) {
       DecodeParams d = step.decode_params(q_, attn_, pages);  // the step's plan
       d.workspace = workspace_;

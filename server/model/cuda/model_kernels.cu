@@ -122,14 +122,12 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
 
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int64_t block_stride,
-                        int32_t block_size, int64_t capacity, cudaStream_t s) {
-  // The layer's strides from the layout's one description (KVStorage's pages; the caller's
-  // block_stride and v_pages must agree with it).
-  const KVPageView pages =
-      make_page_view(k_pages, sizeof(__nv_bfloat16), static_cast<int32_t>(capacity / block_size), kv_heads,
-                     block_size, head_dim, nullptr, 0, nullptr);
-  if (pages.block_stride != block_stride || pages.v_pages != v_pages) return cudaErrorInvalidValue;
+                        int32_t head_dim, const KVPageView& pages, cudaStream_t s) {
+  // The view's pages are the layer's storage, written here (the view holds them const for its readers).
+  auto* k_pages = static_cast<__nv_bfloat16*>(const_cast<void*>(pages.k_pages));
+  auto* v_pages = static_cast<__nv_bfloat16*>(const_cast<void*>(pages.v_pages));
+  if (pages.block_size < 1) return cudaErrorInvalidValue;
+  const int64_t capacity = int64_t{pages.num_blocks} * pages.block_size;
   rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(
       q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, pages, capacity);
   return cudaGetLastError();

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kvcache/page_view.h"
+
 namespace flashserve::model::cuda {
 
 // x[t, :] = embed[tokens[t], :] (fp32 residual stream from bf16 embeddings).
@@ -17,14 +19,12 @@ cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int6
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
                      __nv_bfloat16* y, cudaStream_t s);
 // Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place, and the new
-// tokens' K/V written into their cache slots, in one
-// launch: k_pages/v_pages are one layer's K and V, block b's at + b·block_stride elements, each
-// [kv_heads, block_size, head_dim] contiguous (KVStorage's layout; the head and token strides
-// are taken as that); slots outside [0, capacity) are skipped.
+// tokens' K/V written into their cache slots, in one launch: pages is the layer's view (its
+// k_pages and v_pages written, at KVPageView::offset_of_slot; its tables and lengths unused);
+// slots outside [0, num_blocks·block_size) are skipped.
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, __nv_bfloat16* k_pages, __nv_bfloat16* v_pages, int64_t block_stride,
-                        int32_t block_size, int64_t capacity, cudaStream_t s);
+                        int32_t head_dim, const KVPageView& pages, cudaStream_t s);
 // gu: [t, 2·I] with gate in [:, :I] and up in [:, I:]; out[t, i] = silu(gate) · up.
 cudaError_t silu_mul(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out, cudaStream_t s);
 // x += y (fp32 += bf16), n elements.
