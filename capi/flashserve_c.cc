@@ -90,11 +90,15 @@ int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q
     in.num_kv_heads = num_kv_heads;
     in.head_dim = head_dim;
     in.block_size = block_size;
+    if (num_workers < 0)
+      return flashserve::invalid_argument("fs_decode_plan_create: num_workers " + std::to_string(num_workers) +
+                                          " < 0 (0 asks the machine)");
     if (num_workers == 0) {
       // The machine's; the bf16 instance (fp16's takes the same resources).
       FS_RETURN_IF_ERROR(flashserve::decode_local_launch_shape(head_dim, flashserve::DType::kBFloat16, &in.shape));
     } else {
-      in.num_workers = num_workers;  // of the CUDA kernel's rows (kDecodeRowsPerCta)
+      // num_workers workers of the CUDA kernel's rows (include/flashserve_c.h).
+      in.shape = flashserve::DecodeLaunchShape{flashserve::kDecodeRowsPerCta, 1, num_workers};
     }
     in.min_pages_per_split = min_pages_per_split;
     in.max_splits = max_splits;

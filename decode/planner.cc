@@ -26,17 +26,8 @@ int64_t splits_of(int64_t pages, int64_t chunk) { return std::max<int64_t>(1, ce
 
 }  // namespace
 
-DecodeLaunchShape decode_plan_machine(const DecodePlanInput& in) {
-  if (in.shape.sm_count > 0) return in.shape;
-  DecodeLaunchShape m;
-  m.rows_per_cta = in.rows_per_worker;
-  m.ctas_per_sm = 1;
-  m.sm_count = in.num_workers;
-  return m;
-}
-
 int64_t decode_workers_per_item(const DecodePlanInput& in) {
-  const int32_t rows_per_cta = decode_plan_machine(in).rows_per_cta;
+  const int32_t rows_per_cta = in.shape.rows_per_cta;
   if (rows_per_cta <= 0 || in.num_kv_heads <= 0) return 1;
   const int64_t rows = static_cast<int64_t>(in.q_len) * (in.num_heads / in.num_kv_heads);
   return std::max<int64_t>(1, ceil_div(rows, rows_per_cta));
@@ -48,8 +39,7 @@ double decode_makespan(const DecodePlanInput& in, int64_t chunk) {
   for (int32_t b = 0; b < in.batch; ++b) num_splits = std::max(num_splits, splits_of(pages_of(in, b), chunk));
   // Workers' finish times; items in launch order: split fastest, then kv head (its workers
   // together), then sequence.
-  const DecodeLaunchShape m = decode_plan_machine(in);
-  const int64_t workers = static_cast<int64_t>(m.sm_count) * m.ctas_per_sm;
+  const int64_t workers = static_cast<int64_t>(in.shape.sm_count) * in.shape.ctas_per_sm;
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
   for (int64_t w = 0; w < workers; ++w) free_at.push(0.0);
   const int64_t per_item = decode_workers_per_item(in);
@@ -78,14 +68,13 @@ Status plan_decode(const DecodePlanInput& in, DecodePlan* plan) {
   if (in.num_kv_heads <= 0 || in.num_heads <= 0 || in.head_dim <= 0 || in.q_len <= 0)
     return invalid_argument("plan_decode: num_heads, num_kv_heads, head_dim and q_len must be > 0");
   if (in.block_size <= 0) return invalid_argument("plan_decode: block_size must be > 0");
-  if (in.shape.sm_count > 0 && in.num_workers > 0)
-    return invalid_argument("plan_decode: give the machine as shape or as num_workers, not both");
-  if (in.shape.sm_count < 0) return invalid_argument("plan_decode: shape.sm_count < 0");
-  if (in.shape.sm_count == 0 && in.num_workers <= 0)
-    return invalid_argument("plan_decode: no machine: shape.sm_count (or num_workers) must be > 0");
-  const DecodeLaunchShape machine = decode_plan_machine(in);
-  if (machine.ctas_per_sm <= 0) return invalid_argument("plan_decode: shape.ctas_per_sm must be > 0");
-  if (machine.rows_per_cta < 0) return invalid_argument("plan_decode: rows per CTA (rows_per_worker) < 0");
+  const DecodeLaunchShape& machine = in.shape;
+  if (machine.sm_count <= 0 || machine.ctas_per_sm <= 0 || machine.rows_per_cta < 0)
+    return invalid_argument("plan_decode: no usable machine: shape {rows_per_cta " +
+                            std::to_string(machine.rows_per_cta) + ", ctas_per_sm " +
+                            std::to_string(machine.ctas_per_sm) + ", sm_count " + std::to_string(machine.sm_count) +
+                            "} needs sm_count > 0, ctas_per_sm > 0 and rows_per_cta >= 0 (give the machine "
+                            "from decode_launch_shape)");
   if (in.max_splits < 0) return invalid_argument("plan_decode: max_splits < 0");
   if (in.min_pages_per_split < 0) return invalid_argument("plan_decode: min_pages_per_split < 0");
   if (in.overhead_keys < 0) return invalid_argument("plan_decode: overhead_keys < 0");

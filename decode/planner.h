@@ -72,12 +72,8 @@ struct DecodePlanInput {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 0;
-  DecodeLaunchShape shape;         // the machine (sm_count > 0), from decode_launch_shape
-  // The machine as before shape existed, for callers that do not pass one yet (with
-  // shape.sm_count 0): num_workers workers of rows_per_worker rows each, the same plans as
-  // shape {rows_per_worker, 1, num_workers}. Giving both is an error.
-  int32_t num_workers = 0;
-  int32_t rows_per_worker = kDecodeRowsPerCta;
+  DecodeLaunchShape shape;         // the machine, from decode_launch_shape (or numbers of one:
+                                   // sm_count > 0, ctas_per_sm > 0, rows_per_cta >= 0); required
   int32_t min_pages_per_split = 0; // 0: as many pages as hold 256 keys (at least 1)
   int32_t max_splits = 0;          // cap on splits per sequence; 0: the planner's, kMaxSplits, or
                                    // in graph mode one wave's (the header comment), <= 32
@@ -104,9 +100,5 @@ double decode_makespan(const DecodePlanInput& in, int64_t pages_per_split);
 // Workers one item (sequence, kv head, split) takes at once: ceil(q_len × GQA group /
 // rows_per_cta), at least 1 (1 when rows_per_cta is 0).
 int64_t decode_workers_per_item(const DecodePlanInput& in);
-
-// The machine the input describes: its shape, or the num_workers / rows_per_worker it gives
-// instead ({rows_per_worker, 1, num_workers}).
-DecodeLaunchShape decode_plan_machine(const DecodePlanInput& in);
 
 }  // namespace flashserve

@@ -36,8 +36,9 @@ DecodePlanInput input(const std::vector<int32_t>& lens, int kv_heads = 8, int wo
   return in;
 }
 
-// ---- The planner as it was before the launch shape (commit e174c1a), frozen: the reference
-// the shape-taking planner must equal where the old inputs are given explicitly. ----
+// ---- The planner as it was before the launch shape (commit e174c1a), frozen, with its inputs
+// num_workers and rows_per_worker (gone from DecodePlanInput): the reference the shape-taking
+// planner must equal for the shape {rows_per_worker, ctas, sms} with sms × ctas = num_workers. ----
 struct OldInput {
   int32_t batch = 0;
   const int32_t* seq_lens = nullptr;
@@ -177,7 +178,7 @@ TEST(Planner, WorkedExamplesFromTheComment) {
   EXPECT_EQ(plan.num_splits, 1);
 }
 
-// Query rows beyond rows_per_worker (q_len 8 × GQA 4 = 32: two CUDA row blocks) take two workers
+// Query rows beyond the shape's rows_per_cta (q_len 8 × GQA 4 = 32: two CUDA row blocks) take two workers
 // an item, so the batch is split less (the comment's example; on the H200, 2 splits measured
 // 3.58 TB/s against 3.41 with 4: bench/history/decode.md, "Planner: an item's row blocks count
 // as workers").
@@ -307,9 +308,6 @@ TEST(Planner, RejectsBadInput) {
   EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);  // no max_seq_len
   EXPECT_EQ(plan_decode(input(ten), nullptr).code(), StatusCode::kInvalidArgument);
   in = input(ten);
-  in.num_workers = 132;  // a machine twice
-  EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
-  in = input(ten);
   in.shape.ctas_per_sm = 0;
   EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
   in = input(ten);
@@ -319,18 +317,24 @@ TEST(Planner, RejectsBadInput) {
   in.max_splits = -1;
   EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
   in = input(ten);
-  in.shape = DecodeLaunchShape{};
-  in.num_workers = 132;  // the old way: accepted
-  in.rows_per_worker = -1;
+  in.shape.rows_per_cta = -1;
   EXPECT_EQ(plan_decode(in, &plan).code(), StatusCode::kInvalidArgument);
+  // No shape at all (the default, every field 0): refused, and the message says what is missing.
+  in = input(ten);
+  in.shape = DecodeLaunchShape{};
+  const Status st = plan_decode(in, &plan);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("sm_count > 0"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("decode_launch_shape"), std::string::npos) << st.message();
 }
 
 // (a) The launch shape as input changes no plan: on a grid of odd inputs (lengths 0, 1, 15, 17,
 // 1000, 32769 and random ones; GQA groups 1, 3, 4, 7; q_len 1..8; block sizes 1, 7, 16, 256;
 // worker counts as SMs × CTAs an SM; rows a CTA 0, 5, 16; split caps and minimums; graph mode
-// with its explicit max_splits), plan_decode with the shape {rows, ctas, sms}, and with the old
-// fields num_workers = sms × ctas / rows_per_worker = rows, equals the frozen planner given
-// num_workers and rows_per_worker, field for field (makespan and wave fill bit for bit).
+// with its explicit max_splits), plan_decode with the shape {rows, ctas, sms} equals the frozen
+// planner given num_workers = sms × ctas and rows_per_worker = rows, field for field (makespan
+// and wave fill bit for bit). The machines {16, 1, n} are what the old num_workers = n meant
+// (the C ABI's num_workers > 0 still does), {0, 1, n} the old CPU plan of n threads.
 TEST(Planner, ShapePlansEqualThePlannerBeforeIt) {
   std::mt19937 rng(2626);
   const int32_t fixed_lens[] = {0, 1, 15, 17, 1000, 32769};
@@ -390,14 +394,6 @@ TEST(Planner, ShapePlansEqualThePlannerBeforeIt) {
       ASSERT_EQ(got.makespan, decode_makespan(in, got.pages_per_split));
       ASSERT_EQ(decode_workers_per_item(in), old_workers_per_item(old));
     }
-    // The old fields (until every caller passes a shape) give the same plan.
-    DecodePlanInput legacy = in;
-    legacy.shape = DecodeLaunchShape{};
-    legacy.num_workers = old.num_workers;
-    legacy.rows_per_worker = old.rows_per_worker;
-    ASSERT_TRUE(plan_decode(legacy, &got).ok());
-    ASSERT_TRUE(same_plan(got, want)) << "trial " << trial << " (num_workers " << old.num_workers << "): got "
-                                      << describe(got) << ", the old planner " << describe(want);
     ++cases;
     split_cases += want.num_splits > 1;
   }
@@ -548,6 +544,34 @@ TEST(Planner, AskingTheMachineFallsBackToTheCpu) {
     ASSERT_EQ(fs_decode_plan_create(1, &len, 8, 4 * kv, kv, 128, 16, threads, 0, 64, 0, 0, &cuda_rows), FS_OK);
     EXPECT_GT(cpu.num_splits, 1);
     EXPECT_EQ(cuda_rows.num_splits, 1);
+  }
+  // num_workers > 0: that many workers of the kernel's rows ({16, 1, num_workers}), the plans the
+  // frozen planner made for num_workers with its default of 16 rows.
+  for (int32_t workers : {1, 7, 132, 264}) {
+    for (const Case& c : cases) {
+      if (c.graph) continue;  // the frozen planner has no graph policy
+      fs_decode_plan got{};
+      ASSERT_EQ(fs_decode_plan_create(static_cast<int32_t>(c.lens.size()), c.lens.data(), c.q_len, c.heads,
+                                      c.kv_heads, c.head_dim, c.block_size, workers, 0, c.max_splits, 0, 0, &got),
+                FS_OK)
+          << fs_last_error();
+      OldInput old;
+      old.batch = static_cast<int32_t>(c.lens.size());
+      old.seq_lens = c.lens.data();
+      old.q_len = c.q_len;
+      old.num_heads = c.heads;
+      old.num_kv_heads = c.kv_heads;
+      old.head_dim = c.head_dim;
+      old.block_size = c.block_size;
+      old.num_workers = workers;
+      old.max_splits = c.max_splits > 0 ? c.max_splits : 64;  // 0: the default, 64 then and now
+      const DecodePlan want = old_plan(old);
+      EXPECT_EQ(got.num_splits, want.num_splits) << workers << " workers";
+      EXPECT_EQ(got.pages_per_split, want.pages_per_split) << workers << " workers";
+      EXPECT_EQ(got.work_items, want.work_items) << workers << " workers";
+      EXPECT_EQ(got.wave_fill, want.wave_fill) << workers << " workers";
+      EXPECT_EQ(got.workspace_bytes, want.workspace_bytes) << workers << " workers";
+    }
   }
   fs_decode_plan bad{};
   const int32_t one = 100;

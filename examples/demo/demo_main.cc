@@ -73,7 +73,8 @@ int main() {
   in.num_kv_heads = dp.num_kv_heads;
   in.head_dim = dp.head_dim;
   in.block_size = dec.block_size;
-  in.num_workers = 132;  // as if on an H200, to show the split-K path on a small batch
+  // As if on an H200's 132 SMs, one CTA each, to show the split-K path on a small batch.
+  in.shape = DecodeLaunchShape{kDecodeRowsPerCta, 1, 132};
   DecodePlan plan;
   st = plan_decode(in, &plan);
   if (!st.ok()) return fail("plan", st);
