@@ -11,6 +11,7 @@
 
 #include "attention/cuda/prefill_kernel.cuh"
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
+#include "attention/dispatch.h"
 #include "common/cuda_check.h"
 #include "kvcache/page_view_check.h"
 
@@ -49,6 +50,17 @@ FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 constexpr bool kHeadDim256 = true;
 #else
 constexpr bool kHeadDim256 = false;
+#endif
+
+// The instances above, for dispatch_head_dim_dtype: mma.sync and v3 at d 64 and 128 (mma.sync's
+// d 256 is prefill_mma_hd256's), the warp-specialized kernel at d 64, 128 and (a build option)
+// 256, its tiles those of prefill_ws_tiles.
+using Dtypes16 = DTypes<DType::kFloat16, DType::kBFloat16>;
+using Built64x128 = KernelInstances<HeadDims<64, 128>, Dtypes16>;
+#if FLASHSERVE_PREFILL_HD256
+using BuiltWs = KernelInstances<HeadDims<64, 128, 256>, Dtypes16>;
+#else
+using BuiltWs = KernelInstances<HeadDims<64, 128>, Dtypes16>;
 #endif
 
 namespace {
@@ -258,7 +270,9 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
   if (optin < kNeed)
     return unsupported("prefill: head_dim 256 needs " + std::to_string(kNeed) + " bytes of shared memory per block; " +
                        "this device allows " + std::to_string(optin));
-  err = p.dtype == DType::kFloat16 ? launch_prefill<256, __half>(p, stream) : launch_prefill<256, __nv_bfloat16>(p, stream);
+  FS_RETURN_IF_ERROR(dispatch_dtype<Dtypes16>("prefill (head_dim 256)", p.dtype, [&](auto dt) {
+    err = launch_prefill<256, cuda_storage_t<decltype(dt)::value>>(p, stream);
+  }));
   return cuda_status(err, "prefill kernel (head_dim 256)");
 #else
   (void)p;
@@ -320,47 +334,34 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     }
     const bool wide = ws_wide(p);
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
-      const bool f16 = p.dtype == DType::kFloat16;
-      if (p.head_dim == 64) {
-        err = f16 ? launch_prefill_sm90_ws<64, 192, 128, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<64, 192, 128, __nv_bfloat16>(p, maps, sms, stream);
-      } else if (p.head_dim == 128 && wide) {
-        err = f16 ? launch_prefill_sm90_ws<128, 128, 176, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<128, 128, 176, __nv_bfloat16>(p, maps, sms, stream);
-      } else if (p.head_dim == 128) {
-        err = f16 ? launch_prefill_sm90_ws<128, 128, 128, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<128, 128, 128, __nv_bfloat16>(p, maps, sms, stream);
-      } else {
-#if FLASHSERVE_PREFILL_HD256
-        err = f16 ? launch_prefill_sm90_ws<256, 128, 80, __half>(p, maps, sms, stream)
-                  : launch_prefill_sm90_ws<256, 128, 80, __nv_bfloat16>(p, maps, sms, stream);
-#else
-        err = cudaErrorNotSupported;  // validate_prefill_cuda refuses d 256 in such a build
-#endif
-      }
+      err = cudaSuccess;
+      FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,
+                                                           [&](auto hd, auto dt) {
+        constexpr int kD = decltype(hd)::value;
+        using T = cuda_storage_t<decltype(dt)::value>;
+        constexpr PrefillWsTiles kNarrow = prefill_ws_tiles(kD, false), kWide = prefill_ws_tiles(kD, true);
+        if constexpr (kWide.block_n != kNarrow.block_n) {
+          if (wide) {
+            err = launch_prefill_sm90_ws<kD, kWide.block_m, kWide.block_n, T>(p, maps, sms, stream);
+            return;
+          }
+        }
+        err = launch_prefill_sm90_ws<kD, kNarrow.block_m, kNarrow.block_n, T>(p, maps, sms, stream);
+      }));
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }
     // Forced or not: e.g. no keys at all (a map needs rows), odd strides. d 256 has no v3.
     kernel = p.head_dim == 256 ? Kernel::kMma : Kernel::kWgmma;
   }
   if (p.head_dim == 256) return prefill_mma_hd256(p, stream);
-  if (kernel == Kernel::kWgmma) {
-    if (p.head_dim == 64) {
-      err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<64, __half>(p, stream)
-                                       : launch_prefill_sm90<64, __nv_bfloat16>(p, stream);
-    } else {
-      err = p.dtype == DType::kFloat16 ? launch_prefill_sm90<128, __half>(p, stream)
-                                       : launch_prefill_sm90<128, __nv_bfloat16>(p, stream);
-    }
-    return cuda_status(err, "prefill kernel (sm90)");
-  }
-  if (p.head_dim == 64) {
-    err = p.dtype == DType::kFloat16 ? launch_prefill<64, __half>(p, stream) : launch_prefill<64, __nv_bfloat16>(p, stream);
-  } else {
-    err = p.dtype == DType::kFloat16 ? launch_prefill<128, __half>(p, stream)
-                                     : launch_prefill<128, __nv_bfloat16>(p, stream);
-  }
-  return cuda_status(err, "prefill kernel");
+  const bool v3 = kernel == Kernel::kWgmma;
+  err = cudaSuccess;
+  FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<Built64x128>("prefill", p.head_dim, p.dtype, [&](auto hd, auto dt) {
+    constexpr int kD = decltype(hd)::value;
+    using T = cuda_storage_t<decltype(dt)::value>;
+    err = v3 ? launch_prefill_sm90<kD, T>(p, stream) : launch_prefill<kD, T>(p, stream);
+  }));
+  return cuda_status(err, v3 ? "prefill kernel (sm90)" : "prefill kernel");
 }
 
 }  // namespace flashserve::cuda
