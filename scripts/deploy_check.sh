@@ -44,6 +44,14 @@ check "render autoscaling + ServiceMonitor + hostPath + token" \
 check "that rendering is valid" 'valid all'
 check "render without Envoy and the PDB" 'render bare --set envoy.enabled=false --set podDisruptionBudget.enabled=false'
 check "that rendering is valid" 'valid bare'
+check "render with the pool sized by memory" 'render sized --set-json server.gpuMemoryUtilization=0.8'
+check "... which sets FLASHSERVE_GPU_MEMORY_UTILIZATION=0.8 and no other sizing" \
+  'grep -A1 "name: FLASHSERVE_GPU_MEMORY_UTILIZATION" $out/sized.yaml | grep -q "value: \"0.8\"" && ! grep -q "FLASHSERVE_NUM_BLOCKS\|FLASHSERVE_KV_CACHE_MEMORY" $out/sized.yaml'
+check "render with a byte budget" 'render bytes --set server.kvCacheMemory=34359738368'
+check "... which sets FLASHSERVE_KV_CACHE_MEMORY=34359738368" \
+  'grep -A1 "name: FLASHSERVE_KV_CACHE_MEMORY" $out/bytes.yaml | grep -q "value: \"34359738368\""'
+check "two ways of sizing the pool are refused" \
+  "! helm template fs $chart --set server.numBlocks=4096 --set-json server.gpuMemoryUtilization=0.5"
 kinds() { grep "^kind:" "$out/$1.yaml" | awk '{print $2}' | sort | tr '\n' ' '; }
 check "defaults: 2 Deployments, 3 Services, ConfigMap, PDB" \
   '[ "$(kinds defaults)" = "ConfigMap Deployment Deployment PodDisruptionBudget Service Service Service " ]'
@@ -52,9 +60,11 @@ check "autoscaling adds the HPA (no fixed replicas) and the ServiceMonitor" \
 check "bare: only the server and its Services" '[ "$(kinds bare)" = "Deployment Service Service " ]'
 # The schema refuses bad values.
 for bad in "server.grpcPort=0" "resources.limits.nvidia\\.com/gpu=0" "image.pullPolicy=Sometimes" \
-           "envoy.healthCheckInterval=2000" "envoy.healthCheckInterval=500ms" "model.path=relative" "server.unknownKey=1"; do
+           "envoy.healthCheckInterval=2000" "envoy.healthCheckInterval=500ms" "model.path=relative" "server.unknownKey=1" \
+           "server.kvCacheMemory=-1"; do
   check "schema refuses $bad" "! helm template fs $chart --set '$bad'"
 done
+check "schema refuses server.gpuMemoryUtilization=1.5" "! helm template fs $chart --set-json server.gpuMemoryUtilization=1.5"
 # What the per-request balancing depends on, in the Envoy config as rendered.
 check "rendered Envoy config" "$tools/bin/python3 - \"$out/defaults.yaml\" <<'PY'
 import re, sys, yaml
