@@ -89,7 +89,43 @@ Status dispatch(HeadDims<kHeadDims...>, DTypes<kDTypes...>, int head_dim, DType 
   return st;
 }
 
+template <int... kHeadDims>
+constexpr int count(HeadDims<kHeadDims...>) {
+  return static_cast<int>(sizeof...(kHeadDims));
+}
+template <DType... kDTypes>
+constexpr int count(DTypes<kDTypes...>) {
+  return static_cast<int>(sizeof...(kDTypes));
+}
+template <int... kHeadDims>
+constexpr int index_of(HeadDims<kHeadDims...>, int head_dim) {
+  int i = 0, found = -1;
+  ((found = found < 0 && kHeadDims == head_dim ? i : found, ++i), ...);
+  return found;
+}
+template <DType... kDTypes>
+constexpr int index_of(DTypes<kDTypes...>, DType dtype) {
+  int i = 0, found = -1;
+  ((found = found < 0 && kDTypes == dtype ? i : found, ++i), ...);
+  return found;
+}
+
 }  // namespace dispatch_detail
+
+// How many (head_dim, dtype) instances the set holds, and the position of one in it (head dims
+// slowest; -1 when it is not built): for tables kept per instance.
+template <typename Instances>
+constexpr int instance_count() {
+  using I = Instances;
+  return dispatch_detail::count(typename I::HeadDimsT{}) * dispatch_detail::count(typename I::DTypesT{});
+}
+template <typename Instances>
+constexpr int instance_index(int head_dim, DType dtype) {
+  using I = Instances;
+  const int h = dispatch_detail::index_of(typename I::HeadDimsT{}, head_dim);
+  const int d = dispatch_detail::index_of(typename I::DTypesT{}, dtype);
+  return h < 0 || d < 0 ? -1 : h * dispatch_detail::count(typename I::DTypesT{}) + d;
+}
 
 // Whether the instance set holds (head_dim, dtype).
 template <typename Instances>

@@ -98,7 +98,8 @@ typedef struct fs_decode_plan {
 } fs_decode_plan;
 
 /* Plans split-K decode. seq_lens_host: [batch] host array (ignored when graph_mode != 0, which
- * plans for max_seq_len with max_splits splits).
+ * plans for max_seq_len with max_splits splits, or with max_splits 0 as many as one wave of the
+ * workers holds, 1..32: decode/planner.h).
  * num_workers > 0: plans for that many workers (SMs × CTAs per SM, see fs_cuda_sm_count, or CPU
  * threads) of the CUDA kernel's: an item of more than 16 query rows (q_len × GQA group) takes a
  * worker per 16 rows (on CPU threads, which take an item whole, such a plan splits less than it

@@ -106,6 +106,26 @@ TEST(Dispatch, CallsTheMatchingInstanceOnlyAndRefusesTheRest) {
             "x: head_dim 64 with an invalid dtype is not built (head_dim 64, 128, 80; fp16, bf16)");
 }
 
+TEST(Dispatch, NumbersEachBuiltInstanceOnceInOrder) {
+  // Head dims slowest, as a table kept per instance (decode's launch-shape cache) indexes it.
+  using Built = KernelInstances<HeadDims<64, 128, 80>, DTypes<DType::kFloat16, DType::kBFloat16>>;
+  static_assert(instance_count<Built>() == 6);
+  static_assert(instance_index<Built>(64, DType::kFloat16) == 0);
+  static_assert(instance_index<Built>(80, DType::kBFloat16) == 5);
+  std::vector<int> seen(6, 0);
+  for (int head_dim : {1, 64, 80, 96, 128, 256})
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const int i = instance_index<Built>(head_dim, dtype);
+      EXPECT_EQ(i >= 0, is_built<Built>(head_dim, dtype)) << head_dim;
+      if (i < 0) continue;
+      ASSERT_LT(i, instance_count<Built>());
+      ++seen[static_cast<size_t>(i)];
+      const int hd_pos = head_dim == 64 ? 0 : head_dim == 128 ? 1 : 2;
+      EXPECT_EQ(i, hd_pos * 2 + (dtype == DType::kBFloat16 ? 1 : 0)) << head_dim;
+    }
+  for (int n : seen) EXPECT_EQ(n, 1);
+}
+
 TEST(Dispatch, PassesTheCallsStatusThroughAndDispatchesOnDtypeAlone) {
   using Built = KernelInstances<HeadDims<128>, DTypes<DType::kBFloat16>>;
   const Status st =

@@ -284,11 +284,10 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 }  // namespace
 
 Status validate_prefill_cuda(const PrefillParams& p) {
-  if (p.dtype == DType::kFloat32) return unsupported("prefill: the CUDA kernels take fp16 or bf16, not fp32");
   if (p.head_dim == 256 && !kHeadDim256)
     return unsupported("prefill: head_dim 256 on CUDA needs a build with -DFLASHSERVE_PREFILL_HD256=ON");
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    return unsupported("prefill: head_dim " + std::to_string(p.head_dim) + " is not supported on CUDA (64, 128, 256)");
+  // What the build has (the warp-specialized instances cover every head dim and dtype built).
+  FS_RETURN_IF_ERROR(check_built<BuiltWs>("prefill on CUDA", p.head_dim, p.dtype));
   if (p.batch > 65535 || p.num_heads > 65535) return unsupported("prefill: batch and num_heads must be <= 65535 on CUDA");
   if (p.batch > 0 && p.max_seqlen_q <= 0)
     return invalid_argument("prefill: CUDA needs max_seqlen_q > 0 (the longest query length)");

@@ -35,14 +35,11 @@ struct LaunchFacts {
 };
 
 constexpr int kMaxDevices = 64;
-constexpr int kInstances = 4;  // DecodeInstances: head_dim 64, 128 × fp16, bf16
+constexpr int kInstances = instance_count<DecodeInstances>();
 LaunchFacts g_facts[kMaxDevices][kInstances];
 std::mutex g_facts_mutex;  // held while a device is asked
 std::atomic<int64_t> g_queries{0};
 
-int instance_index(int32_t head_dim, DType dtype) {  // of a built instance
-  return (head_dim == 128 ? 2 : 0) + (dtype == DType::kBFloat16 ? 1 : 0);
-}
 
 // The current device's facts for a built instance. After the first call for a device and
 // instance: cudaGetDevice and an atomic load.
@@ -52,7 +49,8 @@ Status launch_facts(int32_t head_dim, DType dtype, const LaunchFacts** out) {
   if (device < 0 || device >= kMaxDevices)
     return unsupported("decode: device " + std::to_string(device) + " (the launch-shape cache holds " +
                        std::to_string(kMaxDevices) + ")");
-  LaunchFacts& f = g_facts[device][instance_index(head_dim, dtype)];
+  FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode on CUDA", head_dim, dtype));
+  LaunchFacts& f = g_facts[device][instance_index<DecodeInstances>(head_dim, dtype)];
   if (!f.ready.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(g_facts_mutex);
     if (!f.ready.load(std::memory_order_relaxed)) {
