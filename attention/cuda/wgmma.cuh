@@ -68,15 +68,16 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // 176 (the S tile widths of the Hopper kernels). accumulate = 0 overwrites d.
 template <int N, typename T>
 __device__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
-// d[32] += A(64×16, registers: the mma.sync A fragment of this warp's 16 rows) · B(16×64,
-// MN-major in shared memory): m64n64k16.
-template <typename T>
-__device__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b);
-// d[N/2] += A(64×16, registers, as above) · B(16×N, MN-major: N/64 column blocks `block_bytes`
-// apart, mnmajor_desc_blocks): m64nNk16, N = 128 or 256, the whole head dim of O = P·V in one
-// instruction (d is the column blocks' accumulators one after another, o[c][32] flattened).
+// d[N/2] += A(64×16, registers: the mma.sync A fragment of this warp's 16 rows) · B(16×N,
+// MN-major in shared memory): m64nNk16. N = 64: one column block (mnmajor_desc); N = 128 or 256:
+// the whole head dim of O = P·V in one instruction, N/64 column blocks `block_bytes` apart
+// (mnmajor_desc_blocks), d the column blocks' accumulators one after another (o[c][32] flattened).
 template <int N, typename T>
 __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
+template <typename T>
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  wgmma_rs<64, T>(d, a, b);
+}
 
 #define FS_D8(o)                                                                                         \
   "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
@@ -85,6 +86,7 @@ __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
 #define FS_D40 FS_D32, FS_D8(32)
 #define FS_D64 FS_D32, FS_D8(32), FS_D8(40), FS_D8(48), FS_D8(56)
 #define FS_D88 FS_D64, FS_D8(64), FS_D8(72), FS_D8(80)
+#define FS_D128 FS_D88, FS_D8(88), FS_D8(96), FS_D8(104), FS_D8(112), FS_D8(120)
 #define FS_R32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -100,10 +102,7 @@ __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, " \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, " \
   "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
-#define FS_RL64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define FS_RL128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define FS_DL64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-#define FS_DL128 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define FS_R128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 // One m64nNk16 with both operands in shared memory: N/2 accumulators, then a, b, accumulate.
 #define FS_WGMMA_SS(N, T, TY, DLIST, RLIST, IA, IB, IACC)                                                  \
   template <>                                                                                             \
@@ -114,46 +113,30 @@ __device__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
                  : DLIST                                                                                  \
                  : "l"(a), "l"(b), "r"(accumulate));                                                      \
   }
+// One m64nNk16 with A from registers: N/2 accumulators, then a[0..3], b and the constant 1
+// (accumulate).
+#define FS_WGMMA_RS(N, T, TY, DLIST, RLIST, A0, A1, A2, A3, IB, IONE)                                    \
+  template <>                                                                                           \
+  __device__ __forceinline__ void wgmma_rs<N, T>(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) { \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IONE ", 0;\n"                                   \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " RLIST ", {%" #A0 ", %" #A1 \
+                 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1, 1;\n}\n"                                     \
+                 : DLIST                                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                        \
+  }
 #define FS_WGMMA_DEFINE(T, TY)                                                                           \
   FS_WGMMA_SS(80, T, TY, FS_D40, FS_R40, 40, 41, 42)                                                      \
   FS_WGMMA_SS(128, T, TY, FS_D64, FS_R64, 64, 65, 66)                                                     \
   FS_WGMMA_SS(176, T, TY, FS_D88, FS_R88, 88, 89, 90)                                                     \
-  template <>                                                                                           \
-  __device__ __forceinline__ void wgmma_rs_n64<T>(float (&d)[32], const uint32_t (&a)[4], uint64_t b) { \
-    asm volatile(                                                                                       \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                    \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " FS_R32                              \
-        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                 \
-        : FS_D32                                                                                        \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                                  \
-  }
-#define FS_WGMMA_RS_DEFINE(T, TY) \
-  template <>                                                                                           \
-  __device__ __forceinline__ void wgmma_rs<128, T>(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {          \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                       \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " FS_RL64                    \
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                        \
-                 : FS_DL64                                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                          \
-  } \
-  template <>                                                                                           \
-  __device__ __forceinline__ void wgmma_rs<256, T>(float (&d)[128], const uint32_t (&a)[4], uint64_t b) {          \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                       \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " " FS_RL128                    \
-                 ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                        \
-                 : FS_DL128                                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                          \
-  }
+  FS_WGMMA_RS(64, T, TY, FS_D32, FS_R32, 32, 33, 34, 35, 36, 37)                                          \
+  FS_WGMMA_RS(128, T, TY, FS_D64, FS_R64, 64, 65, 66, 67, 68, 69)                                         \
+  FS_WGMMA_RS(256, T, TY, FS_D128, FS_R128, 128, 129, 130, 131, 132, 133)
 FS_WGMMA_DEFINE(__nv_bfloat16, "bf16")
 FS_WGMMA_DEFINE(__half, "f16")
-FS_WGMMA_RS_DEFINE(__nv_bfloat16, "bf16")
-FS_WGMMA_RS_DEFINE(__half, "f16")
-#undef FS_WGMMA_RS_DEFINE
 #undef FS_WGMMA_DEFINE
-#undef FS_DL128
-#undef FS_DL64
-#undef FS_RL128
-#undef FS_RL64
+#undef FS_WGMMA_RS
+#undef FS_R128
+#undef FS_D128
 #undef FS_WGMMA_SS
 #undef FS_R88
 #undef FS_R64
