@@ -1,14 +1,16 @@
 // The engine on the CPU (synthetic tiny model): greedy output through continuous batching,
 // chunked prefill, prefix reuse and forced preemption equals the plain reference forward with
-// no cache, token for token; sampling rules; bad requests rejected before they touch the cache;
-// cancel frees the pool.
+// no cache, token for token; sampling rules; logprobs against a teacher-forced forward; bad
+// requests rejected before they touch the cache; cancel frees the pool.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <random>
+#include <string>
 
 #include "server/engine/engine.h"
 #include "server/model/llama.h"
@@ -264,6 +266,171 @@ TEST(Engine, StopListsAreCapped) {
   const Collected c = collect(*s);
   EXPECT_EQ(c.last.reason, FinishReason::kStop);
   EXPECT_EQ(c.tokens, std::vector<int32_t>(greedy_out.begin(), greedy_out.begin() + 4));
+}
+
+// ---- logprobs (issue 28) ----------------------------------------------------------------------
+
+// The logits after the last of `seq` by the model's own forward(), teacher-forced: one prefill of
+// the whole sequence into blocks 1.. of a fresh copy of the model (no engine, no cache manager).
+std::vector<float> teacher_forced_logits(model::LlamaModel& m, const std::vector<int32_t>& seq, int32_t block_size) {
+  model::ForwardBatch b;
+  const int32_t n = static_cast<int32_t>(seq.size());
+  const int32_t blocks = (n + block_size - 1) / block_size;
+  b.tokens = seq;
+  b.cu_seqlens_q = {0, n};
+  b.seq_lens = {n};
+  b.block_table_stride = blocks;
+  for (int32_t i = 0; i < blocks; ++i) b.block_tables.push_back(1 + i);
+  for (int32_t i = 0; i < n; ++i) b.slot_mapping.push_back(int64_t{1 + i / block_size} * block_size + i % block_size);
+  std::vector<float> logits;
+  const Status st = m.forward(b, &logits);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return logits;
+}
+
+struct WithLogprobs {
+  std::vector<int32_t> tokens;
+  std::vector<model::TokenLogprobs> logprobs;
+  StreamEvent last;
+};
+
+// Every event's logprobs parallel to its tokens (when asked), none otherwise.
+WithLogprobs collect_logprobs(ResultStream& s, bool asked) {
+  WithLogprobs c;
+  StreamEvent ev;
+  while (s.next(&ev)) {
+    EXPECT_EQ(ev.logprobs.size(), asked ? ev.tokens.size() : 0u) << "an event's logprobs are not parallel to its tokens";
+    c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    for (auto& lp : ev.logprobs) c.logprobs.push_back(std::move(lp));
+    if (ev.finished) c.last = ev;
+  }
+  return c;
+}
+
+// Each token's logprobs against the float64 log-softmax of the teacher-forced logits (prompt and
+// the tokens before it): the sampled token's, and the top n by value at each rank and by id.
+// Returns how many sampled tokens were outside their top n.
+int check_teacher_forced(const std::vector<int32_t>& prompt, const WithLogprobs& got, int32_t n, const std::string& what) {
+  const int32_t block_size = 16;
+  auto m = test::tiny_model(7, 16, block_size);
+  EXPECT_EQ(got.logprobs.size(), got.tokens.size()) << what;
+  std::vector<int32_t> seq = prompt;
+  int outside = 0;
+  for (size_t i = 0; i < got.tokens.size() && i < got.logprobs.size(); ++i) {
+    const std::string at = what + ", token " + std::to_string(i);
+    const std::vector<float> l = teacher_forced_logits(*m, seq, block_size);
+    double mx = -INFINITY;
+    for (float x : l) mx = std::max(mx, static_cast<double>(x));
+    double sum = 0;
+    for (float x : l) sum += std::exp(static_cast<double>(x) - mx);
+    auto ref = [&](int32_t t) { return static_cast<double>(l[t]) - mx - std::log(sum); };
+    std::vector<double> sorted(l.begin(), l.end());
+    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    const model::TokenLogprobs& lp = got.logprobs[i];
+    EXPECT_EQ(lp.token, got.tokens[i]) << at;
+    EXPECT_NEAR(lp.logprob, ref(got.tokens[i]), 1e-4) << at;
+    EXPECT_LE(lp.logprob, 0.f) << at;
+    EXPECT_EQ(static_cast<int32_t>(lp.top.size()), n) << at;
+    bool in_top = false;
+    for (size_t j = 0; j < lp.top.size(); ++j) {
+      EXPECT_NEAR(lp.top[j].second, sorted[j] - mx - std::log(sum), 1e-4) << at << ", rank " << j;
+      EXPECT_NEAR(lp.top[j].second, ref(lp.top[j].first), 1e-4) << at << ", rank " << j;
+      EXPECT_LE(lp.top[j].second, 0.f) << at << ", rank " << j;
+      in_top |= lp.top[j].first == lp.token;
+    }
+    outside += !in_top;
+    seq.push_back(got.tokens[i]);
+  }
+  return outside;
+}
+
+// Greedy with logprobs 5, batched and chunked (16 tokens a step), then in a pool so small that
+// requests are preempted and recomputed: one entry a token, each token its top[0] with the same
+// logprob, the values the raw log-softmax of a teacher-forced forward.
+TEST(Engine, GreedyLogprobsMatchATeacherForcedForwardUnderPreemption) {
+  std::mt19937 rng(28);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 5; ++i) prompts.push_back(random_prompt(rng, 6 + 9 * i));
+  for (int num_blocks : {200, 14}) {
+    auto e = make_engine(num_blocks, 4, 16);
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenerateRequest r = greedy("lp" + std::to_string(i), prompts[i], 10);
+      r.sampling.logprobs = 5;
+      std::shared_ptr<ResultStream> s;
+      ASSERT_TRUE(e->enqueue(r, &s).ok());
+      streams.push_back(s);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::string what = "request " + std::to_string(i) + ", " + std::to_string(num_blocks) + " blocks";
+      const WithLogprobs c = collect_logprobs(*streams[i], true);
+      EXPECT_EQ(c.last.completion_tokens, 10) << what;
+      ASSERT_EQ(c.logprobs.size(), 10u) << what << ": one entry a generated token";
+      EXPECT_EQ(c.tokens, reference_greedy(prompts[i], 10)) << what;
+      for (size_t k = 0; k < c.logprobs.size(); ++k) {
+        const model::TokenLogprobs& lp = c.logprobs[k];
+        ASSERT_EQ(lp.top.size(), 5u) << what;
+        EXPECT_EQ(lp.top[0].first, c.tokens[k]) << what << ", token " << k << ": greedy takes the top";
+        EXPECT_EQ(lp.logprob, lp.top[0].second) << what << ", token " << k;
+      }
+      EXPECT_EQ(check_teacher_forced(prompts[i], c, 5, what), 0) << what << ": a greedy token outside its top 5";
+    }
+    if (num_blocks == 14) EXPECT_GT(e->stats().preemptions, 0) << "the small pool forced no preemption";
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  }
+}
+
+// Sampled (temperature 0.8, a seed) with logprobs 3, batched with a request asking 0 and one
+// asking none: the sampled token's logprob is the raw one (not at the temperature) whether or not
+// it is in the top 3, and tokens outside the top 3 do occur.
+TEST(Engine, SampledLogprobsAreTheRawLogSoftmaxInOrOutOfTheTopN) {
+  auto e = make_engine(128, 16, 64);
+  std::mt19937 rng(280);
+  const auto prompt = random_prompt(rng, 11);
+  auto request = [&](const std::string& id, int32_t logprobs) {
+    GenerateRequest r;
+    r.request_id = id;
+    r.prompt = prompt;
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = 2828;
+    r.sampling.max_tokens = 32;
+    r.sampling.ignore_eos = true;
+    r.sampling.logprobs = logprobs;
+    std::shared_ptr<ResultStream> s;
+    EXPECT_TRUE(e->enqueue(r, &s).ok());
+    return s;
+  };
+  auto s3 = request("three", 3), s0 = request("zero", 0), none = request("none", -1);
+  const WithLogprobs c3 = collect_logprobs(*s3, true), c0 = collect_logprobs(*s0, true);
+  const WithLogprobs cn = collect_logprobs(*none, false);
+  EXPECT_EQ(c3.tokens, cn.tokens) << "asking for logprobs changed the draws";
+  EXPECT_EQ(c0.tokens, cn.tokens);
+  EXPECT_GT(check_teacher_forced(prompt, c3, 3, "logprobs 3"), 0) << "no sampled token outside the top 3: untested";
+  check_teacher_forced(prompt, c0, 0, "logprobs 0");
+  // Same tokens, same values (rows of one batch, a cached prefix: within float rounding).
+  for (size_t k = 0; k < c0.logprobs.size() && k < c3.logprobs.size(); ++k)
+    EXPECT_NEAR(c0.logprobs[k].logprob, c3.logprobs[k].logprob, 1e-5) << k;
+}
+
+TEST(Engine, LogprobsOutsideTheRangeAreRefused) {
+  auto e = make_engine(32, 16, 64);
+  std::shared_ptr<ResultStream> s;
+  for (int32_t bad : {kMaxLogprobs + 1, -2, 1000, INT32_MIN}) {
+    GenerateRequest r = greedy("x", {1, 2, 3}, 2);
+    r.sampling.logprobs = bad;
+    const Status st = e->enqueue(r, &s);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("logprobs must be in [-1, 20]"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(e->stats().waiting + e->stats().running, 0);
+  for (int32_t ok : {-1, 0, kMaxLogprobs}) {  // the bounds are taken
+    GenerateRequest r = greedy("ok" + std::to_string(ok), {1, 2, 3}, 2);
+    r.sampling.logprobs = ok;
+    ASSERT_TRUE(e->enqueue(r, &s).ok()) << ok;
+    const WithLogprobs c = collect_logprobs(*s, ok >= 0);
+    EXPECT_EQ(c.tokens.size(), 2u);
+    for (const auto& lp : c.logprobs) EXPECT_EQ(static_cast<int32_t>(lp.top.size()), ok);
+  }
 }
 
 TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {

@@ -2,12 +2,13 @@
 // with the same weights, through the same steps (chunked prefill, split-K decode, a mixed
 // batch): logits within bf16's tolerance, greedy tokens equal wherever the CPU's top two
 // logits are further apart than that tolerance. And the engine driving the GPU model, and the
-// pool sized from the device's memory.
+// pool sized from the device's memory; logprobs of the rows that ask.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/sizing.h"
@@ -182,6 +183,94 @@ TEST(LlamaCuda, EngineOnTheGpuModel) {
   ASSERT_TRUE(engine::Engine::create(ec, std::move(gpu), &e).ok());
   generate_to_length(*e, {20, 33, 46, 59, 72, 85, 98, 111}, 16);
   EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+}
+
+// Logprobs on the GPU model (issue 28): only the rows that ask get them (the logits of those
+// rows copied after the device sampling, two runs here: rows 0 and 2-3), each equal to
+// token_logprobs over the same step's logits from forward(), at the token the device sampled;
+// on prompt steps and on graph-replayed decode steps alike; no logprobs asked, none given.
+TEST(LlamaCuda, LogprobsOfTheRowsThatAsk) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 28, &w).ok());
+  CudaModelOptions opt;
+  opt.num_blocks = 64;
+  opt.block_size = 16;
+  opt.max_tokens_per_step = 512;
+  opt.max_batch = 8;
+  opt.max_blocks_per_seq = 32;
+  std::unique_ptr<LlamaCudaModel> gpu;
+  const Status created = LlamaCudaModel::create(c, &w, 0, opt, &gpu);
+  ASSERT_TRUE(created.ok()) << created.to_string();
+  KVCacheConfig kc;
+  kc.num_blocks = 64;
+  kc.block_size = 16;
+  kc.max_blocks_per_seq = 32;
+  KVCacheManager mgr(kc);
+  const int32_t V = c.vocab_size;
+  std::vector<SampleRow> rows(4);
+  rows[0].logprobs = 5;
+  rows[2] = SampleRow{0.8f, 0, 1.f, 0.f, 2828, 0, {}, 0};
+  rows[3].logprobs = 20;  // engine::kMaxLogprobs
+  // The step twice: sampled with logprobs, then forward() for the logits to check them against.
+  auto check = [&](const ForwardBatch& b, const std::vector<SampleRow>& rs, const std::string& what) {
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> lp;
+    const Status st = gpu->forward_and_sample(b, rs, &tokens, &lp);
+    ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+    std::vector<float> logits;
+    ASSERT_TRUE(gpu->forward(b, &logits).ok());
+    ASSERT_EQ(lp.size(), rs.size()) << what;
+    for (size_t r = 0; r < rs.size(); ++r) {
+      if (rs[r].logprobs < 0) {
+        EXPECT_EQ(lp[r].token, -1) << what << ", row " << r;
+        EXPECT_TRUE(lp[r].top.empty()) << what << ", row " << r;
+        continue;
+      }
+      const TokenLogprobs want = token_logprobs(&logits[r * V], V, tokens[r], rs[r].logprobs);
+      EXPECT_EQ(lp[r].token, tokens[r]) << what << ", row " << r;
+      EXPECT_NEAR(lp[r].logprob, want.logprob, 1e-5) << what << ", row " << r;
+      ASSERT_EQ(lp[r].top.size(), want.top.size()) << what << ", row " << r;
+      for (size_t j = 0; j < want.top.size(); ++j) {
+        EXPECT_EQ(lp[r].top[j].first, want.top[j].first) << what << ", row " << r << ", rank " << j;
+        EXPECT_NEAR(lp[r].top[j].second, want.top[j].second, 1e-5) << what << ", row " << r << ", rank " << j;
+      }
+    }
+    std::vector<int32_t> again;
+    ASSERT_TRUE(gpu->forward_and_sample(b, rs, &again).ok());  // no logprobs pointer: tokens only
+  };
+  std::mt19937 rng(28);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int32_t len : {20, 33, 7, 50}) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (auto& t : p) t = std::uniform_int_distribution<int>(3, V - 1)(rng);
+    const int64_t id = static_cast<int64_t>(seqs.size()) + 1;
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(id, p.data(), len, 0, &cached).ok());
+    const ForwardBatch b = step(mgr, id, p, len, false);
+    check(b, {rows[seqs.size()]}, "prompt " + std::to_string(id));
+    p.push_back(5);
+    seqs.push_back(p);
+  }
+  for (int s = 0; s < 3; ++s) {  // pure decode steps of all four: graph replay
+    ForwardBatch all;
+    all.num_decode = 4;
+    all.cu_seqlens_q = {0};
+    all.block_table_stride = kc.max_blocks_per_seq;
+    for (int64_t i = 0; i < 4; ++i) {
+      const ForwardBatch b = step(mgr, i + 1, seqs[i], 1, true);
+      all.tokens.push_back(b.tokens[0]);
+      all.cu_seqlens_q.push_back(static_cast<int32_t>(i + 1));
+      all.seq_lens.push_back(b.seq_lens[0]);
+      all.block_tables.insert(all.block_tables.end(), b.block_tables.begin(), b.block_tables.end());
+      all.slot_mapping.push_back(b.slot_mapping[0]);
+    }
+    check(all, rows, "decode step " + std::to_string(s));
+    check(all, std::vector<SampleRow>(4), "decode step " + std::to_string(s) + ", none asking");
+    for (auto& q : seqs) q.push_back(6 + s);
+  }
+  EXPECT_TRUE(gpu->cuda_graphs()) << "decode steps fell back from graph replay";
 }
 
 // num_blocks 0: the pool is sized after the weights and buffers are allocated. By bytes: the

@@ -1,5 +1,5 @@
-// The samplers: the host sampler's rules and distribution (the CPU binary), and the GPU
-// sampler against the same distributions (the GPU binary, built from this file with
+// The samplers: the host sampler's rules and distribution and the logprobs of a sampled token
+// (the CPU binary), and the GPU sampler against the same distributions (the GPU binary, built from this file with
 // FLASHSERVE_SAMPLER_GPU_ONLY, label gpu).
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/cuda_device.h"
@@ -106,6 +107,134 @@ TEST(Sampler, GreedyTiesAndReproducibility) {
   EXPECT_EQ(sample_row(logits.data(), 100, s), sample_row(logits.data(), 100, s));
   EXPECT_EQ(sample_uniform(1, 2), sample_uniform(1, 2));
   EXPECT_NE(sample_uniform(1, 2), sample_uniform(1, 3));
+}
+
+// token_logprobs (the `logprobs` field) against a long-double reference that sorts the whole
+// vocabulary: raw log-softmax, top N in descending order with ties to the lower id, the sampled
+// token's own logprob whether or not it is in the top N, never NaN.
+struct RefLogprobs {
+  std::vector<long double> logprob;  // [vocab]
+  std::vector<int32_t> order;        // the vocabulary by descending logit, ties to the lower id
+};
+
+RefLogprobs reference_logprobs(const std::vector<float>& logits) {
+  const int V = static_cast<int>(logits.size());
+  RefLogprobs r;
+  long double mx = -INFINITY;
+  for (float x : logits) mx = std::max<long double>(mx, x);
+  long double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<long double>(x) - mx);
+  for (float x : logits) r.logprob.push_back(static_cast<long double>(x) - mx - std::log(sum));
+  r.order.resize(V);
+  std::iota(r.order.begin(), r.order.end(), 0);
+  std::sort(r.order.begin(), r.order.end(),
+            [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  return r;
+}
+
+// Within float rounding of the reference (float's epsilon is 1.2e-7).
+void expect_logprob(float got, long double want, const std::string& what) {
+  ASSERT_FALSE(std::isnan(got)) << what;
+  EXPECT_LE(got, 0.f) << what;
+  EXPECT_NEAR(got, static_cast<double>(want), 4e-7 * std::max(1.0, std::fabs(static_cast<double>(want)))) << what;
+}
+
+void check_against_reference(const std::vector<float>& logits, const RefLogprobs& ref, int32_t token, int32_t n,
+                             const std::string& what) {
+  const int32_t V = static_cast<int32_t>(logits.size());
+  const TokenLogprobs got = token_logprobs(logits.data(), V, token, n);
+  EXPECT_EQ(got.token, token) << what;
+  expect_logprob(got.logprob, ref.logprob[token], what + ", the sampled token " + std::to_string(token));
+  ASSERT_EQ(static_cast<int32_t>(got.top.size()), std::min(n, V)) << what;
+  for (size_t j = 0; j < got.top.size(); ++j) {
+    ASSERT_EQ(got.top[j].first, ref.order[j]) << what << ", rank " << j;
+    expect_logprob(got.top[j].second, ref.logprob[ref.order[j]], what + ", rank " + std::to_string(j));
+    if (j > 0) EXPECT_GE(got.top[j - 1].second, got.top[j].second) << what << ", rank " << j;
+  }
+}
+
+TEST(Logprobs, MatchFloat64ReferenceOnRandomLogits) {
+  for (int32_t V : {50257, 37, 1}) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      std::mt19937 rng(seed * 1000 + static_cast<uint32_t>(V));
+      std::normal_distribution<float> normal(0.f, 3.f);
+      std::uniform_real_distribution<float> wide(-1e4f, 1e4f);
+      for (int kind = 0; kind < 4; ++kind) {
+        std::vector<float> l(static_cast<size_t>(V));
+        for (auto& x : l) {
+          if (kind == 0) x = normal(rng);
+          if (kind == 1) x = std::round(normal(rng) * 2.f) / 2.f;  // many exact ties, at the top too
+          if (kind == 2) x = wide(rng);                             // exp of the spread underflows
+          if (kind == 3) x = std::uniform_int_distribution<int>(0, 2)(rng) ? -1e4f : 1e4f;  // ties at ±1e4
+        }
+        const RefLogprobs ref = reference_logprobs(l);
+        // The top token, a random one, the least likely (never in a top 20 of 50257).
+        const int32_t tokens[] = {ref.order.front(), std::uniform_int_distribution<int32_t>(0, V - 1)(rng),
+                                  ref.order.back()};
+        for (int32_t n : {0, 1, 3, 20})
+          for (int32_t t : tokens)
+            check_against_reference(l, ref, t, n,
+                                    "vocab " + std::to_string(V) + ", seed " + std::to_string(seed) + ", kind " +
+                                        std::to_string(kind) + ", n " + std::to_string(n) + ", token " + std::to_string(t));
+        // The whole vocabulary (n clamped to it): the probabilities sum to 1.
+        if (V <= 37) {
+          const TokenLogprobs all = token_logprobs(l.data(), V, 0, V + 5);
+          ASSERT_EQ(static_cast<int32_t>(all.top.size()), V);
+          double mass = 0;
+          for (const auto& [id, lp] : all.top) mass += std::exp(static_cast<double>(lp));
+          EXPECT_NEAR(mass, 1.0, 1e-6) << "vocab " << V << ", seed " << seed << ", kind " << kind;
+        }
+      }
+    }
+  }
+}
+
+TEST(Logprobs, LargeMagnitudesAndNonFiniteLogitsNeverGiveNaN) {
+  // ±1e4: exact differences, no overflow, no underflow to -inf.
+  std::vector<float> l = {1e4f, -1e4f, 0.f, 1e4f};
+  TokenLogprobs r = token_logprobs(l.data(), 4, 1, 4);
+  EXPECT_NEAR(r.logprob, -2e4 - std::log(2.0), 1e-2);
+  ASSERT_EQ(r.top.size(), 4u);
+  EXPECT_EQ(r.top[0].first, 0);  // the tie at 1e4: the lower id first
+  EXPECT_EQ(r.top[1].first, 3);
+  EXPECT_NEAR(r.top[0].second, -std::log(2.0), 1e-7);
+  EXPECT_EQ(r.top[0].second, r.top[1].second);
+  EXPECT_EQ(r.top[2].first, 2);
+  EXPECT_NEAR(r.top[2].second, -1e4 - std::log(2.0), 1e-3);
+  // NaN has no probability: -inf, ranked last; the rest as if it were absent.
+  l = {0.5f, NAN, 2.f, -1.f, NAN};
+  r = token_logprobs(l.data(), 5, 1, 5);
+  EXPECT_EQ(r.logprob, -INFINITY);
+  const std::vector<float> finite = {0.5f, 2.f, -1.f};
+  const RefLogprobs ref = reference_logprobs(finite);
+  const std::vector<int32_t> want_ids = {2, 0, 3, 1, 4};
+  for (size_t j = 0; j < 5; ++j) {
+    EXPECT_EQ(r.top[j].first, want_ids[j]) << j;
+    ASSERT_FALSE(std::isnan(r.top[j].second)) << j;
+  }
+  expect_logprob(r.top[0].second, ref.logprob[1], "nan row, token 2");
+  expect_logprob(r.top[1].second, ref.logprob[0], "nan row, token 0");
+  expect_logprob(r.top[2].second, ref.logprob[2], "nan row, token 3");
+  EXPECT_EQ(r.top[3].second, -INFINITY);
+  EXPECT_EQ(r.top[4].second, -INFINITY);
+  // +inf logits share the mass (the softmax's limit); -inf ones have none.
+  l = {INFINITY, 3.f, -INFINITY, INFINITY};
+  r = token_logprobs(l.data(), 4, 3, 4);
+  EXPECT_NEAR(r.logprob, -std::log(2.0), 1e-7);
+  EXPECT_EQ(r.top[0].first, 0);
+  EXPECT_EQ(r.top[1].first, 3);
+  EXPECT_EQ(r.top[2].second, -INFINITY);
+  EXPECT_EQ(r.top[3].second, -INFINITY);
+  // No logit above -inf (all NaN or -inf): -inf everywhere, not NaN.
+  l = {-INFINITY, NAN, -INFINITY};
+  r = token_logprobs(l.data(), 3, 0, 3);
+  EXPECT_EQ(r.logprob, -INFINITY);
+  for (const auto& [id, lp] : r.top) EXPECT_EQ(lp, -INFINITY) << id;
+  // A token outside the row: -inf, nothing read past it; n < 0 is no alternatives.
+  l = {1.f, 2.f};
+  EXPECT_EQ(token_logprobs(l.data(), 2, 2, 1).logprob, -INFINITY);
+  EXPECT_EQ(token_logprobs(l.data(), 2, -1, 1).logprob, -INFINITY);
+  EXPECT_TRUE(token_logprobs(l.data(), 2, 0, -3).top.empty());
 }
 
 #else  // the GPU binary (label gpu)

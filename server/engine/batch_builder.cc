@@ -8,8 +8,9 @@ namespace flashserve::engine {
 
 namespace {
 
-// What the sampler needs of a request now: its parameters, its draw counter, and the tokens it
-// may not draw yet (eos unless ignored, and its stop ids, before min_tokens).
+// What the sampler needs of a request now: its parameters (logprobs among them), its draw
+// counter, and the tokens it may not draw yet (eos unless ignored, and its stop ids, before
+// min_tokens).
 void fill_row(const Request& r, const std::vector<int32_t>& eos, model::SampleRow* row) {
   const SamplingParams& sp = r.req.sampling;
   row->temperature = sp.temperature;
@@ -18,6 +19,7 @@ void fill_row(const Request& r, const std::vector<int32_t>& eos, model::SampleRo
   row->min_p = sp.min_p;
   row->seed = r.seed;
   row->step = static_cast<uint64_t>(r.num_generated);
+  row->logprobs = sp.logprobs;
   row->banned.clear();
   if (r.num_generated < sp.min_tokens) {
     if (!sp.ignore_eos) row->banned = eos;

@@ -278,15 +278,23 @@ bool Engine::step() {
   // The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
   lock.unlock();
   std::vector<int32_t> sampled;
-  const Status fst = model_->forward_and_sample(builder_.batch(), builder_.rows(), &sampled);
+  std::vector<model::TokenLogprobs> logprobs;  // one a row; token -1 where the row did not ask
+  Status fst = model_->forward_and_sample(builder_.batch(), builder_.rows(), &sampled, &logprobs);
+  if (fst.ok() && (sampled.size() != builder_.rows().size() || logprobs.size() != sampled.size()))
+    fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
+                         std::to_string(logprobs.size()) + " logprobs for " +
+                         std::to_string(builder_.rows().size()) + " rows");
   lock.lock();
-  deliver(plan, fst, sampled);
+  deliver(plan, fst, sampled, logprobs);
   return true;
 }
 
 // Called with mu_ held, after the forward pass: each sampled token goes out on its request's
-// stream, and a request that ends there (eos, a stop id, max_tokens; or the step failed) finishes.
-void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled) {
+// stream (with its logprobs when asked; a row that does not sample delivers nothing, so a
+// recomputed prompt adds no entry), and a request that ends there (eos, a stop id, max_tokens;
+// or the step failed) finishes.
+void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled,
+                     std::vector<model::TokenLogprobs>& logprobs) {
   std::vector<SequencePtr> done;
   size_t i = 0;
   plan.for_each_scheduled([&](const ScheduledSequence& s) {
@@ -312,6 +320,7 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
     else if (r.num_generated >= sp.max_tokens) reason = FinishReason::kLength;
     StreamEvent ev;
     ev.tokens = {tok};
+    if (sp.logprobs >= 0) ev.logprobs.push_back(std::move(logprobs[row]));
     r.stream->push(std::move(ev));
     if (reason == FinishReason::kNone) {
       r.decode_pending = true;

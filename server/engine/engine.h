@@ -49,6 +49,10 @@ struct GenerateRequest {
 // usage.
 struct StreamEvent {
   std::vector<int32_t> tokens;
+  // When the request asked (SamplingParams::logprobs >= 0): logprobs[i] is tokens[i]'s
+  // (logprobs[i].token == tokens[i]; top holds sampling.logprobs entries). Empty otherwise. One
+  // entry a generated token, a preempted and recomputed request included.
+  std::vector<model::TokenLogprobs> logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   Status error;                    // set when reason == kError
@@ -126,7 +130,8 @@ class Engine {
   Engine(const EngineConfig& config, std::unique_ptr<model::Model> model);
   void loop();
   bool step();  // false when there was nothing to do
-  void deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled);
+  void deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled,
+               std::vector<model::TokenLogprobs>& logprobs);
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
 
   EngineConfig config_;

@@ -12,6 +12,9 @@ Status SamplingParams::validate(int32_t vocab_size) const {
   if (!(min_p >= 0.f && min_p <= 1.f)) return invalid_argument("min_p must be in [0, 1]");
   if (max_tokens < 1) return invalid_argument("max_tokens must be >= 1");
   if (min_tokens < 0 || min_tokens > max_tokens) return invalid_argument("min_tokens must be in [0, max_tokens]");
+  if (logprobs < -1 || logprobs > kMaxLogprobs)
+    return invalid_argument("logprobs must be in [-1, " + std::to_string(kMaxLogprobs) +
+                            "] (-1: off, 0: the sampled token's, N: also the top N), got " + std::to_string(logprobs));
   if (stop_token_ids.size() > kMaxStopTokenIds)
     return invalid_argument("stop_token_ids: at most " + std::to_string(kMaxStopTokenIds) + " ids, got " +
                             std::to_string(stop_token_ids.size()));

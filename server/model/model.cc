@@ -24,13 +24,18 @@ Status ForwardBatch::validate(int32_t vocab_size) const {
 }
 
 Status Model::forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
-                                 std::vector<int32_t>* tokens) {
+                                 std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
   if (static_cast<int32_t>(rows.size()) != batch.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   std::vector<float> logits;
   FS_RETURN_IF_ERROR(forward(batch, &logits));
   const int32_t V = config().vocab_size;
   tokens->resize(rows.size());
   for (size_t b = 0; b < rows.size(); ++b) (*tokens)[b] = sample_row(&logits[b * V], V, rows[b]);
+  if (logprobs) {
+    logprobs->assign(rows.size(), TokenLogprobs{});
+    for (size_t b = 0; b < rows.size(); ++b)
+      if (rows[b].logprobs >= 0) (*logprobs)[b] = token_logprobs(&logits[b * V], V, (*tokens)[b], rows[b].logprobs);
+  }
   return Status::Ok();
 }
 

@@ -45,9 +45,12 @@ class Model {
   }
   // Runs one step and picks each sequence's next token by rows[b] (one row per sequence).
   // The default samples on the host from forward()'s logits; a GPU model samples on the device
-  // and copies back only the tokens.
+  // and copies back only the tokens. With `logprobs` (optional), it gets one entry a row: for a
+  // row with logprobs >= 0, token_logprobs (sampler.h) of its raw logits at its sampled token
+  // with the top rows[b].logprobs; for the others TokenLogprobs{} (token -1, top empty). A GPU
+  // model copies back the logits of the rows that ask, and of no other.
   virtual Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
-                                    std::vector<int32_t>* tokens);
+                                    std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
 };
 
 }  // namespace flashserve::model

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <ranges>
 
 namespace flashserve::model {
 
@@ -57,6 +58,44 @@ int32_t sample_row(const float* logits, int32_t vocab, const SampleRow& p) {
     if (u < 0) return idx[i];
   }
   return idx[n - 1];
+}
+
+TokenLogprobs token_logprobs(const float* logits, int32_t vocab, int32_t token, int32_t num_top) {
+  TokenLogprobs out;
+  out.token = token;
+  auto logit = [&](int32_t i) { return std::isnan(logits[i]) ? -INFINITY : static_cast<double>(logits[i]); };
+  double mx = -INFINITY;
+  for (int32_t i = 0; i < vocab; ++i) mx = std::max(mx, logit(i));
+  // log p(i) = (l_i - mx) - log sum_j exp(l_j - mx), in float64; the sum is >= 1 (the top term).
+  double log_sum = 0;
+  int64_t num_inf = 0;  // with mx = +inf: the +inf logits, each log(1 / num_inf)
+  if (std::isfinite(mx)) {
+    double sum = 0;
+    for (int32_t i = 0; i < vocab; ++i) sum += std::exp(logit(i) - mx);
+    log_sum = std::log(sum);
+  } else if (mx > 0) {
+    for (int32_t i = 0; i < vocab; ++i) num_inf += logit(i) == INFINITY;
+  }
+  auto logprob = [&](int32_t i) -> float {
+    const double l = logit(i);
+    if (mx == -INFINITY || l == -INFINITY) return -INFINITY;
+    if (mx == INFINITY) return l == INFINITY ? static_cast<float>(-std::log(static_cast<double>(num_inf))) : -INFINITY;
+    return static_cast<float>((l - mx) - log_sum);
+  };
+  out.logprob = token >= 0 && token < vocab ? logprob(token) : -INFINITY;
+  const int32_t k = std::clamp(num_top, 0, std::max(vocab, 0));
+  if (k > 0) {
+    // A heap of k over one pass of the vocabulary, not a sort of it.
+    std::vector<int32_t> ids(static_cast<size_t>(k));
+    auto more_likely = [&](int32_t a, int32_t b) {
+      const double la = logit(a), lb = logit(b);
+      return la > lb || (la == lb && a < b);
+    };
+    std::ranges::partial_sort_copy(std::views::iota(int32_t{0}, vocab), ids, more_likely);
+    out.top.reserve(ids.size());
+    for (int32_t id : ids) out.top.emplace_back(id, logprob(id));
+  }
+  return out;
 }
 
 }  // namespace flashserve::model

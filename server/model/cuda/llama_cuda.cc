@@ -363,10 +363,38 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
 }
 
 Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vector<SampleRow>& rows,
-                                          std::vector<int32_t>* tokens) {
+                                          std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   FS_RETURN_IF_ERROR(forward_device(b));
-  return sampler_.sample(logits_, config_.vocab_size, rows, stream_, tokens);
+  FS_RETURN_IF_ERROR(sampler_.sample(logits_, config_.vocab_size, rows, stream_, tokens));
+  if (logprobs == nullptr) return Status::Ok();
+  logprobs->assign(rows.size(), TokenLogprobs{});
+  // The asking rows' logits (the sampler only reads logits_), one copy a run of consecutive
+  // asking rows, packed in logprob_logits_; the sampler has synchronized stream_.
+  const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rows.size());
+  int64_t asking = 0;
+  for (const SampleRow& r : rows) asking += r.logprobs >= 0;
+  if (asking == 0) return Status::Ok();
+  logprob_logits_.resize(static_cast<size_t>(asking * V));
+  for (int64_t row = 0, packed = 0; row < B;) {
+    if (rows[row].logprobs < 0) {
+      ++row;
+      continue;
+    }
+    int64_t end = row + 1;
+    while (end < B && rows[end].logprobs >= 0) ++end;
+    FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprob_logits_.data() + packed * V, logits_ + row * V,
+                                            static_cast<size_t>((end - row) * V) * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
+    packed += end - row;
+    row = end;
+  }
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs"));
+  for (int64_t row = 0, packed = 0; row < B; ++row)
+    if (rows[row].logprobs >= 0)
+      (*logprobs)[row] = token_logprobs(logprob_logits_.data() + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
+                                        rows[row].logprobs);
+  return Status::Ok();
 }
 
 Status LlamaCudaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {

@@ -56,9 +56,10 @@ class LlamaCudaModel : public Model {
   int64_t block_table_width(int32_t batch, int32_t num_decode, int64_t widest_table) const override {
     return graph_step(batch, num_decode) ? opt_.max_blocks_per_seq : widest_table;
   }
-  // Samples on the device: only the tokens come back.
+  // Samples on the device: only the tokens come back, and the logits of the rows that ask for
+  // logprobs (those rows alone, after the sampling; the step and its graph are the same).
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
-                            std::vector<int32_t>* tokens) override;
+                            std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr) override;
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
   Status forward_device(const ForwardBatch& batch);
@@ -124,6 +125,7 @@ class LlamaCudaModel : public Model {
   };
   std::map<int32_t, Graph> graphs_;
   CudaSampler sampler_;
+  std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
 };
 
 }  // namespace flashserve::model
