@@ -75,6 +75,20 @@ if [ "${FLASHSERVE_SETUP_PYTOOLS:-1}" = 1 ] && [ "$(cat "$pytools/.installed" 2>
       || echo "setup: tokenizer test tools not installed (Tokenizer.HfExact.* will report themselves skipped)"
   fi
 fi
+# The official OpenAI client for the HTTP front's tests (tests/server_openai_test.py), pinned, in a
+# venv of its own (FLASHSERVE_OPENAI_VENV); FLASHSERVE_SETUP_PYTOOLS=0 leaves it out too.
+openai_venv="${FLASHSERVE_OPENAI_VENV:-$HOME/.cache/flashserve-openai}"
+openai_want="openai==3.57.0"
+if [ "${FLASHSERVE_SETUP_PYTOOLS:-1}" = 1 ] && [ "$(cat "$openai_venv/.installed" 2>/dev/null)" != "$openai_want" ]; then
+  echo "setup: $openai_want into $openai_venv"
+  py=/usr/bin/python3
+  [ -x "$py" ] || py=python3
+  if "$py" -m venv --clear "$openai_venv" >/dev/null 2>&1 || python3 -m venv --clear "$openai_venv"; then
+    "$openai_venv/bin/pip" install --quiet --disable-pip-version-check "$openai_want" && echo "$openai_want" > "$openai_venv/.installed" \
+      || echo "setup: the openai client not installed (Server.OpenAi* will report themselves skipped)"
+  fi
+fi
+
 # Real tokenizers for that check: llama.cpp's vocabulary-only GGUFs of GPT-2, Llama 3, Qwen2 and
 # StarCoder with the ids each model's own HF tokenizer gave for llama.cpp's test texts, from the
 # llama-cpp-python source package (PyPI; scikit-build-core above lets pip read its metadata).

@@ -210,8 +210,24 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer_path,
                  "tokenizer.json or .gguf to take the tokenizer (and chat template) from instead of the model's")
       ->envname("FLASHSERVE_TOKENIZER");
-  so.metrics_port = 8000;
-  app.add_option("--metrics-port", so.metrics_port, "Prometheus GET /metrics port (-1: off, 0: any)")
+  // The OpenAI-compatible HTTP front, with /health and /metrics, on the same host as gRPC.
+  so.http_port = 8000;
+  app.add_option("--http-port", so.http_port,
+                 "OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models), /health, /metrics, "
+                 "/tokenize and /detokenize on this port; HTTPS with --tls-cert/--tls-key (-1: off, 0: any)")
+      ->check(in_range(-1, 65535))
+      ->envname("FLASHSERVE_HTTP_PORT");
+  app.add_option("--http-threads", so.http_threads,
+                 "HTTP connections served at once (a streamed request holds one; as many more may wait)")
+      ->check(in_range(1, 65536))
+      ->envname("FLASHSERVE_HTTP_THREADS");
+  std::string served_model_name;
+  app.add_option("--served-model-name", served_model_name,
+                 "the model's name in the APIs (/v1/models, the requests' \"model\"; default: --model)")
+      ->envname("FLASHSERVE_SERVED_MODEL_NAME");
+  so.metrics_port = -1;
+  app.add_option("--metrics-port", so.metrics_port,
+                 "a second listener for GET /metrics alone (-1: off, the default: /metrics is on --http-port; 0: any)")
       ->check(in_range(-1, 65535))
       ->envname("FLASHSERVE_METRICS_PORT");
   // /metrics stays plain HTTP and open unless asked (Prometheus scrapes inside a cluster usually
@@ -275,7 +291,7 @@ int main(int argc, char** argv) {
     spdlog::warn("--prefix-cache-isolation identity without tokens: each connection is its own identity");
 
   // Listen first: while the model loads, health says NOT_SERVING and calls get UNAVAILABLE.
-  so.model_name = model;
+  so.model_name = served_model_name.empty() ? model : served_model_name;
   so.device = device;
   so.dtype = device == "cuda" ? "bf16" : "fp32";
   // Declared before the server, so destroyed after it: the server's threads (handlers, the
@@ -294,6 +310,8 @@ int main(int argc, char** argv) {
   std::printf("listening on %s:%d\n", so.host.c_str(), srv->port());
   if (so.metrics_port >= 0)
     std::printf("metrics on %s://%s:%d/metrics\n", so.metrics_tls ? "https" : "http", so.host.c_str(), srv->metrics_port());
+  if (so.http_port >= 0)
+    std::printf("http on %s://%s:%d\n", so.tls_cert_file.empty() ? "http" : "https", so.host.c_str(), srv->http_port());
   std::fflush(stdout);
 
   model::LlamaConfig config;
@@ -350,7 +368,7 @@ int main(int argc, char** argv) {
     spdlog::info("KV cache: {}, by {}{}", describe(cache_sizing(m->kv_shape())), kv_budget,
                  memory.total_bytes > 0 ? " of " + describe(memory) : "");
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
-  so.model_name = model;
+  so.model_name = served_model_name.empty() ? model : served_model_name;
   so.device = device;
   if (!st.ok()) {
     spdlog::error("startup: {}", st.to_string());

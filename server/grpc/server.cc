@@ -21,8 +21,9 @@
 
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "server/grpc/cancel_watch.h"
+#include "server/generation.h"
 #include "server/grpc/metrics.h"
-#include "server/text/text_stream.h"
+#include "server/http/openai.h"
 
 namespace flashserve::server {
 
@@ -187,8 +188,8 @@ bool write(CancelWatch::Watch* watch, grpc::ServerWriter<v1::GenerateResponse>* 
 
 class GrpcServer::Service final : public v1::Generation::Service {
  public:
-  Service(engine::Engine* e, const ServerOptions& o, Metrics* m)
-      : engine_(e), opt_(o), credentials_(credentials_of(o)), salter_(o.prefix_cache_isolation), metrics_(m) {}
+  Service(engine::Engine* e, const ServerOptions& o, const CacheSalter* salter, Metrics* m)
+      : engine_(e), opt_(o), credentials_(credentials_of(o)), salter_(*salter), metrics_(m) {}
   std::atomic<engine::Engine*> engine_;
   std::atomic<const text::TextModel*> text_{nullptr};
   std::atomic<bool> draining{false};
@@ -221,93 +222,41 @@ class GrpcServer::Service final : public v1::Generation::Service {
     r.sampling.ignore_eos = s.ignore_eos();
     r.cache_salt = salter_.salt(caller.owner, req->cache_salt());
     // Text out: with a tokenizer every chunk carries its text; stop strings end the request.
-    std::vector<std::string> stop(s.stop().begin(), s.stop().end());
-    if (!stop.empty() && (tm == nullptr || !tm->has_tokenizer()))
+    GenerationRequest g{std::move(r), std::vector<std::string>(s.stop().begin(), s.stop().end()),
+                        !s.include_special_tokens()};
+    if (!g.stop.empty() && (tm == nullptr || !tm->has_tokenizer()))
       return failed_precondition("stop strings need a tokenizer, and this model has none: use stop_token_ids");
-    if (const Status st = text::validate_stop_strings(stop); !st.ok()) return to_grpc(st);
-    std::unique_ptr<text::TextStream> text_out;
-    if (tm != nullptr && tm->has_tokenizer())
-      text_out = std::make_unique<text::TextStream>(tm->tokenizer(), std::move(stop), !s.include_special_tokens(),
-                                                   s.min_tokens());
-    const std::string id = r.request_id;
-    const size_t r_prompt_len = r.prompt.size();
-    std::shared_ptr<engine::ResultStream> stream;
-    if (const Status st = engine->enqueue(std::move(r), &stream); !st.ok()) {
-      spdlog::info("request {} ({}) rejected: {}", id, caller.owner, st.to_string());
-      return to_grpc(st);
-    }
-    const size_t prompt_len = r_prompt_len;
-    spdlog::info("request {} ({}) started ({} prompt tokens)", id, caller.owner, prompt_len);
+    std::unique_ptr<Generation> gen;
+    if (const Status st = Generation::start(engine, tm, metrics_, std::move(g), &gen); !st.ok()) return to_grpc(st);
+    const std::string& id = gen->request_id();
     // The client going away (cancel, deadline, lost connection) cancels the engine request: the
     // watcher notices it (gRPC tells only when asked), or a failed Write does.
-    const std::unique_ptr<CancelWatch::Watch> watch =
-        cancel_watch_.watch(ctx, [engine, id, owner = caller.owner] { engine->cancel(id, owner).ok(); });
+    const std::unique_ptr<CancelWatch::Watch> watch = cancel_watch_.watch(ctx, [g = gen.get()] { g->cancel(); });
     bool write_failed = false;
     auto cancelled = [&] { return write_failed || watch->cancelled(); };
-    bool stopped_by_text = false;  // a stop string ended it: its final message has gone out
-    int32_t sent_tokens = 0;
-    engine::StreamEvent ev;
-    const auto started = std::chrono::steady_clock::now();
-    auto last_token = started, first_token = started;
-    bool seen_token = false;
-    auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    GenerationChunk c;
     for (;;) {
-      if (!stream->next(&ev))  // cannot happen: a stream ends with its final event, which returns below
+      if (!gen->next(&c, -1))  // cannot happen: the final chunk returns below
         return to_grpc(internal_error("request " + id + ": the stream ended without a final event"));
-      if (!ev.tokens.empty() && !stopped_by_text) {
-        const auto now = std::chrono::steady_clock::now();
-        if (seen_token) metrics_->observe_inter_token(std::chrono::duration<double>(now - last_token).count());
-        if (!seen_token) first_token = now;
-        last_token = now;
-        seen_token = true;
+      v1::GenerateResponse out;
+      out.set_request_id(id);
+      out.set_text(std::move(c.text));
+      for (int32_t t : c.tokens) out.add_token_ids(t);
+      if (c.finished) {
+        out.set_finished(true);
+        out.set_finish_reason(c.stopped_by_text ? v1::FINISH_REASON_STOP : to_proto(c.reason));
+        out.mutable_usage()->set_prompt_tokens(c.prompt_tokens);
+        out.mutable_usage()->set_completion_tokens(c.completion_tokens);
+        if (!c.stopped_by_text) out.mutable_usage()->set_cached_tokens(c.cached_tokens);
+        out.mutable_timings()->set_time_to_first_token_s(c.time_to_first_token_s);
+        out.mutable_timings()->set_elapsed_s(c.elapsed_s);
       }
-      if (!stopped_by_text) {  // after a stop string: only waiting for the engine to let go
-        v1::GenerateResponse out;
-        out.set_request_id(id);
-        size_t used = ev.tokens.size();
-        if (text_out != nullptr) {
-          std::string delta;
-          bool hit = false;
-          if (const Status st = text_out->add(ev.tokens, &delta, &hit, &used); !st.ok()) {
-            engine->cancel(id, caller.owner).ok();
-            return to_grpc(internal_error("request " + id + ": detokenize: " + st.message()));
-          }
-          if (ev.finished && !hit) text_out->finish(&delta);
-          out.set_text(std::move(delta));
-          if (hit) {
-            stopped_by_text = true;
-            engine->cancel(id, caller.owner).ok();
-          }
-        }
-        for (size_t i = 0; i < used; ++i) out.add_token_ids(ev.tokens[i]);
-        sent_tokens += static_cast<int32_t>(used);
-        if (ev.finished || stopped_by_text) {
-          out.set_finished(true);
-          out.set_finish_reason(stopped_by_text ? v1::FINISH_REASON_STOP : to_proto(ev.reason));
-          out.mutable_usage()->set_prompt_tokens(static_cast<int32_t>(prompt_len));
-          out.mutable_usage()->set_completion_tokens(sent_tokens);
-          if (ev.finished) out.mutable_usage()->set_cached_tokens(ev.cached_tokens);
-          if (ev.finished) {
-            out.mutable_timings()->set_time_to_first_token_s(ev.time_to_first_token_s);
-            out.mutable_timings()->set_elapsed_s(ev.elapsed_s);
-          } else {  // a stop string, before the engine's own final event: this handler's clock
-            out.mutable_timings()->set_time_to_first_token_s(seconds(started, first_token));
-            out.mutable_timings()->set_elapsed_s(seconds(started, std::chrono::steady_clock::now()));
-          }
-        }
-        if (!cancelled() && !write(watch.get(), writer, out)) {
-          write_failed = true;
-          engine->cancel(id, caller.owner).ok();
-        }
+      if (!cancelled() && !write(watch.get(), writer, out)) {
+        write_failed = true;
+        gen->cancel();
       }
-      if (ev.finished) {
-        spdlog::info("request {} finished: {}, {} tokens", id,
-                     stopped_by_text ? "stop (text)" : engine::finish_reason_name(ev.reason), sent_tokens);
-        if (ev.completion_tokens > 0) metrics_->observe_first_token(ev.time_to_first_token_s);
-        metrics_->observe_finished(ev);
-        if (stopped_by_text) return cancelled() ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
-                                                : grpc::Status::OK;
-        if (ev.reason == engine::FinishReason::kError) return to_grpc(ev.error);
+      if (c.finished) {
+        if (c.reason == engine::FinishReason::kError) return to_grpc(c.error);
         if (cancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled");
         return grpc::Status::OK;
       }
@@ -417,7 +366,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
 
   ServerOptions opt_;
   const Credentials credentials_;
-  const CacheSalter salter_;
+  const CacheSalter& salter_;
   Metrics* metrics_;
   CancelWatch cancel_watch_;  // for Generate's streams
 };
@@ -517,7 +466,23 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
   s->engine_ = engine;
   s->metrics_ = std::make_unique<Metrics>(engine);
   if (opt.metrics_port >= 0) FS_RETURN_IF_ERROR(s->metrics_->serve(opt, credentials_of(opt)));
-  s->service_ = std::make_unique<Service>(engine, opt, s->metrics_.get());
+  s->salter_ = std::make_unique<CacheSalter>(opt.prefix_cache_isolation);
+  if (opt.http_port >= 0) {
+    OpenAiOptions ho;
+    ho.http.host = opt.host;
+    ho.http.port = opt.http_port;
+    ho.http.tls_cert_file = opt.tls_cert_file;
+    ho.http.tls_key_file = opt.tls_key_file;
+    ho.http.threads = opt.http_threads;
+    ho.http.max_queued = opt.http_threads;
+    ho.http.max_body_bytes =
+        opt.http_max_body_bytes > 0 ? opt.http_max_body_bytes : 2 * static_cast<size_t>(opt.max_receive_bytes);
+    ho.model_name = opt.model_name;
+    ho.metrics_require_token = opt.metrics_require_token;
+    FS_RETURN_IF_ERROR(OpenAiFront::start(ho, credentials_of(opt), s->salter_.get(), s->metrics_.get(), &s->http_));
+    s->http_->set_engine(engine, nullptr);
+  }
+  s->service_ = std::make_unique<Service>(engine, opt, s->salter_.get(), s->metrics_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
@@ -557,18 +522,22 @@ void GrpcServer::set_engine(engine::Engine* engine, const text::TextModel* text)
   engine_ = engine;
   metrics_->set_engine(engine);
   service_->engine_ = engine;
+  if (http_) http_->set_engine(engine, text);
   set_health(server_.get(), engine != nullptr);
 }
 
 GrpcServer::~GrpcServer() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (http_) http_->stop();
   if (metrics_) metrics_->stop();
 }
 
 int GrpcServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+int GrpcServer::http_port() const { return http_ ? http_->port() : 0; }
 
 void GrpcServer::drain_and_stop(double grace_s) {
   service_->draining = true;
+  if (http_) http_->set_draining();
   set_health(server_.get(), false);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (engine_ != nullptr && !cut_drain_short_ && std::chrono::steady_clock::now() < deadline) {
@@ -582,6 +551,7 @@ void GrpcServer::drain_and_stop(double grace_s) {
 
 void GrpcServer::wait() {
   server_->Wait();    // every handler has returned
+  if (http_) http_->stop();  // the HTTP front's handlers too
   metrics_->stop();   // and the scrape thread, which reads the engine's stats, is joined
 }
 

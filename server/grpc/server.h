@@ -1,4 +1,5 @@
-// The gRPC transport around the engine (the only code that sees protobuf types): the
+// The server's transports around the engine: gRPC (the only code that sees protobuf types) and,
+// beside it on its own port, the OpenAI-compatible HTTP front (server/http/openai.h). gRPC has the
 // flashserve.v1.Generation service, grpc.health.v1 (NOT_SERVING while draining), server
 // reflection, an optional bearer token checked on every call, optional TLS, message-size and
 // keepalive settings, and a graceful drain.
@@ -24,6 +25,7 @@ class Server;
 namespace flashserve::server {
 
 class Metrics;
+class OpenAiFront;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -49,6 +51,11 @@ struct ServerOptions {
   // /metrics is plain HTTP and open by default (Prometheus scrapes inside a cluster usually are).
   bool metrics_tls = false;            // HTTPS with tls_cert_file/tls_key_file (both needed)
   bool metrics_require_token = false;  // "Authorization: Bearer <token>", any token gRPC takes (one needed)
+  // The OpenAI-compatible HTTP front (server/http/openai.h) on host:http_port, with /metrics
+  // there too; -1: off, 0: any free port. HTTPS with tls_cert_file/tls_key_file when they are set.
+  int http_port = -1;
+  int http_threads = 256;          // connections served at once (a streamed request holds one)
+  size_t http_max_body_bytes = 0;  // 0: twice max_receive_bytes (token ids as JSON digits)
 };
 
 class GrpcServer {
@@ -62,6 +69,7 @@ class GrpcServer {
 
   int port() const { return port_; }
   int metrics_port() const;
+  int http_port() const;  // 0 when the HTTP front is off
   // Stops taking requests (UNAVAILABLE, health NOT_SERVING), lets running ones finish for up
   // to grace_s seconds, aborts the rest (each stream's final message says ABORTED), and stops
   // the server.
@@ -79,6 +87,8 @@ class GrpcServer {
  private:
   GrpcServer() = default;
   std::unique_ptr<class Metrics> metrics_;
+  std::unique_ptr<CacheSalter> salter_;  // one prefix-cache salt key for both fronts
+  std::unique_ptr<OpenAiFront> http_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   engine::Engine* engine_ = nullptr;

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -45,6 +46,9 @@ struct Admission {
 thread_local Admission tl_admission;
 // The status of the response this thread wrote last (httplib's logger sees every response).
 thread_local int tl_last_status = 0;
+class Connection;
+// The connection this thread serves now (client_connected()).
+thread_local const Connection* tl_connection = nullptr;
 
 template <typename R>
 R taken() {
@@ -507,7 +511,9 @@ class HttpServer::Listener final : public httplib::Server {
       const bool last = served + 1 == o_.keep_alive_max_requests;
       bool connection_closed = false;
       tl_last_status = 0;
+      tl_connection = &c;
       const bool ok = process_request(strm, last, connection_closed, nullptr);
+      tl_connection = nullptr;
       if (strm.limit_hit() && !strm.wrote()) {  // the request line itself was too long
         static constexpr char k431[] =
             "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -569,8 +575,16 @@ bool HttpServer::tls() const { return listener_ != nullptr && listener_->tls(); 
 
 void HttpServer::get(const std::string& path, Access access, Handler handler) {
   methods_[path].insert({"GET", "HEAD"});
-  listener_->Get(regex_escaped(path), [this, access, h = std::move(handler)](const httplib::Request& req,
-                                                                              httplib::Response& res) {
+  route("GET", path, access, std::move(handler));
+}
+
+void HttpServer::post(const std::string& path, Access access, Handler handler) {
+  methods_[path].insert("POST");
+  route("POST", path, access, std::move(handler));
+}
+
+void HttpServer::route(const char* method, const std::string& path, Access access, Handler handler) {
+  auto checked = [this, access, h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     if (access == Access::kToken && options_.authorize) {
       const bool sent = req.has_header("Authorization");
       const std::string authorization = sent ? req.get_header_value("Authorization") : std::string();
@@ -582,8 +596,24 @@ void HttpServer::get(const std::string& path, Access access, Handler handler) {
       }
     }
     h(req, res);
-  });
+  };
+  if (std::string_view(method) == "POST")
+    listener_->Post(regex_escaped(path), std::move(checked));
+  else
+    listener_->Get(regex_escaped(path), std::move(checked));
 }
+
+void HttpServer::set_error_body(std::function<void(const httplib::Request&, httplib::Response&)> write) {
+  httplib::Server::HandlerWithResponse handler = [w = std::move(write)](const httplib::Request& req,
+                                                                          httplib::Response& res) {
+    if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    w(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  listener_->set_error_handler(std::move(handler));
+}
+
+bool client_connected() { return tl_connection == nullptr || tl_connection->peer_open(); }
 
 Status HttpServer::start() {
   if (thread_.joinable()) return invalid_argument("http: already started");

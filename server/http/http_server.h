@@ -1,5 +1,5 @@
-// The server's HTTP(S) listener, on cpp-httplib: GET /metrics now, the OpenAI-compatible front
-// (issue 28) later, each a route registered on one HttpServer.
+// The server's HTTP(S) listener, on cpp-httplib: the OpenAI-compatible front (server/http/openai.h)
+// and GET /metrics, each a route registered on one HttpServer.
 //
 // httplib parses each request, routes it and writes the response; this class owns the
 // connections (how they are read, for how long, and by how many threads), because the library's
@@ -65,6 +65,10 @@ enum class Access { kOpen, kToken };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
+// Inside a handler (or a content provider it set): false once the client has closed its side of
+// the connection, so that a handler waiting on slow work can give up. True outside a request.
+bool client_connected();
+
 class HttpServer {
  public:
   // Loads the TLS pair and binds host:port: a bad certificate or key (its path and OpenSSL's
@@ -75,6 +79,12 @@ class HttpServer {
   // GET (and HEAD) of exactly `path`; before start(). Another method on a registered path is 405
   // (with Allow), an unregistered path 404.
   void get(const std::string& path, Access access, Handler handler);
+  // POST of exactly `path` (its body in the request, within max_body_bytes); before start().
+  void post(const std::string& path, Access access, Handler handler);
+  // Writes the body of an error response (status >= 400) that has none: the listener's own 404,
+  // 405, 413 and 401, and a handler's status set without a body. Unset: they stay as they are.
+  // Before start().
+  void set_error_body(std::function<void(const httplib::Request&, httplib::Response&)> write);
 
   // Serves from threads of its own: one accepts, `threads` serve connections.
   Status start();
@@ -92,6 +102,7 @@ class HttpServer {
   HttpOptions options_;
   std::unique_ptr<Listener> listener_;
   std::map<std::string, std::set<std::string>> methods_;  // path -> methods routed on it
+  void route(const char* method, const std::string& path, Access access, Handler handler);
   std::thread thread_;
   std::atomic<bool> listening_{false};
   int port_ = 0;

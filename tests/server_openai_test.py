@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""The OpenAI-compatible HTTP front (issue 28) as its users meet it: the official `openai` client
+against the real server process on the embedded default model (SmolLM2-135M-Instruct, GGUF).
+
+Usage: server_openai_test.py SERVER CLI [section ...]   (sections: api errors limits concurrency)
+Run with the python of the venv setup.sh makes (~/.cache/flashserve-openai). Prints one line per
+check and "N passed, N failed"; "skipped: ..." when the model or the openai package is absent.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+MODEL = os.path.join(os.environ.get("FLASHSERVE_MODEL_DIR", os.path.expanduser("~/.cache/flashserve/models")),
+                     "SmolLM2-135M-Instruct.Q4_1.gguf")
+TOKEN = "sk-flashserve-test"
+NAME = "smollm2"
+
+try:
+    import openai
+except ImportError:
+    print("skipped: the openai package is absent (scripts/setup.sh puts it into ~/.cache/flashserve-openai)")
+    sys.exit(0)
+if not os.path.exists(MODEL):
+    print(f"skipped: {MODEL} is absent (scripts/fetch_model.sh puts it there)")
+    sys.exit(0)
+
+SERVER, CLI = sys.argv[1], sys.argv[2]
+SECTIONS = sys.argv[3:] or ["api", "errors", "limits", "concurrency"]
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok: {name}")
+    else:
+        failed += 1
+        print(f"FAILED: {name} {detail}")
+
+
+class Server:
+    """One flashserve_server process; its ports from its start-up lines."""
+
+    def __init__(self, *args, env=None):
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+        e = dict(os.environ, FLASHSERVE_AUTH_TOKEN=TOKEN)
+        e.update(env or {})
+        self.proc = subprocess.Popen([SERVER, "--model", MODEL, "--port", "0", "--http-port", "0",
+                                      "--served-model-name", NAME, *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        self.grpc = self.http = None
+        self.saw_loading = False
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            text = open(self.log.name).read()
+            g = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+            h = re.search(r"http on http://127\.0\.0\.1:(\d+)", text)
+            if g and h:
+                self.grpc, self.http = int(g.group(1)), int(h.group(1))
+                if not self.saw_loading and "ready" not in text.split("\n"):
+                    self.saw_loading = self.raw("GET", "/health")[0] == 503
+                if re.search(r"^ready$", text, re.M):
+                    break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if not re.search(r"^ready$", open(self.log.name).read(), re.M):
+            print(open(self.log.name).read()[-3000:])
+            raise SystemExit("the server did not start")
+        self.base = f"http://127.0.0.1:{self.http}"
+
+    def client(self, token=TOKEN, **kw):
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=token, max_retries=0, timeout=300, **kw)
+
+    def raw(self, method, path, body=None, headers=None, token=TOKEN):
+        """(status, parsed JSON or text) of one request, any status."""
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["Authorization"] = "Bearer " + token
+        h.update(headers or {})
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=300)
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            text = r.read().decode("utf-8", "replace")
+        finally:
+            c.close()
+        try:
+            return r.status, json.loads(text)
+        except ValueError:
+            return r.status, text
+
+    def metric(self, name):
+        _, text = self.raw("GET", "/metrics")
+        m = re.search(r"^" + re.escape(name) + r" ([0-9.eE+-]+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return -9
+        return self.proc.returncode
+
+
+def grpc_text(srv, prompt, max_tokens):
+    out = subprocess.run([CLI, "--target", f"127.0.0.1:{srv.grpc}", "--prompt", prompt, "--max-tokens",
+                          str(max_tokens), "--temperature", "0", "--auth-token", TOKEN],
+                         capture_output=True, text=True, timeout=120).stdout
+    return out.rsplit("\n[FINISH_REASON", 1)[0]
+
+
+def is_error(status, body, code):
+    e = body.get("error") if isinstance(body, dict) else None
+    return status == code and isinstance(e, dict) and isinstance(e.get("message"), str) and e["message"] and \
+        "type" in e and "param" in e and "code" in e
+
+
+def api(srv):
+    c = srv.client()
+    models = c.models.list()
+    check("/v1/models lists the served model", [m.id for m in models.data] == [NAME], models)
+    st, _ = srv.raw("GET", "/health", token=None)
+    check("/health is 200 while serving, without a token", st == 200)
+
+    prompt = "The capital of France is"
+    r = c.completions.create(model=NAME, prompt=prompt, max_tokens=12, temperature=0)
+    text = r.choices[0].text
+    check("a greedy completion has text and says why it ended", len(text) > 0 and r.choices[0].finish_reason in
+          ("stop", "length"), r)
+    g = grpc_text(srv, prompt, 12)
+    check("greedy text over HTTP equals the gRPC path's", text == g, f"http {text!r} grpc {g!r}")
+    tok = srv.raw("POST", "/tokenize", {"model": NAME, "prompt": prompt})[1]
+    check("usage.prompt_tokens equals /tokenize's count", r.usage.prompt_tokens == tok["count"] == len(tok["tokens"]),
+          (r.usage, tok))
+    check("usage.total = prompt + completion", r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens)
+    r_ids = c.completions.create(model=NAME, prompt=tok["tokens"], max_tokens=12, temperature=0)
+    check("a prompt of token ids gives the same text", r_ids.choices[0].text == text, r_ids.choices[0].text)
+    detok = srv.raw("POST", "/detokenize", {"tokens": tok["tokens"]})[1]
+    check("/detokenize gives the prompt back", detok.get("prompt") == prompt, detok)
+
+    chunks = list(c.completions.create(model=NAME, prompt=prompt, max_tokens=12, temperature=0, stream=True,
+                                       stream_options={"include_usage": True}))
+    streamed = "".join(ch.choices[0].text for ch in chunks if ch.choices)
+    check("streamed deltas add up to the non-streamed text", streamed == text, repr(streamed))
+    check("the stream's last chunk is usage only",
+          chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == r.usage.completion_tokens and
+          chunks[-1].usage.prompt_tokens == r.usage.prompt_tokens, chunks[-1])
+    fin = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    check("exactly one chunk carries the finish reason", fin == [r.choices[0].finish_reason], fin)
+
+    long = c.completions.create(model=NAME, prompt="Once upon a time", max_tokens=20, temperature=0,
+                                extra_body={"ignore_eos": True})
+    check("ignore_eos runs to max_tokens: finish length, 20 tokens",
+          long.choices[0].finish_reason == "length" and long.usage.completion_tokens == 20, long)
+    lt = long.choices[0].text
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", lt)]
+    if words:
+        stop = words[len(words) // 2]
+        cut = c.completions.create(model=NAME, prompt="Once upon a time", max_tokens=20, temperature=0, stop=[stop],
+                                   extra_body={"ignore_eos": True})
+        check("a stop string ends the text right before it",
+              cut.choices[0].text == lt[:lt.index(stop)] and cut.choices[0].finish_reason == "stop",
+              (stop, cut.choices[0].text, lt))
+    else:
+        check("the long text has words to stop at", False, lt)
+
+    echo = c.completions.create(model=NAME, prompt=prompt, max_tokens=4, temperature=0, echo=True)
+    check("echo puts the prompt before the text", echo.choices[0].text.startswith(prompt) and
+          echo.choices[0].text[len(prompt):] == text[:len(echo.choices[0].text) - len(prompt)], echo.choices[0].text)
+
+    lp = c.completions.create(model=NAME, prompt=prompt, max_tokens=6, temperature=0, logprobs=3)
+    l = lp.choices[0].logprobs
+    ok = l is not None and len(l.tokens) == lp.usage.completion_tokens == len(l.token_logprobs) == len(l.top_logprobs)
+    ok = ok and "".join(l.tokens) == lp.choices[0].text
+    ok = ok and all(v <= 0 and len(top) <= 3 and abs(max(top.values()) - v) < 1e-5
+                    for v, top in zip(l.token_logprobs, l.top_logprobs))
+    ok = ok and l.text_offset[0] == 0 and all(b > a for a, b in zip(l.text_offset, l.text_offset[1:]))
+    check("greedy logprobs: each token is its top-1, logprobs <= 0, tokens add up to the text", ok, l)
+
+    n3 = dict(model=NAME, prompt="My favourite colour is", max_tokens=10, temperature=1.0, n=3, seed=1234)
+    a = c.completions.create(**n3)
+    b = c.completions.create(**n3)
+    ta, tb = [ch.text for ch in a.choices], [ch.text for ch in b.choices]
+    check("n=3 gives choices 0, 1, 2", sorted(ch.index for ch in a.choices) == [0, 1, 2], a)
+    check("n=3 with a seed is reproducible", ta == tb, (ta, tb))
+    check("n=3 samples differ from one another", len(set(ta)) >= 2, ta)
+    lengths = [ch.finish_reason for ch in a.choices]
+    check("n=3 usage: the prompt counted once, every choice's tokens",
+          a.usage.prompt_tokens == srv.raw("POST", "/tokenize", {"prompt": n3["prompt"]})[1]["count"] and
+          (a.usage.completion_tokens == 30 if lengths == ["length"] * 3 else 3 <= a.usage.completion_tokens < 30),
+          (a.usage, lengths))
+    streams = {}
+    for ch in c.completions.create(**n3, stream=True):
+        for x in ch.choices:
+            streams[x.index] = streams.get(x.index, "") + x.text
+    check("n=3 streamed equals n=3 whole", [streams.get(i) for i in range(3)] == ta, (streams, ta))
+
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    chat = c.chat.completions.create(model=NAME, messages=msgs, max_tokens=24, temperature=0)
+    answer = chat.choices[0].message.content
+    check("a chat answer names Paris", "Paris" in answer and chat.choices[0].message.role == "assistant", answer)
+    tk = srv.raw("POST", "/tokenize", {"messages": msgs, "add_generation_prompt": True})[1]
+    check("chat usage.prompt_tokens equals /tokenize of the messages", chat.usage.prompt_tokens == tk["count"],
+          (chat.usage, tk))
+    parts = c.chat.completions.create(model=NAME, messages=[{"role": "user", "content": [
+        {"type": "text", "text": "What is the capital "}, {"type": "text", "text": "of France?"}]}],
+        max_tokens=24, temperature=0)
+    check("content as text parts is the same message", parts.choices[0].message.content == answer)
+    sc = list(c.chat.completions.create(model=NAME, messages=msgs, max_tokens=24, temperature=0, stream=True,
+                                        stream_options={"include_usage": True}))
+    roles = [ch.choices[0].delta.role for ch in sc if ch.choices and ch.choices[0].delta.role]
+    st_text = "".join(ch.choices[0].delta.content or "" for ch in sc if ch.choices)
+    check("a streamed chat: one assistant role, deltas add up to the answer", roles == ["assistant"] and st_text == answer,
+          (roles, st_text))
+    check("a streamed chat ends with usage", sc[-1].usage is not None and
+          sc[-1].usage.completion_tokens == chat.usage.completion_tokens)
+    clp = c.chat.completions.create(model=NAME, messages=msgs, max_tokens=5, temperature=0, logprobs=True,
+                                    top_logprobs=2)
+    content = clp.choices[0].logprobs.content
+    check("chat logprobs: one entry a token, top 2 each, the token its top-1",
+          len(content) == clp.usage.completion_tokens and all(
+              len(e.top_logprobs) == 2 and e.top_logprobs[0].token == e.token and e.logprob <= 0 and
+              bytes(e.bytes).decode("utf-8", "replace") == e.token for e in content), content)
+
+    # A client that goes away mid-stream: its request is aborted and its blocks come back.
+    s = socket.create_connection(("127.0.0.1", srv.http))
+    body = json.dumps({"model": NAME, "prompt": "Tell me a long story.", "max_tokens": 2000, "stream": True,
+                       "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = b""
+    t0 = time.time()
+    while got.count(b"data: ") < 3 and time.time() - t0 < 60:
+        got += s.recv(4096)
+    running = srv.metric("vllm:num_requests_running")
+    s.close()
+    t0 = time.time()
+    while time.time() - t0 < 30 and (srv.metric("vllm:num_requests_running") or srv.metric("vllm:kv_cache_usage_perc")):
+        time.sleep(0.1)
+    check("a client gone mid-stream: its request aborted, the pool back to full",
+          running == 1 and srv.metric("vllm:num_requests_running") == 0 and srv.metric("vllm:kv_cache_usage_perc") == 0
+          and "finished: aborted" in open(srv.log.name).read(), (running, got[:200]))
+
+
+def errors(srv):
+    def expect(name, code, method, path, body=None, **kw):
+        st, b = srv.raw(method, path, body, **kw)
+        check(f"{name}: {code} with OpenAI's error JSON", is_error(st, b, code), (st, b))
+        return b
+
+    c = "/v1/completions"
+    expect("malformed JSON", 400, "POST", c, b'{"model": "smollm2", "prompt": "x",')
+    expect("a body that is not an object", 400, "POST", c, b'[1, 2, 3]')
+    expect("max_tokens of the wrong type", 400, "POST", c, {"prompt": "x", "max_tokens": "ten"})
+    b = expect("negative max_tokens", 400, "POST", c, {"prompt": "x", "max_tokens": -5})
+    check("the error names the field", b.get("error", {}).get("param") == "max_tokens", b)
+    expect("a huge max_tokens (2^70)", 400, "POST", c, b'{"prompt": "x", "max_tokens": 1180591620717411303424}')
+    expect("max_tokens 1e30", 400, "POST", c, {"prompt": "x", "max_tokens": 1e30})
+    expect("temperature -1", 400, "POST", c, {"prompt": "x", "temperature": -1})
+    expect("temperature NaN (not JSON)", 400, "POST", c, b'{"prompt": "x", "temperature": NaN}')
+    expect("top_p 0", 400, "POST", c, {"prompt": "x", "top_p": 0})
+    expect("n 0", 400, "POST", c, {"prompt": "x", "n": 0})
+    expect("n 1000", 400, "POST", c, {"prompt": "x", "n": 1000})
+    expect("a token id past the vocabulary", 400, "POST", c, {"prompt": [1, 2, 10 ** 9]})
+    expect("a negative token id", 400, "POST", c, {"prompt": [1, -2]})
+    expect("an empty prompt", 400, "POST", c, {"prompt": ""})
+    expect("no prompt", 400, "POST", c, {"max_tokens": 3})
+    expect("stop of the wrong type", 400, "POST", c, {"prompt": "x", "stop": 5})
+    expect("invalid UTF-8 in a string", 400, "POST", c, b'{"prompt": "bad \xff\xfe text"}')
+    expect("a lone surrogate escape", 400, "POST", c, b'{"prompt": "bad \\ud800 text"}')
+    expect("a prompt past the context", 400, "POST", c, {"prompt": [1] * 9000, "max_tokens": 4})
+    expect("prompt + max_tokens past the context", 400, "POST", c, {"prompt": "hello", "max_tokens": 9000})
+    expect("penalties are refused, not ignored", 400, "POST", c, {"prompt": "x", "presence_penalty": 0.5})
+    expect("stream_options without stream", 400, "POST", c, {"prompt": "x", "stream_options": {"include_usage": True}})
+    expect("chat: no messages", 400, "POST", "/v1/chat/completions", {"messages": []})
+    expect("chat: an unknown role", 400, "POST", "/v1/chat/completions",
+           {"messages": [{"role": "wizard", "content": "hi"}]})
+    expect("chat: an image part", 400, "POST", "/v1/chat/completions",
+           {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})
+    st, b = srv.raw("POST", c, {"prompt": "Hello", "max_tokens": 2, "temperature": 0, "frobnicate": {"a": [1]},
+                                "user": "someone"})
+    check("unknown fields are ignored (200)", st == 200 and b["choices"][0]["text"] is not None, (st, b))
+    expect("no token", 401, "POST", c, {"prompt": "x"}, token=None)
+    expect("a wrong token", 401, "POST", c, {"prompt": "x"}, token="sk-wrong")
+    expect("/v1/models without a token", 401, "GET", "/v1/models", token=None)
+    try:
+        srv.client(token="sk-wrong").completions.create(model=NAME, prompt="x", max_tokens=1)
+        check("the openai client sees AuthenticationError", False)
+    except openai.AuthenticationError:
+        check("the openai client sees AuthenticationError", True)
+    b = expect("an unknown model", 404, "POST", c, {"model": "gpt-9", "prompt": "x"})
+    check("its code is model_not_found", b.get("error", {}).get("code") == "model_not_found", b)
+    try:
+        srv.client().completions.create(model="gpt-9", prompt="x", max_tokens=1)
+        check("the openai client sees NotFoundError", False)
+    except openai.NotFoundError:
+        check("the openai client sees NotFoundError", True)
+    expect("an unknown route", 404, "GET", "/v1/nothing")
+    expect("an unknown POST route", 404, "POST", "/v2/completions", {"prompt": "x"})
+    st, _ = srv.raw("GET", "/health")
+    check("the server is still serving after all of that", st == 200)
+
+
+def limits():
+    # A small body limit and queue: 413, 429; then SIGTERM with a request running: 503 while draining.
+    srv = Server("--max-receive-bytes", "1024", "--max-waiting", "1", "--max-num-seqs", "1", "--grace-period", "30")
+    print(f"note: /health answered 503 while the model loaded: {srv.saw_loading} (the load may beat the probe)")
+    st, b = srv.raw("POST", "/v1/completions", {"prompt": "x" * 4000})
+    check("a body past the limit: 413 with OpenAI's error JSON", is_error(st, b, 413), (st, b))
+    results = []
+
+    def one():
+        results.append(srv.raw("POST", "/v1/completions", {"prompt": "Count to ten:", "max_tokens": 64,
+                                                             "ignore_eos": True}))
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(s for s, _ in results)
+    check("the queue full: 429 with OpenAI's error JSON (1 running + 1 waiting served)",
+          codes.count(200) >= 2 and codes.count(429) >= 1 and
+          all(is_error(s, b, 429) for s, b in results if s == 429), codes)
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=srv.raw("POST", "/v1/completions", {
+        "prompt": "Count to ten:", "max_tokens": 200, "ignore_eos": True})))
+    t.start()
+    time.sleep(1.0)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    st, b = srv.raw("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+    check("draining: a new request is 503 with OpenAI's error JSON", is_error(st, b, 503), (st, b))
+    st, _ = srv.raw("GET", "/health")
+    check("draining: /health is 503", st == 503, st)
+    t.join(120)
+    r = box.get("r")
+    check("draining: the running request finishes", r is not None and r[0] == 200 and
+          r[1]["usage"]["completion_tokens"] == 200, r and (r[0], str(r[1])[:200]))
+    check("SIGTERM: exit 0", srv.proc.wait(60) == 0)
+
+
+def concurrency(srv):
+    c = srv.client()
+    prompts = [f"Question {i}: what is {i} plus {i + 1}? Answer:" for i in range(20)]
+    alone = {}
+    for p in prompts:
+        alone[p] = c.completions.create(model=NAME, prompt=p, max_tokens=8, temperature=0).choices[0].text
+    got = [None] * 200
+    errs = []
+
+    def one(i):
+        try:
+            s = c.completions.create(model=NAME, prompt=prompts[i % 20], max_tokens=8, temperature=0, stream=True)
+            got[i] = "".join(ch.choices[0].text for ch in s if ch.choices)
+        except Exception as e:  # noqa: BLE001 (the check below prints it)
+            errs.append(repr(e))
+    t0 = time.time()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.time() - t0
+    same = sum(got[i] == alone[prompts[i % 20]] for i in range(200))
+    check(f"200 concurrent streams all complete ({dt:.1f} s)", not errs and all(g is not None for g in got), errs[:3])
+    check("each equals the same request run alone (greedy)", same == 200,
+          [(i, got[i], alone[prompts[i % 20]]) for i in range(200) if got[i] != alone[prompts[i % 20]]][:3])
+
+
+main = None
+if any(s in SECTIONS for s in ("api", "errors", "concurrency")):
+    main = Server()
+try:
+    if "api" in SECTIONS:
+        api(main)
+    if "errors" in SECTIONS:
+        errors(main)
+    if "concurrency" in SECTIONS:
+        concurrency(main)
+    if main is not None:
+        check("the main server: SIGTERM, exit 0", main.stop() == 0)
+    if "limits" in SECTIONS:
+        limits()
+finally:
+    if main is not None and main.proc.poll() is None:
+        main.proc.kill()
+if failed and main is not None:
+    print(open(main.log.name).read()[-3000:])
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
