@@ -170,7 +170,7 @@ ours_bench() {  # key concurrency prompts port seed
 run_ours() {  # round
   local r=$1 log="$out/server_r$1.log" port=
   "${prio[@]}" "$server_bin" --model "$model" --device cpu --host 127.0.0.1 --port 0 \
-    --metrics-port -1 --grace-period 1 >"$log" 2>&1 &
+    --metrics-port -1 --http-port -1 --grace-period 1 >"$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 600); do  # listening at once, serving when the model is loaded
     if grep -q "flashserve serving" "$log"; then break; fi

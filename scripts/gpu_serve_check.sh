@@ -28,7 +28,7 @@ for spec in "$@"; do
   server=${argv[0]}
   log="$out/serve_${run}_$name"
   port=$((18000 + run))
-  "$server" --device cuda --model synthetic:llama3-8b --port "$port" --metrics-port -1 "${argv[@]:1}" \
+  "$server" --device cuda --model synthetic:llama3-8b --port "$port" --metrics-port -1 --http-port -1 "${argv[@]:1}" \
     >"$log.out" 2>"$log.err" &
   pid=$!
   for _ in $(seq 3600); do  # 180 s

@@ -8,7 +8,7 @@ passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
 start_server() {  # sets pid, port, mport
   log=$(mktemp)
-  "$server" --port 0 --metrics-port 0 "$@" >"$log" 2>/dev/null &
+  "$server" --port 0 --metrics-port 0 --http-port -1 "$@" >"$log" 2>/dev/null &
   pid=$!
   for _ in $(seq 300); do
     grep -q '^ready$' "$log" && break

@@ -24,7 +24,7 @@ serve() {
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   : >"$tmp/out"
-  env "${envs[@]}" "$server" --port 0 --metrics-port -1 "$@" >"$tmp/out" 2>"$tmp/err" &
+  env "${envs[@]}" "$server" --port 0 --metrics-port -1 --http-port -1 "$@" >"$tmp/out" 2>"$tmp/err" &
   pid=$!
   port=""
   for _ in $(seq 200); do
@@ -56,7 +56,7 @@ refused() {
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  env "${envs[@]}" timeout 10 "$server" --port 0 --metrics-port -1 "$@" >"$tmp/out" 2>"$tmp/err"
+  env "${envs[@]}" timeout 10 "$server" --port 0 --metrics-port -1 --http-port -1 "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
   check "$what: refused (rc $rc)" '[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "listening on" "$tmp/out"'
   check "$what: the refusal names $name" 'grep -q -- "$name" "$tmp/err"'

@@ -11,7 +11,7 @@ if [ ! -f "$model" ]; then
   exit 0
 fi
 log=$(mktemp)
-"$server" --model "$model" --port 0 --metrics-port -1 >"$log" 2>&1 &
+"$server" --model "$model" --port 0 --metrics-port -1 --http-port -1 >"$log" 2>&1 &
 pid=$!
 port=""
 for _ in $(seq 600); do

@@ -30,7 +30,7 @@ refused() {
   check "$what: ... as a known flag" '! grep -q "not expected" "$tmp/err"'
 }
 
-base=(--metrics-port -1)
+base=(--metrics-port -1 --http-port -1)
 ready_s=10
 # served ENV... -- ARGS...: starts the server, waits up to $ready_s seconds for "ready" (rc_ready
 # 0 if it came), sends SIGTERM and waits; rc is its exit status, $tmp/out and $tmp/err what it wrote.
@@ -86,6 +86,8 @@ fi
 
 for v in 118496 65536 -1 5x 80.5 ''; do refused --port "--port '$v'" -- --port "$v" --metrics-port -1; done
 for v in 118496 -2; do refused --metrics-port "--metrics-port $v" -- --port 0 --metrics-port "$v"; done
+for v in 65536 -2 x; do refused --http-port "--http-port $v" -- --port 0 --metrics-port -1 --http-port "$v"; done
+refused --http-port "FLASHSERVE_HTTP_PORT=70000" FLASHSERVE_HTTP_PORT=70000 -- --port 0 --metrics-port -1
 for v in nan NaN -1 -0.5 inf 1e300 x; do refused --grace-period "--grace-period $v" -- --port 0 "${base[@]}" --grace-period "$v"; done
 for v in 1 0 99999999999; do refused --num-blocks "--num-blocks $v" -- --port 0 "${base[@]}" --num-blocks "$v"; done
 for v in 0 3 512 -16; do refused --block-size "--block-size $v" -- --port 0 "${base[@]}" --block-size "$v"; done
@@ -125,17 +127,17 @@ refused --gpu-memory-utilization "FLASHSERVE_KV_CACHE_MEMORY with FLASHSERVE_GPU
 refused --gpu-memory-utilization "--gpu-memory-utilization on the CPU" -- --port 0 "${base[@]}" --gpu-memory-utilization 0.5
 
 # Edges of the ranges are taken: the server gets ready and a SIGTERM still exits 0.
-served -- --port 0 --metrics-port 0 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
+served -- --port 0 --metrics-port 0 --http-port -1 --grace-period 0 --num-blocks 2 --block-size 256 --max-batched-tokens 1 \
   --max-num-seqs 1 --max-waiting 1 --seed 18446744073709551615 --max-receive-bytes 2147483647
 check "the ranges' edges are taken" '[ "$rc_ready" -eq 0 ]'
 check "... and SIGTERM exits 0 (rc $rc)" '[ "$rc" -eq 0 ]'
 check "... the receive limit is --max-receive-bytes" 'grep -q "largest request message: 2147483647 bytes" "$tmp/err"'
-served FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTES=1024 -- --metrics-port -1
+served FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTES=1024 -- --metrics-port -1 --http-port -1
 check "FLASHSERVE_GRACE_PERIOD=2.5 and FLASHSERVE_PORT=0 are taken" '[ "$rc_ready" -eq 0 ]'
 check "... the grace period is 2.5 s" 'grep -q "grace period 2.5 s" "$tmp/err"'
 check "... the receive limit is FLASHSERVE_MAX_RECEIVE_BYTES" 'grep -q "largest request message: 1024 bytes" "$tmp/err"'
 # By default the limit is the model's context length x 4 + 64 KiB (synthetic:tiny: 4096 positions).
-served -- --port 0 --metrics-port -1
+served -- --port 0 --metrics-port -1 --http-port -1
 check "the default receive limit follows the context (4096 x 4 + 65536)" 'grep -q "largest request message: 81920 bytes" "$tmp/err"'
 # ... and the CPU pool stays 1024 blocks (2 layers x 2 kv heads x 16 tokens x 32 x fp32, K and V: 16 KiB a block).
 check "the CPU's default pool is 1024 blocks, and the log says so" \

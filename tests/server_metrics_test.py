@@ -49,7 +49,7 @@ def start(args, env=None):
     """The server on free ports with ARGS: (process, metrics port, scheme), once it says ready."""
     out = open(os.path.join(tmp, "out"), "w+")
     err = open(os.path.join(tmp, "err"), "w+")
-    p = subprocess.Popen([server, "--port", "0", "--metrics-port", "0"] + args, stdout=out, stderr=err,
+    p = subprocess.Popen([server, "--port", "0", "--metrics-port", "0", "--http-port", "-1"] + args, stdout=out, stderr=err,
                          env=dict(os.environ, **(env or {})))
     text = ""
     for _ in range(400):
@@ -66,7 +66,7 @@ def refused(args, env, needle, what):
     """ARGS refused at start: exit 1, never listening, NEEDLE on stderr."""
     err = os.path.join(tmp, "err")
     with open(os.path.join(tmp, "out"), "w") as out, open(err, "w") as e:
-        rc = subprocess.run([server, "--port", "0", "--metrics-port", "0"] + args, stdout=out, stderr=e,
+        rc = subprocess.run([server, "--port", "0", "--metrics-port", "0", "--http-port", "-1"] + args, stdout=out, stderr=e,
                             env=dict(os.environ, **env), timeout=20).returncode
     text = open(err).read()
     check(f"{what}: exit 1 (rc {rc})", rc == 1)

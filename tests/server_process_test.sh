@@ -5,7 +5,7 @@ set -u
 server=$1 cli=$2
 log=$(mktemp)
 errlog=$(mktemp)
-LOG_FORMAT=json "$server" --port 0 --metrics-port 0 >"$log" 2>"$errlog" &
+LOG_FORMAT=json "$server" --port 0 --metrics-port 0 --http-port -1 >"$log" 2>"$errlog" &
 pid=$!
 port=""
 for _ in $(seq 300); do  # listening comes first; "ready" once the model is loaded

@@ -49,7 +49,7 @@ wait_exit() {
 case "$mode" in
 shutdown)
   for round in 1 2 3; do
-    start_server "$tmp/log" "$tmp/err" --metrics-port 0
+    start_server "$tmp/log" "$tmp/err" --metrics-port 0 --http-port -1
     mport=$(grep -oE 'metrics on http://127.0.0.1:[0-9]+' "$tmp/log" | grep -oE '[0-9]+$')
     "$cli" --target "127.0.0.1:$port" --tokens 5,6,7 --max-tokens 4 >/dev/null 2>&1
     # Scrapes back to back until the port closes: one of them lands while the process shuts down.
@@ -94,7 +94,7 @@ startup)
   fi
   for sig in TERM INT; do
     : >"$tmp/log"
-    "$server" --model "$model" --port 0 --metrics-port -1 >"$tmp/log" 2>"$tmp/err" &
+    "$server" --model "$model" --port 0 --metrics-port -1 --http-port -1 >"$tmp/log" 2>"$tmp/err" &
     pid=$!
     # "listening" is printed just before the model loads (which takes a second or more).
     for _ in $(seq 400); do
@@ -112,7 +112,7 @@ startup)
   ;;
 second)
   # One running request at a time: the others wait in the queue, in flight all the same.
-  start_server "$tmp/log" "$tmp/err" --metrics-port -1 --grace-period 60 --max-num-seqs 1
+  start_server "$tmp/log" "$tmp/err" --metrics-port -1 --http-port -1 --grace-period 60 --max-num-seqs 1
   cpids=()
   for i in 1 2 3 4; do
     "$cli" --target "127.0.0.1:$port" --tokens 5,6,$i --max-tokens 4000 --ignore-eos >"$tmp/out$i" 2>&1 &

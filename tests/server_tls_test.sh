@@ -29,7 +29,7 @@ refused() {
   local args=()
   while [ "$1" != "--" ]; do args+=("$1"); shift; done
   shift
-  env "${envs[@]}" timeout 10 "$server" --port 0 --metrics-port -1 "${args[@]}" >"$tmp/out" 2>"$tmp/err"
+  env "${envs[@]}" timeout 10 "$server" --port 0 --metrics-port -1 --http-port -1 "${args[@]}" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
   check "$what: exit 1 (rc $rc)" '[ "$rc" -eq 1 ] && ! grep -q "listening on" "$tmp/out"'
   for needle in "$@"; do check "$what: says '$needle'" 'grep -qF -- "$needle" "$tmp/err"'; done
@@ -51,7 +51,7 @@ refused "the key of another certificate" -- --tls-cert "$tmp/a.crt" --tls-key "$
   "--tls-key: the key in $tmp/b.key does not match the certificate in $tmp/a.crt"
 
 # A matching pair serves, and SIGTERM still exits 0.
-"$server" --port 0 --metrics-port -1 --tls-cert "$tmp/a.crt" --tls-key "$tmp/a.key" >"$tmp/out" 2>"$tmp/err" &
+"$server" --port 0 --metrics-port -1 --http-port -1 --tls-cert "$tmp/a.crt" --tls-key "$tmp/a.key" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 for _ in $(seq 200); do grep -q '^ready$' "$tmp/out" && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 check "a matching pair: ready" 'grep -q "^ready$" "$tmp/out"'
