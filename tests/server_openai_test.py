@@ -52,7 +52,7 @@ def check(name, ok, detail=""):
 class Server:
     """One flashserve_server process; its ports from its start-up lines."""
 
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, https=False):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         e = dict(os.environ, FLASHSERVE_AUTH_TOKEN=TOKEN)
         e.update(env or {})
@@ -65,10 +65,10 @@ class Server:
         while time.time() < deadline:
             text = open(self.log.name).read()
             g = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
-            h = re.search(r"http on http://127\.0\.0\.1:(\d+)", text)
+            h = re.search(r"http on https?://127\.0\.0\.1:(\d+)", text)
             if g and h:
                 self.grpc, self.http = int(g.group(1)), int(h.group(1))
-                if not self.saw_loading and "ready" not in text.split("\n"):
+                if not https and not self.saw_loading and "ready" not in text.split("\n"):
                     self.saw_loading = self.raw("GET", "/health")[0] == 503
                 if re.search(r"^ready$", text, re.M):
                     break
@@ -358,6 +358,38 @@ def limits():
         print(open(srv.log.name).read()[-4000:])
 
 
+def tls():
+    # The same --tls-cert/--tls-key as gRPC make the HTTP front HTTPS; plain HTTP is not served there.
+    import shutil
+    import ssl
+    if shutil.which("openssl") is None:
+        print("note: no openssl binary: the HTTPS check is left out")
+        return
+    d = tempfile.mkdtemp()
+    crt, key = os.path.join(d, "c.crt"), os.path.join(d, "c.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    srv = Server("--tls-cert", crt, "--tls-key", key, https=True)
+    ctx = ssl.create_default_context(cafile=crt)
+    c = http.client.HTTPSConnection("127.0.0.1", srv.http, context=ctx, timeout=60)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Hello", "max_tokens": 3, "temperature": 0}),
+              headers={"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"})
+    r = c.getresponse()
+    body = json.loads(r.read())
+    check("HTTPS with the gRPC certificate: a completion over TLS", r.status == 200 and body["usage"]["completion_tokens"] == 3,
+          (r.status, body))
+    plain_failed = False
+    try:
+        p = http.client.HTTPConnection("127.0.0.1", srv.http, timeout=10)
+        p.request("GET", "/health")
+        p.getresponse().read()
+    except (http.client.HTTPException, OSError):
+        plain_failed = True
+    check("plain HTTP is not served on the HTTPS port", plain_failed)
+    check("the TLS server: SIGTERM, exit 0", srv.stop() == 0)
+
+
 def concurrency(srv):
     c = srv.client()
     prompts = [f"Question {i}: what is {i} plus {i + 1}? Answer:" for i in range(20)]
@@ -400,6 +432,7 @@ try:
         check("the main server: SIGTERM, exit 0", main.stop() == 0)
     if "limits" in SECTIONS:
         limits()
+        tls()
 finally:
     if main is not None and main.proc.poll() is None:
         main.proc.kill()
