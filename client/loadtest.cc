@@ -1,8 +1,8 @@
 // flashserve_bench: the bundled load generator, with the flags and report of `vllm bench
-// serve`. Streams Generate calls at a Poisson (or gamma) arrival rate with an optional
-// concurrency cap and ramp-up, measures TTFT, TPOT, ITL and E2EL per request, and prints the
-// vLLM-style result block; --result-json writes vLLM's keys.
-#include <grpcpp/grpcpp.h>
+// serve`. Streams requests over either front (--backend grpc: Generate; openai, openai-chat:
+// the OpenAI-compatible HTTP API, client/backend.h) at a Poisson (or gamma) arrival rate with an
+// optional concurrency cap and ramp-up, measures TTFT, TPOT, ITL and E2EL per request, and prints
+// the vLLM-style result block; --result-json writes vLLM's keys.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,20 +18,16 @@
 #include <thread>
 
 #include "client/arrivals.h"
+#include "client/backend.h"
 #include "client/serve_stats.h"
 #include "client/svg_report.h"
-#include "flashserve/v1/generation.grpc.pb.h"
 
 using namespace flashserve::client;
 using Clock = std::chrono::steady_clock;
-namespace v1 = flashserve::v1;
 
 namespace {
 
-struct Prompt {
-  std::vector<int32_t> tokens;
-  int32_t output_len = 0;
-};
+using Prompt = BenchPrompt;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -46,6 +42,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 int main(int argc, char** argv) {
   CLI::App app{"flashserve_bench: load-test a flashserve server (the flags of `vllm bench serve`)"};
   std::string target = "127.0.0.1:50051", dataset = "random", dataset_path, ramp, result_json_path, token, tls_ca;
+  std::string backend_name = "grpc", base_url, host = "127.0.0.1", endpoint, model;
+  int port = 8000;
+  int32_t vocab = 0;
   std::string percentile_metrics = "ttft,tpot,itl", metric_percentiles = "99";
   std::vector<std::string> goodput;
   int num_prompts = 1000, input_len = 1024, output_len = 128, prefix_len = 0, num_warmups = 0;
@@ -55,7 +54,19 @@ int main(int argc, char** argv) {
   double ramp_start = 0, ramp_end = 0;
   uint64_t seed = 0;
   bool ignore_eos = false, save_detailed = false, no_progress = false;
-  app.add_option("--target", target, "host:port")->envname("FLASHSERVE_TARGET");
+  app.add_option("--backend", backend_name,
+                 "grpc (flashserve.v1.Generation at --target), openai (POST /v1/completions, the prompt as token "
+                 "ids) or openai-chat (POST /v1/chat/completions, the prompt's text as a user message), at --base-url")
+      ->check(CLI::IsMember({"grpc", "openai", "openai-chat"}));
+  app.add_option("--target", target, "grpc: host:port")->envname("FLASHSERVE_TARGET");
+  app.add_option("--base-url", base_url, "openai*: http(s)://host:port[/path] (default: http://--host:--port)");
+  app.add_option("--host", host, "openai*: without --base-url");
+  app.add_option("--port", port, "openai*: without --base-url")->check(CLI::Range(1, 65535));
+  app.add_option("--endpoint", endpoint, "openai*: the path (default /v1/completions or /v1/chat/completions)");
+  app.add_option("--model", model, "openai*: the requests' \"model\" (default: the first of GET /v1/models)");
+  app.add_option("--vocab-size", vocab,
+                 "random ids below this (default: the server's; openai* find it with POST /detokenize)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--num-prompts", num_prompts);
   app.add_option("--request-rate", rate, "requests/s (inf: all at once)");
   app.add_option("--burstiness", burstiness, "gamma shape of the arrivals (1: Poisson)");
@@ -84,39 +95,38 @@ int main(int argc, char** argv) {
   app.add_option("--goodput", goodput, "SLOs: ttft:MS tpot:MS e2el:MS");
   app.add_option("--result-json,--result-filename", result_json_path);
   app.add_flag("--save-detailed", save_detailed, "per-request records in the result JSON");
-  app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
-  app.add_option("--tls-ca", tls_ca, "PEM of the CA (or self-signed cert) to trust: TLS on");
+  app.add_option("--auth-token", token, "sent as 'Authorization: Bearer <token>' (either backend)")
+      ->envname("FLASHSERVE_AUTH_TOKEN");
+  app.add_option("--tls-ca", tls_ca,
+                 "PEM of the CA (or self-signed cert) to trust: TLS on for grpc; for openai* with an https base URL");
   app.add_flag("--no-progress", no_progress);
   std::string report_path;
   app.add_option("--report", report_path, "FILE.svg or FILE.html: latency CDFs and throughput over time");
   CLI11_PARSE(app, argc, argv);
 
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!tls_ca.empty()) {
-    std::ifstream in(tls_ca);
-    std::stringstream pem;
-    pem << in.rdbuf();
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = pem.str();
-    creds = grpc::SslCredentials(ssl);
+  std::unique_ptr<Backend> backend;
+  std::string error;
+  bool made = false;
+  if (backend_name == "grpc") {
+    made = make_grpc_backend({target, token, tls_ca}, &backend, &error);
+  } else {
+    OpenAiBackendOptions o;
+    o.chat = backend_name == "openai-chat";
+    o.base_url = base_url.empty() ? "http://" + host + ":" + std::to_string(port) : base_url;
+    o.endpoint = endpoint;
+    o.model = model;
+    o.token = token;
+    o.tls_ca = tls_ca;
+    made = make_openai_backend(o, &backend, &error);
   }
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel(target, creds, args);
-  auto stub = v1::Generation::NewStub(channel);
-
-  int32_t vocab = 0;
-  {
-    grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::ModelInfo info;
-    const grpc::Status st = stub->GetModelInfo(&ctx, {}, &info);
-    if (!st.ok()) {
-      std::fprintf(stderr, "flashserve_bench: GetModelInfo: %s\n", st.error_message().c_str());
-      return 1;
-    }
-    vocab = info.vocab_size();
+  const bool random_ids = dataset != "jsonl";
+  if (!made || (random_ids && vocab == 0 && !backend->vocab_size(&vocab, &error))) {
+    std::fprintf(stderr, "flashserve_bench: %s\n", error.c_str());
+    return 1;
+  }
+  if (random_ids && vocab < 4) {  // ids are drawn from [3, vocab)
+    std::fprintf(stderr, "flashserve_bench: a vocabulary of %d ids is too small for random prompts\n", vocab);
+    return 1;
   }
 
   // The prompts.
@@ -173,20 +183,12 @@ int main(int argc, char** argv) {
       Prompt p;
       if (ids) {
         p.tokens = j["prompt_token_ids"].get<std::vector<int32_t>>();
-      } else {  // the server's tokenizer: the prompt is sent as the ids it gives
-        grpc::ClientContext ctx;
-        if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        v1::TokenizeRequest tr;
-        tr.set_text(j["prompt"].get<std::string>());
-        tr.set_add_special_tokens(true);
-        v1::TokenizeResponse resp;
-        const grpc::Status st = stub->Tokenize(&ctx, tr, &resp);
-        if (!st.ok()) {
-          std::fprintf(stderr, "flashserve_bench: Tokenize: %s\n", st.error_message().c_str());
+      } else {  // the server's tokenizer: the prompt is sent as the ids it gives (chat: as the text)
+        p.text = j["prompt"].get<std::string>();
+        if (!backend->tokenize(p.text, &p.tokens, &error)) {
+          std::fprintf(stderr, "flashserve_bench: %s\n", error.c_str());
           return 1;
         }
-        p.tokens.assign(resp.token_ids().begin(), resp.token_ids().end());
       }
       p.output_len = j.value("output_len", output_len);
       all.push_back(std::move(p));
@@ -195,40 +197,20 @@ int main(int argc, char** argv) {
     for (int i = 0; i < total; ++i) prompts.push_back(all[static_cast<size_t>(i) % all.size()]);
   }
 
-  auto run_one = [&](const Prompt& p, double start_s, Clock::time_point t0) {
-    RequestRecord r;
-    r.prompt_len = static_cast<int32_t>(p.tokens.size());
-    r.start_s = start_s;
-    v1::GenerateRequest req;
-    for (int32_t t : p.tokens) req.add_prompt_token_ids(t);
-    req.mutable_sampling()->set_temperature(0.f);
-    req.mutable_sampling()->set_max_tokens(p.output_len);
-    req.mutable_sampling()->set_ignore_eos(ignore_eos);
-    grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-    const auto begin = Clock::now();
-    auto reader = stub->Generate(&ctx, req);
-    v1::GenerateResponse resp;
-    auto last = begin;
-    while (reader->Read(&resp)) {
-      if (resp.token_ids_size() == 0) continue;
-      const auto now = Clock::now();
-      if (r.output_len == 0) r.ttft_s = std::chrono::duration<double>(now - begin).count();
-      else r.itl_s.push_back(std::chrono::duration<double>(now - last).count());
-      last = now;
-      r.output_len += resp.token_ids_size();
+  for (auto& p : prompts) {
+    if (!backend->prepare(&p, &error)) {
+      std::fprintf(stderr, "flashserve_bench: %s\n", error.c_str());
+      return 1;
     }
-    const grpc::Status st = reader->Finish();
-    r.e2el_s = std::chrono::duration<double>(Clock::now() - begin).count();
-    r.success = st.ok();
-    r.error_code = st.error_code();
-    r.error = st.error_message();
-    (void)t0;
+  }
+  auto run_one = [&](const Prompt& p, double start_s) {
+    RequestRecord r = backend->generate(p, ignore_eos);
+    r.start_s = start_s;
     return r;
   };
 
   // Warm-ups: one at a time, not measured.
-  for (int i = 0; i < num_warmups; ++i) run_one(prompts[i], 0, Clock::now());
+  for (int i = 0; i < num_warmups; ++i) run_one(prompts[i], 0);
 
   ArrivalOptions ao;
   ao.request_rate = rate;
@@ -243,9 +225,10 @@ int main(int argc, char** argv) {
   std::atomic<int> done{0};
   std::vector<std::thread> workers;
   const bool progress = !no_progress && isatty(2);
-  std::printf("flashserve_bench: %d requests at %s req/s (burstiness %.2f), max concurrency %s, %s dataset\n",
+  std::printf("flashserve_bench: %d requests at %s req/s (burstiness %.2f), max concurrency %s, %s dataset, to %s\n",
               num_prompts, std::isinf(rate) ? "inf" : std::to_string(rate).c_str(), burstiness,
-              max_concurrency > 0 ? std::to_string(max_concurrency).c_str() : "none", dataset.c_str());
+              max_concurrency > 0 ? std::to_string(max_concurrency).c_str() : "none", dataset.c_str(),
+              backend->describe().c_str());
   std::fflush(stdout);
   const auto t0 = Clock::now();
   int sent = 0;
@@ -256,7 +239,7 @@ int main(int argc, char** argv) {
     slots.acquire();
     ++sent;
     workers.emplace_back([&, i] {
-      records[i] = run_one(prompts[num_warmups + i], std::chrono::duration<double>(Clock::now() - t0).count(), t0);
+      records[i] = run_one(prompts[num_warmups + i], std::chrono::duration<double>(Clock::now() - t0).count());
       slots.release();
       const int n = ++done;
       if (progress) {

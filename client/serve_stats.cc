@@ -31,6 +31,17 @@ double stdev(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size()));
 }
 
+std::string failure_name(const RequestRecord& r) {
+  switch (r.error_space) {
+    case ErrorSpace::kGrpc: return "gRPC status " + std::to_string(r.error_code);
+    case ErrorSpace::kHttp: return "HTTP status " + std::to_string(r.error_code);
+    case ErrorSpace::kTransport: return "no response";
+    case ErrorSpace::kStream: return "bad stream";
+    case ErrorSpace::kNone: break;
+  }
+  return "unknown";
+}
+
 Summary summarize(const std::vector<RequestRecord>& records, double duration_s,
                   const std::map<std::string, double>& slos) {
   Summary s;
@@ -39,7 +50,8 @@ Summary summarize(const std::vector<RequestRecord>& records, double duration_s,
   for (const auto& r : records) {
     if (!r.success) {
       ++s.failed;
-      ++s.failed_by_code[r.error_code];
+      const std::string name = failure_name(r);
+      if (s.failed_by[name]++ == 0) s.first_error[name] = r.error;
       continue;
     }
     ++s.completed;
@@ -98,7 +110,10 @@ std::string report(const Summary& s, const std::vector<std::string>& metrics, co
   std::string out = centered(" Serving Benchmark Result ", '=');
   out += line("Successful requests:", s.completed, 0);
   out += line("Failed requests:", s.failed, 0);
-  for (const auto& [code, n] : s.failed_by_code) out += line("  failed with gRPC status " + std::to_string(code) + ":", n, 0);
+  for (const auto& [name, n] : s.failed_by) {
+    out += line("  failed with " + name + ":", n, 0);
+    out += "    first: " + s.first_error.at(name) + "\n";
+  }
   out += line("Benchmark duration (s):", s.duration_s, 2);
   out += line("Total input tokens:", static_cast<double>(s.total_input), 0);
   out += line("Total generated tokens:", static_cast<double>(s.total_output), 0);

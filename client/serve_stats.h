@@ -12,10 +12,20 @@
 
 namespace flashserve::client {
 
+// What error_code of a failed request counts in.
+enum class ErrorSpace {
+  kNone,
+  kGrpc,       // a gRPC status code
+  kHttp,       // an HTTP status other than 200
+  kTransport,  // no response: connection refused or lost, a timeout (error_code unused)
+  kStream,     // a 200 whose stream was bad or cut short (error_code unused)
+};
+
 struct RequestRecord {
   bool success = false;
-  int error_code = 0;          // gRPC status code when it failed
-  std::string error;
+  ErrorSpace error_space = ErrorSpace::kGrpc;
+  int error_code = 0;          // in error_space, when it failed
+  std::string error;           // the message
   int32_t prompt_len = 0;
   int32_t output_len = 0;      // tokens received
   double start_s = 0;          // since the benchmark's start
@@ -31,7 +41,9 @@ double stdev(const std::vector<double>& v);  // population standard deviation (n
 
 struct Summary {
   int completed = 0, failed = 0;
-  std::map<int, int> failed_by_code;
+  // failure_name() -> how many, and the first one's message
+  std::map<std::string, int> failed_by;
+  std::map<std::string, std::string> first_error;
   double duration_s = 0;
   int64_t total_input = 0, total_output = 0;
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
@@ -39,6 +51,9 @@ struct Summary {
   // metric ("ttft", "tpot", "itl", "e2el") -> values in ms
   std::map<std::string, std::vector<double>> values_ms;
 };
+
+// "gRPC status 8", "HTTP status 429", "no response", "bad stream".
+std::string failure_name(const RequestRecord& r);
 
 // goodput: SLO name ("ttft", "tpot", "e2el") -> limit in ms; empty for none.
 Summary summarize(const std::vector<RequestRecord>& records, double duration_s,

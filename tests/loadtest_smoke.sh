@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The load-test client against a real CPU server: a smoke load (tens of requests) where every
 # request must succeed and the token totals match what the server counted, then a server with a
-# one-request queue where the rejected requests are counted as failures by status code.
+# one-request queue where the rejected requests are counted as failures by status code (over gRPC
+# and over the HTTP front), a refused connection, and, on SmolLM2 (a tokenizer: text in the
+# stream) when the model cache has it, --backend openai and openai-chat against the same loads
+# over gRPC: same token counts, the server's counts, a wrong token's 401.
 set -u
 server=$1 bench=$2
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
-start_server() {  # sets pid, port, mport
+start_server() {  # sets pid, port, mport, hport (with http=0)
   log=$(mktemp)
-  "$server" --port 0 --metrics-port 0 --http-port -1 "$@" >"$log" 2>/dev/null &
+  "$server" --port 0 --metrics-port 0 --http-port "${http:--1}" "$@" >"$log" 2>/dev/null &
   pid=$!
   for _ in $(seq 300); do
     grep -q '^ready$' "$log" && break
@@ -16,7 +19,10 @@ start_server() {  # sets pid, port, mport
   done
   port=$(grep -oE 'listening on 127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
   mport=$(grep -oE 'metrics on http://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+  hport=$(grep -oE 'http on http://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
 }
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+scrape() { exec 3<>/dev/tcp/127.0.0.1/"$1" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; }
 json=$(mktemp)
 svg=$(mktemp --suffix=.svg)
 html=$(mktemp --suffix=.html)
@@ -30,21 +36,74 @@ check "--report FILE.svg: valid SVG with five panels" \
 check "smoke load: exit 0" '[ "$rc" -eq 0 ]'
 check "smoke load: 30 completed, none failed" \
   'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"completed\"]==30 and d[\"failed\"]==0" "$json"'
-metrics=$(exec 3<>/dev/tcp/127.0.0.1/"$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3)
+metrics=$(scrape "$mport")
 check "the client's token count is the server's (240)" \
   'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"total_output_tokens\"]==240" "$json" && echo "$metrics" | grep -q "^vllm:generation_tokens_total 240"'
 "$bench" --target "127.0.0.1:$port" --num-prompts 5 --input-len 8 --output-len 4 --report "$html" --no-progress >/dev/null
 check "--report FILE.html: a page around the SVG" 'grep -q "<svg" "$html" && grep -q "<html>" "$html"' 
 kill -TERM "$pid"; wait "$pid"
 
-start_server --max-num-seqs 1 --max-waiting 1
+http=0 start_server --max-num-seqs 1 --max-waiting 1
 "$bench" --target "127.0.0.1:$port" --num-prompts 20 --input-len 16 --output-len 200 --ignore-eos \
   --result-json "$json" --no-progress >/dev/null
 rc=$?
 check "a full queue: the client exits 3" '[ "$rc" -eq 3 ]'
 check "rejections counted as failures" \
   'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"failed\"]>0 and d[\"completed\"]+d[\"failed\"]==20" "$json"'
+# The same over the HTTP front (synthetic weights have no tokenizer: --vocab-size, no text).
+out=$("$bench" --backend openai --base-url "http://127.0.0.1:$hport" --vocab-size 100 --num-prompts 20 --input-len 16 \
+  --output-len 200 --ignore-eos --result-json "$json" --no-progress 2>&1)
+rc=$?
+check "openai, a full queue: exit 3, 429s counted with the server's message" \
+  '[ "$rc" -eq 3 ] && echo "$out" | grep -qE "failed with HTTP status 429: +[1-9]" && echo "$out" | grep -q "first: HTTP 429: ."'
+check "openai, a full queue: completed + failed = 20, some completed" \
+  'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"failed\"]>0 and d[\"completed\"]>0 and d[\"completed\"]+d[\"failed\"]==20" "$json"'
 kill -TERM "$pid"; wait "$pid"
+out=$("$bench" --backend openai --base-url "http://127.0.0.1:$hport" --model m --vocab-size 100 --num-prompts 3 \
+  --input-len 4 --output-len 4 --no-progress 2>&1)
+rc=$?
+check "openai, nobody listening: 3 failed without a response, exit 3" \
+  '[ "$rc" -eq 3 ] && echo "$out" | grep -qE "failed with no response: +3" && echo "$out" | grep -q "could not connect"'
+out=$("$bench" --backend openai --base-url "http://127.0.0.1:$hport" --num-prompts 3 --no-progress 2>&1)
+rc=$?
+check "openai, nobody listening for /v1/models: exit 1 with the reason" '[ "$rc" -eq 1 ] && echo "$out" | grep -q "GET http.*/v1/models: could not connect"'
+
+# The HTTP front on SmolLM2: the same random load over gRPC and /v1/completions (token ids, the
+# same seed: the same prompts), then /v1/chat/completions; a token required.
+model="${FLASHSERVE_MODEL_DIR:-$HOME/.cache/flashserve/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$model" ]; then
+  gjson=$(mktemp) ojson=$(mktemp)
+  FLASHSERVE_AUTH_TOKEN=sekrit http=0 start_server --model "$model"
+  load=(--num-prompts 12 --input-len 24 --output-len 8 --ignore-eos --max-concurrency 4 --seed 5 --auth-token sekrit
+        --no-progress --save-detailed)
+  "$bench" --target "127.0.0.1:$port" "${load[@]}" --result-json "$gjson" >/dev/null
+  grc=$?
+  before=$(scrape "$hport" | grep -oP '^vllm:generation_tokens_total \K[0-9]+')
+  "$bench" --backend openai --base-url "http://127.0.0.1:$hport" "${load[@]}" --result-json "$ojson" >/dev/null
+  orc=$?
+  after=$(scrape "$hport" | grep -oP '^vllm:generation_tokens_total \K[0-9]+')
+  check "SmolLM2: gRPC and openai backends exit 0" '[ "$grc" -eq 0 ] && [ "$orc" -eq 0 ]'
+  check "openai: 12 completed, 96 tokens out (the usage chunks), 288 in" \
+    '[ "$(field "$ojson" completed)" = 12 ] && [ "$(field "$ojson" total_output_tokens)" = 96 ] && [ "$(field "$ojson" total_input_tokens)" = 288 ]'
+  check "openai: the server counted the same 96 tokens (/metrics on the HTTP port)" '[ $((after - before)) -eq 96 ]'
+  check "openai and gRPC: the same per-request input and output lengths" \
+    'python3 -c "import json,sys; g,o=(json.load(open(f)) for f in sys.argv[1:]); assert g[\"input_lens\"]==o[\"input_lens\"] and g[\"output_lens\"]==o[\"output_lens\"]==[8]*12" "$gjson" "$ojson"'
+  check "openai: TTFTs and 7 ITLs a request measured" \
+    'python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert all(t>0 for t in o[\"ttfts\"]) and sum(len(i) for i in o[\"itls\"])>=12*5" "$ojson"'
+  "$bench" --backend openai-chat --port "$hport" --num-prompts 4 --input-len 24 --output-len 8 --ignore-eos \
+    --auth-token sekrit --no-progress --save-detailed --result-json "$ojson" >/dev/null
+  orc=$?
+  check "openai-chat: 4 completed, 32 tokens out, the chat template's tokens in (more than 24 a prompt)" \
+    '[ "$orc" -eq 0 ] && [ "$(field "$ojson" total_output_tokens)" = 32 ] && python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert all(n>24 for n in o[\"input_lens\"]), o[\"input_lens\"]" "$ojson"'
+  out=$("$bench" --backend openai --port "$hport" --model "$model" --vocab-size 1000 --num-prompts 2 --input-len 4 \
+    --output-len 2 --auth-token wrong --no-progress 2>&1)
+  rc=$?
+  check "openai, a wrong token: 2 failed with HTTP 401, exit 3" '[ "$rc" -eq 3 ] && echo "$out" | grep -qE "failed with HTTP status 401: +2"'
+  kill -TERM "$pid"; wait "$pid"
+  rm -f "$gjson" "$ojson"
+else
+  echo "skipped: the SmolLM2 part ($model is absent)"
+fi
 rm -f "$json" "$svg" "$html"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "client/arrivals.h"
 #include "client/serve_stats.h"
@@ -38,11 +39,18 @@ TEST(ServeStats, SummaryOfKnownTimings) {
   b.e2el_s = 2.3;  // TPOT 0.2
   RequestRecord c;
   c.error_code = 8;  // RESOURCE_EXHAUSTED
-  const std::vector<RequestRecord> rs = {a, b, c};
+  c.error = "queue full";
+  RequestRecord d;  // an HTTP failure, counted apart
+  d.error_space = ErrorSpace::kHttp;
+  d.error_code = 8;
+  d.error = "HTTP 8?";
+  const std::vector<RequestRecord> rs = {a, b, c, d, c};
   Summary s = summarize(rs, 2.0, {{"ttft", 150.0}});
   EXPECT_EQ(s.completed, 2);
-  EXPECT_EQ(s.failed, 1);
-  EXPECT_EQ(s.failed_by_code[8], 1);
+  EXPECT_EQ(s.failed, 3);
+  EXPECT_EQ(s.failed_by["gRPC status 8"], 2);
+  EXPECT_EQ(s.failed_by["HTTP status 8"], 1);
+  EXPECT_EQ(s.first_error["gRPC status 8"], "queue full");
   EXPECT_EQ(s.total_input, 200);
   EXPECT_EQ(s.total_output, 22);
   EXPECT_DOUBLE_EQ(s.request_throughput, 1.0);
@@ -61,7 +69,9 @@ TEST(ServeStats, SummaryOfKnownTimings) {
   const std::string text = report(s, {"ttft", "tpot"}, {99});
   EXPECT_NE(text.find("Successful requests:"), std::string::npos);
   EXPECT_NE(text.find("P99 TTFT (ms):"), std::string::npos);
-  EXPECT_NE(text.find("failed with gRPC status 8:"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(text, std::regex("failed with gRPC status 8: +2 "))) << text;
+  EXPECT_NE(text.find("first: queue full"), std::string::npos) << text;
+  EXPECT_NE(text.find("failed with HTTP status 8:"), std::string::npos) << text;
 }
 
 TEST(Arrivals, PoissonRateAndBurstiness) {
