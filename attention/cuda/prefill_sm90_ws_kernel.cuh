@@ -352,11 +352,29 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     float s[kBN / 2];
     auto issue_s = [&](int stage) {
       const T* skt = smem_k + stage * Tr::kTileElems;
+      if constexpr (kHeadDim == 256) {
+        // Q's 16 descriptors, hoisted out of the tile loop by the compiler, were 32 live
+        // registers beside O, S and P, and spilled (with the next barrier id). Here each
+        // descriptor is one add to a low word made at each issue: the volatile move keeps Q's
+        // from being hoisted, the broadcast makes it warp-uniform, so the adds run in uniform
+        // registers. The d 64 / d 128 consumers do not spill: left as they were.
+        uint32_t q_lo = kmajor_desc_lo(q_wg);
+        asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
+        q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
+        const uint32_t k_lo = kmajor_desc_lo(skt);
 #pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        const int blk = ks / 4, col = (ks % 4) * 16;
-        wgmma_ss<kBN, T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
-                         ks > 0);
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
+          wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
+                           kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          const int blk = ks / 4, col = (ks % 4) * 16;
+          wgmma_ss<kBN, T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
+                           ks > 0);
+        }
       }
       wgmma_commit();
     };

@@ -27,13 +27,24 @@ __device__ __forceinline__ int sw128_offset(int row, int chunk) {
   return (chunk >> 3) * (kRows * 64) + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
 }
 
+// The fields of a SW128 descriptor other than its start address.
+__device__ __forceinline__ constexpr uint64_t sw128_desc_fields(uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return (static_cast<uint64_t>(lbo_bytes >> 4) << 16) | (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
+}
 __device__ __forceinline__ uint64_t sw128_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
-         (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (1ull << 62);
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | sw128_desc_fields(lbo_bytes, sbo_bytes);
 }
 __device__ __forceinline__ uint64_t kmajor_desc(const void* smem) { return sw128_desc(smem, 16, 1024); }
 __device__ __forceinline__ uint64_t mnmajor_desc(const void* smem) { return sw128_desc(smem, 1024, 1024); }
+// kmajor_desc in two words, for a kernel that keeps one 32-bit value live instead of a 64-bit
+// descriptor a k-step: kmajor_desc_lo(smem) + bytes / 16 is the low word (start address and
+// leading offset) of kmajor_desc(smem + bytes), as shared memory is below 256 KB (the 14-bit
+// start field does not carry); kmajor_desc_from_lo puts the constant high word above it.
+__device__ __forceinline__ uint32_t kmajor_desc_lo(const void* smem) { return static_cast<uint32_t>(kmajor_desc(smem)); }
+__device__ __forceinline__ uint64_t kmajor_desc_from_lo(uint32_t lo) {
+  return (sw128_desc_fields(16, 1024) & 0xFFFFFFFF00000000ull) | lo;
+}
 // MN-major over several column blocks (N > 64): the leading offset is the stride between the
 // 64-column blocks along N, the stride offset the 8-key groups' 1024 bytes.
 __device__ __forceinline__ uint64_t mnmajor_desc_blocks(const void* smem, uint32_t block_bytes) {
