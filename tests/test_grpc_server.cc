@@ -554,7 +554,12 @@ TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   v1::GenerateResponse resp;
   ASSERT_TRUE(reader->Read(&resp));
   std::thread drain([&] { f.server->drain_and_stop(30.0); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The drain thread flips health as it starts: wait for it (a fixed 20 ms failed on a loaded
+  // 2-core machine), while the request still runs (1500 tokens).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (health(channel) != grpc::health::v1::HealthCheckResponse::NOT_SERVING &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   while (reader->Read(&resp)) {

@@ -247,7 +247,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
         out.set_finish_reason(c.stopped_by_text ? v1::FINISH_REASON_STOP : to_proto(c.reason));
         out.mutable_usage()->set_prompt_tokens(c.prompt_tokens);
         out.mutable_usage()->set_completion_tokens(c.completion_tokens);
-        if (!c.stopped_by_text) out.mutable_usage()->set_cached_tokens(c.cached_tokens);
+        out.mutable_usage()->set_cached_tokens(c.cached_tokens);  // 0 unless the engine's final event said
         out.mutable_timings()->set_time_to_first_token_s(c.time_to_first_token_s);
         out.mutable_timings()->set_elapsed_s(c.elapsed_s);
       }

@@ -308,10 +308,12 @@ class Connection {
   }
 
   // The peer has not closed its side (a content provider asks before each chunk).
+  // A hang-up is asked of poll() (POLLRDHUP: the peer's FIN), not of the bytes waiting: a TLS
+  // client's unread close_notify, or a pipelined request, must not read as "open".
   bool peer_open() const {
-    char c;
-    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    pollfd p{fd_, static_cast<short>(POLLRDHUP), 0};
+    const int r = ::poll(&p, 1, 0);
+    return r == 0 || (r > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0);
   }
 
  private:

@@ -310,8 +310,9 @@ class Response {
       if (c.finished) continue;
       GenerationChunk chunk;
       // One open choice waits; with several each is looked at briefly in turn.
-      const double wait = any ? 0 : (open == 1 ? kPollS : 0.002);
-      while (!c.finished && c.gen->next(&chunk, wait)) {
+      // One open choice waits for its first event, then takes only what is queued: poll returns
+      // every chunk as it comes (TTFT, ITL), and the caller checks the client in between.
+      while (!c.finished && c.gen->next(&chunk, any ? 0 : (open == 1 ? kPollS : 0.002))) {
         any = true;
         if (chunk.finished) c.finished = true;
         on_chunk(c, chunk);
@@ -706,27 +707,38 @@ class OpenAiFront::Routes {
     res.set_header("X-Accel-Buffering", "no");
     auto done = std::make_shared<bool>(false);
     res.set_chunked_content_provider("text/event-stream", [out, done](size_t, httplib::DataSink& sink) {
-      if (*done) {
-        sink.done();
-        return true;
+      try {
+        return write_events(*out, *done, sink);
+      } catch (const std::exception& e) {  // after the handler returned: nothing else would catch it
+        spdlog::error("http stream: {}", e.what());
+        out->cancel_all();
+        return false;
       }
-      std::string events;
-      out->poll([&](Choice& c, const GenerationChunk& chunk) {
-        if (chunk.finished && chunk.reason == engine::FinishReason::kError) {
-          events += "data: " + dumped(error_json(500, "generation failed: " + chunk.error.message(), {}, {})) + "\n\n";
-          return;
-        }
-        events += out->event(c, chunk);
-      });
-      if (out->all_finished()) {
-        if (out->include_usage) events += out->usage_event();
-        events += "data: [DONE]\n\n";
-        *done = true;
-      }
-      if (!events.empty() && !sink.write(events.data(), events.size())) return false;
-      if (*done) sink.done();
-      return true;
     });
+  }
+
+  // One call of the provider: what has come since, and at the end usage and [DONE].
+  static bool write_events(Response& out, bool& done, httplib::DataSink& sink) {
+    if (done) {
+      sink.done();
+      return true;
+    }
+    std::string events;
+    out.poll([&](Choice& c, const GenerationChunk& chunk) {
+      if (chunk.finished && chunk.reason == engine::FinishReason::kError) {
+        events += "data: " + dumped(error_json(500, "generation failed: " + chunk.error.message(), {}, {})) + "\n\n";
+        return;
+      }
+      events += out.event(c, chunk);
+    });
+    if (out.all_finished()) {
+      if (out.include_usage) events += out.usage_event();
+      events += "data: [DONE]\n\n";
+      done = true;
+    }
+    if (!events.empty() && !sink.write(events.data(), events.size())) return false;
+    if (done) sink.done();
+    return true;
   }
 
   void models(const httplib::Request& req, httplib::Response& res) {
