@@ -76,7 +76,10 @@ void check_problem(const Problem& p) {
   // default picks one by the mask), paged K/V by both paths where the pages allow TMA
   // (FLASHSERVE_PREFILL_WS_PAGED tma and gather), and once with a work order of 5-pair
   // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
-  // problem one section). At d 256 there is no v3 kernel ("wgmma" takes the warp-specialized one).
+  // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, every
+  // page size), once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk
+  // several items carry the ring's stages across them). At d 256 there is no v3 kernel ("wgmma"
+  // takes the warp-specialized one).
   struct Run {
     const char* kernel;
     std::vector<std::pair<const char*, const char*>> env;
@@ -96,6 +99,12 @@ void check_problem(const Problem& p) {
   if (p.head_dim == 256)
     runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"}}, true});
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
+                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_SECTION", "5"}},
+                  true});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);

@@ -75,15 +75,22 @@ enum class Kernel { kMma, kWgmma, kWs };
 // of kWsTmaMinPage tokens or more: smaller boxes cost a TMA instruction per page and column
 // block (16 a K tile of 16-token pages at d 128), where the gather's cp.async copies cost
 // the same whatever the page. FLASHSERVE_PREFILL_WS_PAGED=tma or =gather forces the choice where
-// pages allow TMA (A/B benchmarks, cross-checks), read at every call.
+// pages allow TMA (A/B benchmarks, cross-checks), =rows takes the row gather (WsRowGather: 8
+// threads a row, the rows' offsets staged in shared memory a tile ahead) for every page size;
+// read at every call.
 constexpr int kWsTmaMinPage = 64;
+const char* ws_paged_force() { return std::getenv("FLASHSERVE_PREFILL_WS_PAGED"); }
+bool ws_paged_rows() {
+  const char* force = ws_paged_force();
+  return force != nullptr && std::strcmp(force, "rows") == 0;
+}
 bool ws_page_tma(const PrefillParams& p, int block_n) {
   const int bs = p.pages.block_size;
   const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
   if (!fits || std::min(bs, block_n) < 8) return false;
-  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_PAGED");
+  const char* force = ws_paged_force();
   if (force != nullptr && std::strcmp(force, "tma") == 0) return true;
-  if (force != nullptr && std::strcmp(force, "gather") == 0) return false;
+  if (force != nullptr && (std::strcmp(force, "gather") == 0 || std::strcmp(force, "rows") == 0)) return false;
   return bs >= kWsTmaMinPage;
 }
 
@@ -241,8 +248,9 @@ int ws_section(const PrefillParams& p) {
 }
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or,
-// where ws_page_tma, paged (else the gather: page_box 0). False where the maps cannot describe
-// the tensors, or the tile cannot be gathered (176 keys: WsGather) and the pages fail to encode.
+// where ws_page_tma, paged (else a gather: page_box 0; the row gather where ws_paged_rows). False
+// where the maps cannot describe the tensors, or the tile cannot be gathered (176 keys: WsGather,
+// WsRowGather) and the pages fail to encode.
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
@@ -253,6 +261,12 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
         encode_pages(&maps->v, p, p.pages.v_pages, box))
       maps->page_box = box;
+    // The row gather stages a row's offset in the pool in 16-byte units in 32 bits: pools below
+    // 64 GiB (else WsGather).
+    const int64_t elem = 2;
+    const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
+                             (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
+    maps->row_gather = maps->page_box == 0 && ws_paged_rows() && last_row / 16 <= UINT32_MAX ? 1 : 0;
     return maps->page_box > 0 || tiles.block_n != 176;
   }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&

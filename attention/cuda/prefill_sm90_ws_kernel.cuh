@@ -14,8 +14,11 @@
 //    first past the keys on not issued, and the consumers zero the last tile's V rows past the
 //    keys: a page's free slots may hold anything, NaN too) or by a cp.async gather of all 128
 //    producer threads (WsGather: zero-filled past the keys and on bad page ids), each thread
-//    arriving on the stage's barrier when its copies land. Either way the page ids of tile t + 1 are read while
-//    tile t's copies are issued, and a tile's ids serve its K and its V.
+//    arriving on the stage's barrier when its copies land, or by the row gather (WsRowGather,
+//    FLASHSERVE_PREFILL_WS_PAGED=rows: 8 threads a key row, the rows' pool offsets staged in
+//    shared memory a tile ahead). Either way the page ids of tile t + 1 are read while
+//    tile t's copies are issued (the row gather: those of tile t + 2, with tile t + 1's offsets
+//    staged), and a tile's ids serve its K and its V.
 //  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
 //    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
 //    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
@@ -48,6 +51,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
+  int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
 };
 
 // The order of the work items w = 0, 1, ... (CTAs are dispatched in that order; the persistent
@@ -112,7 +116,9 @@ struct PrefillWsTraits {
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
-  static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + 1024;
+  // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
+  static constexpr int kRowSlotBytes = kBlockN <= 128 ? 2 * (16 * ((kBlockN / 16 + 3) / 4 * 4) * 4 + 16) : 0;
+  static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -155,6 +161,89 @@ struct WsGather {
   }
 };
 
+// The paged row gather (FLASHSERVE_PREFILL_WS_PAGED=rows), FA3's PagedKVManager thread layout
+// with its address work staged in shared memory. 8 threads a key row: thread tid copies chunk
+// tid % 8 of each 128-byte column block of keys tid / 8 + 16·i (i < kPasses), so its rows share
+// one swizzle phase (shared-memory offsets: one base plus immediates) and a row's column blocks
+// are immediate offsets from one global address. The rows' offsets in the pool, in 16-byte units
+// (32 bits: the host takes this path only for pools below 64 GiB), are made a tile ahead, one row
+// a lane by the warp that copies them (lane l of warp w: row 16·(l / 4) + 4·w + l % 4), into a
+// slot of shared memory laid out so that a thread's kPasses offsets are adjacent (16-byte loads),
+// with a ballot of the valid rows (in range, page id in the pool; the others are zero-filled).
+// Two slots: tile t's serve K(t) and V(t). A tile's page ids are read a tile before their
+// offsets are staged, so no copy waits behind a table read. A pass then costs its share of a
+// shared load, a bit test, one IMAD.WIDE and the copies, where WsGather spent ~15 instructions a
+// row on 16 rows a thread. kFits: a warp's rows of a tile are at most its lanes (tiles of up to
+// 128 keys).
+template <int kHeadDim, int kBlockN>
+struct WsRowGather {
+  static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
+  static constexpr int kPasses = kBlockN / 16;   // 16 rows a pass of the 128 threads
+  static constexpr int kPad = (kPasses + 3) / 4 * 4;  // offsets a thread's run in the slot
+  static constexpr bool kFits = kBlockN % 16 == 0 && 4 * kPasses <= 32;
+  static constexpr int kSlotBytes = 16 * kPad * 4 + 16;  // [16 rows of a pass][kPad] offsets, 4 warps' masks
+  static constexpr int kSmemBytes = kFits ? 2 * kSlotBytes : 0;
+
+  // This lane's row of a tile (one where lane / 4 < kPasses).
+  __device__ __forceinline__ static int staged_row(unsigned tid) {
+    return static_cast<int>(16 * ((tid % 32) / 4) + 4 * (tid / 32) + tid % 4);
+  }
+  // The page id of this lane's row of the tile at key0 (-1: none, past hi or a lane without a row).
+  __device__ __forceinline__ static int32_t read_id(const KVSource& s, int key0, int hi, unsigned tid) {
+    const int key = key0 + staged_row(tid);
+    return (tid % 32) / 4 < kPasses && key < hi ? s.table[key >> s.block_shift] : -1;
+  }
+  // Stages the offsets of the tile at key0 from the ids read_id gave; all 32 lanes of the warp.
+  __device__ __forceinline__ static void stage(const KVSource& s, unsigned char* slot, int32_t id, int key0,
+                                               unsigned tid) {
+    const unsigned lane = tid % 32;
+    const bool valid = static_cast<uint32_t>(id) < static_cast<uint32_t>(s.num_blocks);  // -1 too
+    const uint32_t in_block = static_cast<uint32_t>((key0 + staged_row(tid)) & s.block_mask) * (s.token_bytes >> 4);
+    const uint32_t off = valid ? static_cast<uint32_t>(id) * (s.block_bytes >> 4) + in_block : 0u;
+    const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+    if (lane / 4 < kPasses) reinterpret_cast<uint32_t*>(slot)[(4 * (tid / 32) + lane % 4) * kPad + lane / 4] = off;
+    if (lane == 0) reinterpret_cast<uint32_t*>(slot + 16 * kPad * 4)[tid / 32] = mask;
+  }
+  // This thread's chunk of the kv head's K or V base (block 0, token 0), for copy: behind a
+  // volatile move, else the compiler splits the sum between the K and V copies and each pass
+  // pays two more adds.
+  __device__ __forceinline__ static const char* thread_base(const char* base, unsigned tid) {
+    uint64_t g = reinterpret_cast<uint64_t>(base + (tid % 8) * 16);
+    asm volatile("mov.b64 %0, %0;\n" : "+l"(g));
+    return reinterpret_cast<const char*>(g);
+  }
+  // cp.async of 16 bytes, zeros where (bits & bit) == 0 (ignore-src: one predicate from one LOP3).
+  __device__ __forceinline__ static void copy16(uint32_t dst, const char* src, uint32_t bits, uint32_t bit) {
+    asm volatile(
+        "{\n.reg .pred z;\n.reg .b32 t;\nand.b32 t, %2, %3;\nsetp.eq.u32 z, t, 0;\n"
+        "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(dst),
+        "l"(src), "r"(bits), "r"(bit)
+        : "memory");
+  }
+  // One K or V tile from a staged slot; g0: thread_base of the kv head's K or V.
+  template <typename T>
+  __device__ __forceinline__ static void copy(const unsigned char* slot, const char* g0, T* dst, unsigned tid) {
+    const unsigned row0 = tid / 8, chunk = tid % 8;  // row0 = 4·warp + lane / 8
+    const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot) + row0 * kPad;
+    // Bit 4·i of `valid`: row row0 + 16·i (the warp's lane 4·i + lane / 8 staged it).
+    const uint32_t valid = reinterpret_cast<const uint32_t*>(slot + 16 * kPad * 4)[tid / 32] >> ((tid % 32) / 8);
+    const uint32_t d0 = smem_u32(dst + row0 * 64 + ((chunk ^ (row0 & 7)) << 3));
+#pragma unroll
+    for (int q = 0; q < kPad / 4; ++q) {
+      const uint4 o = reinterpret_cast<const uint4*>(offs)[q];
+      const uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = 4 * q + e;
+        if (i >= kPasses) break;
+        const char* g = g0 + static_cast<uint64_t>(ow[e]) * 16;  // one IMAD.WIDE.U32
+#pragma unroll
+        for (int c = 0; c < kBlocks; ++c) copy16(d0 + (c * kBlockN * 64 + i * 16 * 64) * 2, g + c * 128, valid, 1u << (4 * i));
+      }
+    }
+  }
+};
+
 template <int kHeadDim, int kRows, int kKeyTile, typename T>
 __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
@@ -163,12 +252,15 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
   using Gather = WsGather<kHeadDim, kBN>;
+  using RowGather = WsRowGather<kHeadDim, kBN>;
+  static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "row gather slots");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
   T* smem_k = smem_q + Tr::kQElems;
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem_v + Tr::kStages * Tr::kTileElems);
+  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
   const Pipeline<1> pipe_q{bars, bars + 1};
   const Pipeline<Tr::kStages> pipe_k{bars + 2, bars + 2 + Tr::kStages};
   const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
@@ -177,14 +269,18 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
   // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
   // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
-  const bool gather = Gather::kFits && p.paged && !tma_pages;
+  // The row gather where the host asked for it (maps.row_gather, FLASHSERVE_PREFILL_WS_PAGED=rows;
+  // it takes every tile of up to 128 keys); either gather arrives by cp.async.
+  const bool rows = RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0;
+  const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
+  const bool cp_gather = gather || rows;
 
   if (tid == 0) {
     // TMA stages complete by one arrival with their bytes, gathered ones by the 128 producer
     // threads' cp.async arrivals. Empty: one arrival a consumer warp.
     pipe_q.init(1, 4 * kConsumers);
-    pipe_k.init(gather ? 128 : 1, 4 * kConsumers);
-    pipe_v.init(gather ? 128 : 1, 4 * kConsumers);
+    pipe_k.init(cp_gather ? 128 : 1, 4 * kConsumers);
+    pipe_v.init(cp_gather ? 128 : 1, 4 * kConsumers);
     MBarrier::fence_init();
   }
   __syncthreads();
@@ -227,21 +323,68 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       }
     }
     PipeState<1> sq;
+    auto issue_q = [&](const PrefillCta& cta, int h) {  // Q, once the consumers are done with the last item's
+      pipe_q.producer_acquire(sq);
+      MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
+      const int q_row = static_cast<int>(cta.q0 + cta.row0);
+#pragma unroll
+      for (int c = 0; c < Tr::kBlocks; ++c)
+        tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
+      sq.advance();
+    };
+    if constexpr (RowGather::kFits) {
+      if (rows) {
+        // The row gather's walk, apart from the other paths' (fewer live registers at 24). Tile
+        // t's offsets are in slot t % 2, staged while the copies of tile t - 1 are issued, from
+        // ids read one tile before that; K(t) and V(t - 1) in the order below. The j-th K (and
+        // V) tile of the walk goes to stage j % kStages: K and V tiles are as many an item, so
+        // one count (rows_done: the walk's tiles before this item) serves both rings.
+        auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
+        int rows_done = 0;
+        for (int w = blockIdx.x; w < total; w += gridDim.x) {
+          PrefillCta cta;
+          int h, b, key_base, num_tiles;
+          if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
+          if (tid == 0) issue_q(cta, h);
+          auto key0 = [&](int tile) { return key_base + tile * kBN; };
+          const char* gk = RowGather::thread_base(cta.src.k_base, tid);
+          const char* gv = RowGather::thread_base(cta.src.v_base, tid);
+          int32_t id = RowGather::read_id(cta.src, key0(0), cta.cta_hi, tid);
+          __syncwarp();  // the last item's copies have read both slots
+          RowGather::stage(cta.src, slot(0), id, key0(0), tid);
+          id = num_tiles > 1 ? RowGather::read_id(cta.src, key0(1), cta.cta_hi, tid) : -1;
+          __syncwarp();
+          auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+            const unsigned j = static_cast<unsigned>(rows_done + tile);
+            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+            pipe.producer_acquire(st);
+            T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+            RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+            MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
+          };
+          for (int t = 0; t <= num_tiles; ++t) {
+            if (t < num_tiles) load_rows(pipe_k, false, t);
+            if (t > 0) load_rows(pipe_v, true, t - 1);
+            if (t + 1 < num_tiles) {  // slot (t + 1) % 2 held tile t - 1's offsets, read above
+              __syncwarp();
+              RowGather::stage(cta.src, slot(t + 1), id, key0(t + 1), tid);
+              id = t + 2 < num_tiles ? RowGather::read_id(cta.src, key0(t + 2), cta.cta_hi, tid) : -1;
+              __syncwarp();
+            }
+          }
+          rows_done += num_tiles;
+        }
+        cp_async_wait<0>();
+        return;
+      }
+    }
     State sk, sv;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
-      if (tid == 0) {  // Q, once the consumers are done with the last item's
-        pipe_q.producer_acquire(sq);
-        MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
-        const int q_row = static_cast<int>(cta.q0 + cta.row0);
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-          tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
-        sq.advance();
-      }
+      if (tid == 0) issue_q(cta, h);
       // Page ids, a tile ahead: this lane's box (TMA) or its copier lane's key (gather). A
       // tile's ids are read before the copies of the tile before it wait for their stages, and
       // serve its K and then its V.
@@ -301,7 +444,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         ids_prev = ids_cur;
       }
     }
-    if (gather) cp_async_wait<0>();
+    if (cp_gather) cp_async_wait<0>();
     return;
   }
 
@@ -316,7 +459,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // proxy) by a proxy fence after the barrier's acquire.
   auto wait_stage = [&](const auto& pipe, const auto& st) {
     pipe.consumer_wait(st);
-    if (gather) fence_proxy_async();
+    if (cp_gather) fence_proxy_async();
   };
   // Ping-pong round the ring: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and
   // then lets the next one go by arriving on its barrier. In each item each warpgroup has
