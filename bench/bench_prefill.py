@@ -9,7 +9,7 @@ events around the call alone, median of the repeats.
 Rows: 16k tokens as 16×1k, 4×4k, 1×16k at hidden 2048 (heads = 2048 / head_dim, MHA), head dims
 64 and 128 (and 256 where the build has it), a varlen batch of mixed lengths, causal and not;
 chunked prefill (2k new tokens over a 30k cached prefix, our K/V in 16-token pages, the peers'
-packed); GQA 32/8 at 128k causal. "ours" is the default kernel (the warp-specialized TMA kernel
+packed and in 16-token pages of their own layout, same block ids); GQA 32/8 at 128k causal. "ours" is the default kernel (the warp-specialized TMA kernel
 on sm_90), "v3" the wgmma kernel before it (FLASHSERVE_PREFILL_KERNEL=wgmma), "mma" the mma.sync
 kernel (Ampere's path), "ws_alt" and "ws_order0" the warp-specialized kernel with the other
 key tile (d 128) and with session 11's work order (A/B columns, see measure()). The short table last gives ours ÷ the best peer of each row.
@@ -132,6 +132,39 @@ def fa3_fn():
     return make, None
 
 
+def fa3_paged_fn():
+    """FlashAttention-3 over a paged cache (flash_attn_with_kvcache with a page table), or None."""
+    try:
+        from flash_attn_interface import flash_attn_with_kvcache
+    except Exception as e:  # noqa: BLE001
+        return None, str(e).splitlines()[0][:100]
+
+    def make(q, kc, vc, table, seq_lens, causal):
+        """q: [total_q, heads, dim] of one sequence; kc, vc: [blocks, page, kv_heads, dim] (FA3's layout)."""
+        def run():
+            return flash_attn_with_kvcache(q.unsqueeze(0), kc, vc, cache_seqlens=seq_lens, page_table=table,
+                                           causal=causal)[0]
+        return run
+    return make, None
+
+
+def flashinfer_paged_fn(ws):
+    import flashinfer
+
+    def make(q, kc, vc, table, seq_lens, causal):
+        """One sequence over pages kc, vc: [blocks, page, kv_heads, dim] (NHD) named by table[0]."""
+        bs = kc.shape[1]
+        n = (int(seq_lens[0]) + bs - 1) // bs
+        w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
+        dev = q.device
+        w.plan(torch.tensor([0, q.shape[0]], dtype=torch.int32, device=dev),
+               torch.tensor([0, n], dtype=torch.int32, device=dev), table[0, :n].contiguous(),
+               torch.tensor([int(seq_lens[0]) - (n - 1) * bs], dtype=torch.int32, device=dev),
+               q.shape[1], kc.shape[2], q.shape[2], bs, causal=causal, q_data_type=q.dtype)
+        return lambda: w.run(q, (kc, vc))
+    return make
+
+
 def flashinfer_fn():
     try:
         import flashinfer_shim  # noqa: F401  (the GPU machine's stand-ins for deps flashinfer lacks there)
@@ -144,6 +177,7 @@ def flashinfer_fn():
         w = flashinfer.BatchPrefillWithRaggedKVCacheWrapper(ws, kv_layout="NHD", backend="fa3")
         w.plan(cu_q, cu_k, q.shape[1], k.shape[1], q.shape[2], causal=causal, q_data_type=q.dtype)
         return lambda: w.run(q, k, v)
+    make.paged = flashinfer_paged_fn(ws)
     return make, None
 
 
@@ -306,7 +340,21 @@ def main():
         kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 16, gen, args.pool)
         run, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 16))
         peers = varlen_peers(q, k, v, cu_q, cu_k, new, kl, True)
+        # The peers over the same pages too (same block ids, each in its own layout: FA3 and
+        # FlashInfer take [blocks, page, heads, dim]), so paged is compared with paged as well as
+        # with their packed; best_peer is the best of all of them.
+        kc = kp.permute(0, 2, 1, 3).contiguous()
+        vc = vp.permute(0, 2, 1, 3).contiguous()
+        fa3p, _ = fa3_paged_fn()
+        if fa3p is not None:
+            peers.append(("fa3_paged16", lambda: fa3p(q, kc, vc, table, sl, True)))
+        if fi is not None:
+            peers.append(("flashinfer_paged16", lambda: fi.paged(q, kc, vc, table, sl, True)))
         measure(r, flops, run, peers)
+        for name, mk in peers:
+            if name.endswith("_paged16") and r.get(name):
+                check_against(r, mk()(), fa3(q, k, v, cu_q, cu_k, new, kl, True)() if fa3 else None, name)
+        del kc, vc
         run()
         if fa3 is not None:
             check_against(r, o, fa3(q, k, v, cu_q, cu_k, new, kl, True)(), "fa3")
@@ -344,7 +392,8 @@ def main():
         torch.cuda.empty_cache()
 
     print()
-    cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer"]
+    cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer",
+            "fa3_paged16", "flashinfer_paged16"]
     print(f"{'dtype':<6}{'d':>4} {'shape':<14}{'causal':>7}" + "".join(f"{c:>9}" for c in cols) +
           f"{'÷best':>7}{'maxdiff':>9}")
     f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
