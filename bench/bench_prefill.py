@@ -223,8 +223,8 @@ def main():
                 r[col + "_error"] = str(e).splitlines()[0][:100]
             del os.environ["FLASHSERVE_PREFILL_KERNEL"]
         # A/B columns of the warp-specialized kernel, same run: "ws_alt" (d 128) with the key tile
-        # the default does not take (128 where it takes 176, else 176; on the chunked row, paged
-        # and so v3 by default, ws with 128-key tiles); "ws_order0" with the
+        # the default does not take (128 where it takes 176, else 176; on the chunked row, paged,
+        # ws with 128-key tiles: the default's); "ws_order0" with the
         # work order of session 11 (one section: q tile slowest over all pairs).
         variants = []
         if r["head_dim"] == 128:

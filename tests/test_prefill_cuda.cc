@@ -76,8 +76,8 @@ void check_problem(const Problem& p) {
   // default picks one by the mask), paged K/V by both paths where the pages allow TMA
   // (FLASHSERVE_PREFILL_WS_PAGED tma and gather), and once with a work order of 5-pair
   // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
-  // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, every
-  // page size), once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk
+  // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, the
+  // default, every page size), once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk
   // several items carry the ring's stages across them). At d 256 there is no v3 kernel ("wgmma"
   // takes the warp-specialized one).
   struct Run {

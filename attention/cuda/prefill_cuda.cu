@@ -69,29 +69,26 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 enum class Kernel { kMma, kWgmma, kWs };
 
-// Whether paged K/V go by TMA page boxes into tiles of block_n keys (else by the producer's
-// cp.async gather): only pages that tile the key tile without straddling it, of at least 8
-// tokens (a box's rows then start on the swizzle's 1024-byte period), and by default only pages
-// of kWsTmaMinPage tokens or more: smaller boxes cost a TMA instruction per page and column
-// block (16 a K tile of 16-token pages at d 128), where the gather's cp.async copies cost
-// the same whatever the page. FLASHSERVE_PREFILL_WS_PAGED=tma or =gather forces the choice where
-// pages allow TMA (A/B benchmarks, cross-checks), =rows takes the row gather (WsRowGather: 8
-// threads a row, the rows' offsets staged in shared memory a tile ahead) for every page size;
-// read at every call.
-constexpr int kWsTmaMinPage = 64;
-const char* ws_paged_force() { return std::getenv("FLASHSERVE_PREFILL_WS_PAGED"); }
-bool ws_paged_rows() {
-  const char* force = ws_paged_force();
-  return force != nullptr && std::strcmp(force, "rows") == 0;
+// How the ws kernel's producer loads paged K/V. By default the row gather (WsRowGather: 8
+// threads a key row, the rows' offsets in the pool staged in shared memory a tile ahead), whatever
+// the page size: same-process A/B on the H200 (bench/history/prefill.md "prefill v4.7"), d 128,
+// 2k over 30k, causal: 16-token pages 585 TFLOP/s against TMA page boxes 402, the old gather 338
+// and v3's cp.async 447; 64-token pages 579 against boxes 444; packed 618. TMA page boxes (only
+// for pages that tile the key tile without straddling it, of at least 8 tokens: a box's rows
+// then start on the swizzle's 1024-byte period) and the old gather (WsGather) stay for A/B and
+// cross-checks: FLASHSERVE_PREFILL_WS_PAGED=tma|gather|rows forces one, read at every call.
+// Where the row gather's 32-bit offsets cannot reach the pool (64 GiB or more) it is WsGather.
+enum class WsPaged { kRows, kTma, kGather };
+WsPaged ws_paged_choice() {
+  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_PAGED");
+  if (force != nullptr && std::strcmp(force, "tma") == 0) return WsPaged::kTma;
+  if (force != nullptr && std::strcmp(force, "gather") == 0) return WsPaged::kGather;
+  return WsPaged::kRows;
 }
 bool ws_page_tma(const PrefillParams& p, int block_n) {
   const int bs = p.pages.block_size;
   const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
-  if (!fits || std::min(bs, block_n) < 8) return false;
-  const char* force = ws_paged_force();
-  if (force != nullptr && std::strcmp(force, "tma") == 0) return true;
-  if (force != nullptr && (std::strcmp(force, "gather") == 0 || std::strcmp(force, "rows") == 0)) return false;
-  return bs >= kWsTmaMinPage;
+  return fits && std::min(bs, block_n) >= 8 && ws_paged_choice() == WsPaged::kTma;
 }
 
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
@@ -101,13 +98,13 @@ bool ws_page_tma(const PrefillParams& p, int block_n) {
 //  - packed at d 64 with 2k keys or more a sequence (192-row tiles): 1×16k 456/450 causal
 //    against v3's 401/393, 4×4k 419/365 against 391/353; at 16×1k v3 wins (342/249 against
 //    314/194: two v3 CTAs an SM);
-//  - paged where the pages go by TMA (64 tokens or more): 2k over 30k in 64-token pages 468
-//    against 428. Smaller pages stay on v3: 16-token pages 350 (TMA boxes) or 341 (the gather)
-//    against 433.
+//  - paged, by the row gather (ws_paged_choice): at d 128 whatever the pages, 2k over 30k in
+//    16-token pages 585 against v3's 447, 4×4k causal 489-496 against 355-375; at d 64 where the
+//    sequences are long (queries of 2k or more: the keys are not known on the host), 4×4k causal
+//    in 16-token pages 339 against 320 (16×1k unmeasured paged; packed, v3 wins there).
 bool ws_by_default(const PrefillParams& p) {
   if (p.head_dim == 256) return true;
-  const int block_n = 128;  // the paged tile (ws_wide)
-  if (p.paged) return ws_page_tma(p, block_n);
+  if (p.paged) return p.head_dim != 64 || p.max_seqlen_q >= 2048;
   if (p.head_dim == 64) return p.total_k >= 2048ll * std::max(1, p.batch);
   return true;
 }
@@ -248,7 +245,7 @@ int ws_section(const PrefillParams& p) {
 }
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or,
-// where ws_page_tma, paged (else a gather: page_box 0; the row gather where ws_paged_rows). False
+// where ws_page_tma, paged (else a gather: page_box 0; the row gather by default, ws_paged_choice). False
 // where the maps cannot describe the tensors, or the tile cannot be gathered (176 keys: WsGather,
 // WsRowGather) and the pages fail to encode.
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
@@ -266,7 +263,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
     const int64_t elem = 2;
     const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
                              (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
-    maps->row_gather = maps->page_box == 0 && ws_paged_rows() && last_row / 16 <= UINT32_MAX ? 1 : 0;
+    maps->row_gather = maps->page_box == 0 && ws_paged_choice() == WsPaged::kRows && last_row / 16 <= UINT32_MAX ? 1 : 0;
     return maps->page_box > 0 || tiles.block_n != 176;
   }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
