@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -255,6 +256,10 @@ bool make_openai_backend(const OpenAiBackendOptions& o, std::unique_ptr<Backend>
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (!o.endpoint.empty() && o.endpoint[0] != '/') {
     *error = "--endpoint " + o.endpoint + ": must start with /";
+    return false;
+  }
+  if (!o.tls_ca.empty() && !std::ifstream(o.tls_ca)) {  // else every request fails alike, late
+    *error = "cannot read --tls-ca " + o.tls_ca;
     return false;
   }
   auto b = std::make_unique<OpenAiBackend>(o, m[1].str(), prefix);

@@ -6,6 +6,7 @@
 // Every flag has an environment twin (FLASHSERVE_<FLAG>).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <charconv>
@@ -116,6 +117,21 @@ int64_t peek_context_length(const std::string& model) {
   return model::LlamaConfig{}.max_position_embeddings;
 }
 
+// Each HTTP connection is a descriptor: with a thousand streams the usual soft limit (1024) would
+// refuse accepts, so the soft limit goes up to what is wanted, within the hard limit.
+void raise_open_files_limit(int64_t want) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || static_cast<int64_t>(rl.rlim_cur) >= want)
+    return;
+  const rlim_t before = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(want) : std::min(rl.rlim_max, static_cast<rlim_t>(want));
+  if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+    spdlog::info("open files limit: {} -> {}", static_cast<uint64_t>(before), static_cast<uint64_t>(rl.rlim_cur));
+  if (static_cast<int64_t>(rl.rlim_cur) < want)
+    spdlog::warn("open files limit {} is below the {} the HTTP front may use (raise the hard limit: ulimit -Hn)",
+                 static_cast<uint64_t>(rl.rlim_cur), want);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,8 +234,9 @@ int main(int argc, char** argv) {
       ->check(in_range(-1, 65535))
       ->envname("FLASHSERVE_HTTP_PORT");
   app.add_option("--http-threads", so.http_threads,
-                 "HTTP connections served at once (a streamed request holds one; as many more may wait)")
-      ->check(in_range(1, 65536))
+                 "HTTP connections served at once (a streamed request holds one; as many more may wait; 0, the "
+                 "default: one for each request the engine admits and 64 more, --max-num-seqs + --max-waiting + 64)")
+      ->check(in_range(0, 65536))
       ->envname("FLASHSERVE_HTTP_THREADS");
   std::string served_model_name;
   app.add_option("--served-model-name", served_model_name,
@@ -302,6 +319,12 @@ int main(int argc, char** argv) {
   // SIGTERM/SIGINT (blocked in every thread since before main): while starting, exit 0 at once.
   // Declared after the server, so its thread is joined before the server goes.
   server::TerminationSignals signals;
+  // The engine comes after the listeners: their thread count (0) from its admission limits now.
+  if (so.http_threads == 0) so.http_threads = static_cast<int>(std::min<int64_t>(int64_t{ec.max_num_seqs} + ec.max_waiting + 64, 8192));
+  if (so.http_port >= 0) {
+    spdlog::info("http: {} connections served at once, as many queued", so.http_threads);
+    raise_open_files_limit(2 * int64_t{so.http_threads} + 256);
+  }
   if (const Status ls = server::GrpcServer::start(so, nullptr, &srv); !ls.ok()) {
     spdlog::error("listen: {}", ls.to_string());
     return 1;

@@ -19,7 +19,7 @@ start_server() {  # sets pid, port, mport, hport (with http=0)
   done
   port=$(grep -oE 'listening on 127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
   mport=$(grep -oE 'metrics on http://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
-  hport=$(grep -oE 'http on http://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+  hport=$(grep -oE 'http on https?://127.0.0.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
 }
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 scrape() { exec 3<>/dev/tcp/127.0.0.1/"$1" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; }
@@ -67,6 +67,33 @@ check "openai, nobody listening: 3 failed without a response, exit 3" \
 out=$("$bench" --backend openai --base-url "http://127.0.0.1:$hport" --num-prompts 3 --no-progress 2>&1)
 rc=$?
 check "openai, nobody listening for /v1/models: exit 1 with the reason" '[ "$rc" -eq 1 ] && echo "$out" | grep -q "GET http.*/v1/models: could not connect"'
+
+# HTTPS: the server's --tls-cert/--tls-key serve the HTTP front too; the client verifies it with
+# --tls-ca, and without it (the system's CAs) refuses the self-signed certificate.
+if command -v openssl >/dev/null; then
+  tdir=$(mktemp -d)
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tdir/k.pem" -out "$tdir/c.pem" -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1
+  http=0 start_server --tls-cert "$tdir/c.pem" --tls-key "$tdir/k.pem"
+  out=$("$bench" --backend openai --base-url "https://127.0.0.1:$hport" --tls-ca "$tdir/c.pem" --vocab-size 100 \
+    --num-prompts 6 --input-len 8 --output-len 5 --ignore-eos --result-json "$json" --no-progress 2>&1)
+  rc=$?
+  check "openai over HTTPS with --tls-ca: exit 0, 6 completed, 30 tokens out" \
+    '[ "$rc" -eq 0 ] && [ "$(field "$json" completed)" = 6 ] && [ "$(field "$json" total_output_tokens)" = 30 ]'
+  out=$("$bench" --backend openai --base-url "https://127.0.0.1:$hport" --model m --vocab-size 100 --num-prompts 2 \
+    --input-len 4 --output-len 2 --no-progress 2>&1)
+  rc=$?
+  check "openai over HTTPS without --tls-ca: the self-signed certificate refused, 2 failed, exit 3" \
+    '[ "$rc" -eq 3 ] && echo "$out" | grep -qE "failed with no response: +2" && echo "$out" | grep -q "not verified"'
+  out=$("$bench" --backend openai --base-url "https://127.0.0.1:$hport" --tls-ca "$tdir/missing.pem" --model m \
+    --vocab-size 100 --num-prompts 1 --no-progress 2>&1)
+  rc=$?
+  check "openai, an unreadable --tls-ca: exit 1 naming it" '[ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && echo "$out" | grep -q "missing.pem"'
+  kill -TERM "$pid"; wait "$pid"
+  rm -rf "$tdir"
+else
+  echo "skipped: the HTTPS part (no openssl binary)"
+fi
 
 # The HTTP front on SmolLM2: the same random load over gRPC and /v1/completions (token ids, the
 # same seed: the same prompts), then /v1/chat/completions; a token required.

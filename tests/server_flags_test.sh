@@ -88,6 +88,7 @@ for v in 118496 65536 -1 5x 80.5 ''; do refused --port "--port '$v'" -- --port "
 for v in 118496 -2; do refused --metrics-port "--metrics-port $v" -- --port 0 --metrics-port "$v"; done
 for v in 65536 -2 x; do refused --http-port "--http-port $v" -- --port 0 --metrics-port -1 --http-port "$v"; done
 refused --http-port "FLASHSERVE_HTTP_PORT=70000" FLASHSERVE_HTTP_PORT=70000 -- --port 0 --metrics-port -1
+for v in -1 65537 x; do refused --http-threads "--http-threads $v" -- --port 0 --metrics-port -1 --http-port 0 --http-threads "$v"; done
 for v in nan NaN -1 -0.5 inf 1e300 x; do refused --grace-period "--grace-period $v" -- --port 0 "${base[@]}" --grace-period "$v"; done
 for v in 1 0 99999999999; do refused --num-blocks "--num-blocks $v" -- --port 0 "${base[@]}" --num-blocks "$v"; done
 for v in 0 3 512 -16; do refused --block-size "--block-size $v" -- --port 0 "${base[@]}" --block-size "$v"; done
@@ -136,6 +137,14 @@ served FLASHSERVE_GRACE_PERIOD=2.5 FLASHSERVE_PORT=0 FLASHSERVE_MAX_RECEIVE_BYTE
 check "FLASHSERVE_GRACE_PERIOD=2.5 and FLASHSERVE_PORT=0 are taken" '[ "$rc_ready" -eq 0 ]'
 check "... the grace period is 2.5 s" 'grep -q "grace period 2.5 s" "$tmp/err"'
 check "... the receive limit is FLASHSERVE_MAX_RECEIVE_BYTES" 'grep -q "largest request message: 1024 bytes" "$tmp/err"'
+# The HTTP front's threads: by default one for each request the engine admits, and 64 more.
+served -- --port 0 --metrics-port -1 --http-port 0
+check "the HTTP front serves 64 + 1024 + 64 connections at once by default" \
+  'grep -q "http: 1152 connections served at once, as many queued" "$tmp/err"'
+served -- --port 0 --metrics-port -1 --http-port 0 --max-num-seqs 8 --max-waiting 10
+check "... --max-num-seqs 8 --max-waiting 10: 82" 'grep -q "http: 82 connections served at once" "$tmp/err"'
+served FLASHSERVE_HTTP_THREADS=5 -- --port 0 --metrics-port -1 --http-port 0
+check "... FLASHSERVE_HTTP_THREADS=5: 5" 'grep -q "http: 5 connections served at once" "$tmp/err"'
 # By default the limit is the model's context length x 4 + 64 KiB (synthetic:tiny: 4096 positions).
 served -- --port 0 --metrics-port -1 --http-port -1
 check "the default receive limit follows the context (4096 x 4 + 65536)" 'grep -q "largest request message: 81920 bytes" "$tmp/err"'

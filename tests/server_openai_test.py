@@ -131,6 +131,54 @@ def is_error(status, body, code):
         "type" in e and "param" in e and "code" in e
 
 
+def counters(srv):
+    """The counters both fronts must move: finished requests (all reasons), tokens, e2e latencies."""
+    _, text = srv.raw("GET", "/metrics")
+    def one(pattern):
+        return sum(float(v) for v in re.findall(r"^" + pattern + r" ([0-9.eE+-]+)$", text, re.M))
+    return {"finished": one(r'vllm:request_success_total\{finished_reason="[a-z]+"\}'),
+            "length": one(r'vllm:request_success_total\{finished_reason="length"\}'),
+            "prompt": one("vllm:prompt_tokens_total"), "generated": one("vllm:generation_tokens_total"),
+            "e2e": one("vllm:e2e_request_latency_seconds_count")}
+
+
+def both_fronts(srv):
+    # One engine behind both fronts: a gRPC and an HTTP request run in the same batch (running == 2
+    # while both stream), and /metrics counts each front's requests and tokens.
+    before = counters(srv)
+    n = 48
+    box = {}
+
+    def over_grpc():
+        box["grpc"] = subprocess.run([CLI, "--target", f"127.0.0.1:{srv.grpc}", "--prompt", "Count slowly:",
+                                      "--max-tokens", str(n), "--temperature", "0", "--ignore-eos",
+                                      "--auth-token", TOKEN], capture_output=True, text=True, timeout=300)
+
+    def over_http():
+        box["http"] = srv.client().completions.create(model=NAME, prompt="Count slowly:", max_tokens=n,
+                                                      temperature=0, extra_body={"ignore_eos": True})
+    ts = [threading.Thread(target=over_grpc), threading.Thread(target=over_http)]
+    for t in ts:
+        t.start()
+    most = 0
+    while any(t.is_alive() for t in ts):
+        most = max(most, srv.metric("vllm:num_requests_running") or 0)
+        time.sleep(0.01)
+    for t in ts:
+        t.join()
+    after = counters(srv)
+    g, h = box.get("grpc"), box.get("http")
+    ok = g is not None and g.returncode == 0 and h is not None and h.usage.completion_tokens == n
+    check("a gRPC and an HTTP request at once: both complete", ok, (g and g.stderr[-300:], h))
+    check("... in one batch: vllm:num_requests_running reached 2", most == 2, most)
+    d = {k: after[k] - before[k] for k in after}
+    check("... and /metrics counts both: 2 finished (length), 2 e2e samples, 2×48 tokens generated, "
+          "both prompts' tokens", d["finished"] == 2 and d["length"] == 2 and d["e2e"] == 2 and
+          d["generated"] == 2 * n and ok and d["prompt"] == 2 * h.usage.prompt_tokens, d)
+    check("... with the same greedy text", ok and g.stdout.rsplit("\n[FINISH_REASON", 1)[0] == h.choices[0].text,
+          ok and (g.stdout[:200], h.choices[0].text[:200]))
+
+
 def api(srv):
     c = srv.client()
     models = c.models.list()
@@ -238,6 +286,8 @@ def api(srv):
               len(e.top_logprobs) == 2 and e.top_logprobs[0].token == e.token and e.logprob <= 0 and
               bytes(e.bytes).decode("utf-8", "replace") == e.token for e in content), content)
 
+    both_fronts(srv)
+
     # A client that goes away mid-stream: its request is aborted and its blocks come back.
     s = socket.create_connection(("127.0.0.1", srv.http))
     body = json.dumps({"model": NAME, "prompt": "Tell me a long story.", "max_tokens": 2000, "stream": True,
@@ -285,6 +335,14 @@ def errors(srv):
     expect("invalid UTF-8 in a string", 400, "POST", c, b'{"prompt": "bad \xff\xfe text"}')
     expect("a lone surrogate escape", 400, "POST", c, b'{"prompt": "bad \\ud800 text"}')
     expect("a prompt past the context", 400, "POST", c, {"prompt": [1] * 9000, "max_tokens": 4})
+    expect("65 prompts in one request (64 at most)", 400, "POST", c, {"prompt": ["x"] * 65, "max_tokens": 1})
+    st, b = srv.raw("POST", c, {"prompt": [(17 * i) % 4000 + 100 for i in range(300)], "max_tokens": 2,
+                                "temperature": 0})
+    check("one prompt of 300 token ids is one prompt, not 300 (200)",
+          st == 200 and len(b["choices"]) == 1 and b["usage"]["prompt_tokens"] == 300, (st, str(b)[:300]))
+    st, b = srv.raw("POST", c, {"prompt": [[5, 6, 7]] * 64, "max_tokens": 1, "temperature": 0})
+    check("64 prompts of ids: 64 choices (200)", st == 200 and sorted(ch["index"] for ch in b["choices"]) ==
+          list(range(64)), (st, str(b)[:300]))
     expect("prompt + max_tokens past the context", 400, "POST", c, {"prompt": "hello", "max_tokens": 9000})
     expect("penalties are refused, not ignored", 400, "POST", c, {"prompt": "x", "presence_penalty": 0.5})
     expect("stream_options without stream", 400, "POST", c, {"prompt": "x", "stream_options": {"include_usage": True}})
@@ -418,6 +476,40 @@ def concurrency(srv):
           [(i, got[i], alone[prompts[i % 20]]) for i in range(200) if got[i] != alone[prompts[i % 20]]][:3])
 
 
+def many_connections(srv, n=700):
+    # More streams at once than a small thread pool would take (the front used to serve 256 and
+    # queue 256, then answer 503): each of n connections streams one token, all must be 200.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 256), hard))
+    socks = []
+    for i in range(n):  # each sends its request as it connects (as clients do), all before any is read
+        s = socket.create_connection(("127.0.0.1", srv.http), timeout=120)
+        socks.append(s)
+        body = json.dumps({"model": NAME, "prompt": f"Hello {i}", "max_tokens": 1, "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+                  b"\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: " +
+                  str(len(body)).encode() + b"\r\n\r\n" + body)
+    codes = {}
+    for s in socks:
+        got, err = b"", ""
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except OSError as e:
+            err = " " + type(e).__name__
+        s.close()
+        head = got.split(b"\r\n", 1)[0].decode("latin-1") + err
+        ok = head.startswith("HTTP/1.1 200") and b"data: [DONE]" in got
+        codes[head if not ok else "200 + [DONE]"] = codes.get(head if not ok else "200 + [DONE]", 0) + 1
+    check(f"{n} streaming connections at once: every one 200 and streamed to [DONE]", codes == {"200 + [DONE]": n},
+          codes)
+
+
 main = None
 if any(s in SECTIONS for s in ("api", "errors", "concurrency")):
     main = Server()
@@ -428,6 +520,7 @@ try:
         errors(main)
     if "concurrency" in SECTIONS:
         concurrency(main)
+        many_connections(main)
     if main is not None:
         check("the main server: SIGTERM, exit 0", main.stop() == 0)
     if "limits" in SECTIONS:

@@ -473,8 +473,15 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
     ho.http.port = opt.http_port;
     ho.http.tls_cert_file = opt.tls_cert_file;
     ho.http.tls_key_file = opt.tls_key_file;
-    ho.http.threads = opt.http_threads;
-    ho.http.max_queued = opt.http_threads;
+    // A streamed request holds a thread from its headers to its last chunk, so by default there is
+    // one for every request the engine can hold (running or waiting) and 64 more, so that requests
+    // past those get the engine's 429 at once instead of waiting for a thread; as many connections
+    // again wait for one, 503 past them.
+    // (The engine may come later, while the front already answers 503: then the defaults' sum.)
+    const engine::EngineConfig ec = engine ? engine->config() : engine::EngineConfig{};
+    const int64_t admits = int64_t{ec.max_num_seqs} + ec.max_waiting;
+    ho.http.threads = opt.http_threads > 0 ? opt.http_threads : static_cast<int>(std::min<int64_t>(admits + 64, 8192));
+    ho.http.max_queued = ho.http.threads;
     ho.http.max_body_bytes =
         opt.http_max_body_bytes > 0 ? opt.http_max_body_bytes : 2 * static_cast<size_t>(opt.max_receive_bytes);
     ho.model_name = opt.model_name;

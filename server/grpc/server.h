@@ -54,7 +54,8 @@ struct ServerOptions {
   // The OpenAI-compatible HTTP front (server/http/openai.h) on host:http_port, with /metrics
   // there too; -1: off, 0: any free port. HTTPS with tls_cert_file/tls_key_file when they are set.
   int http_port = -1;
-  int http_threads = 256;          // connections served at once (a streamed request holds one)
+  int http_threads = 0;            // connections served at once (a streamed request holds one); 0: the
+                                   // engine's max_num_seqs + max_waiting + 64, so HTTP never refuses first
   size_t http_max_body_bytes = 0;  // 0: twice max_receive_bytes (token ids as JSON digits)
 };
 

@@ -588,10 +588,10 @@ class OpenAiFront::Routes {
     if (p.is_string()) {
       out.push_back(encode(p));
     } else if (p.is_array() && !p.empty()) {
-      if (p.size() > kMaxPrompts) throw BadField("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts a request");
       if (p[0].is_number()) {
-        out.push_back(ids_of(p));
+        out.push_back(ids_of(p));  // one prompt of ids: its length is the context's business
       } else {
+        if (p.size() > kMaxPrompts) throw BadField("prompt", "at most " + std::to_string(kMaxPrompts) + " prompts a request");
         for (const auto& e : p) {
           if (e.is_string())
             out.push_back(encode(e));
