@@ -78,10 +78,7 @@ void check_problem(const Problem& p) {
   // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
   // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, the
   // default, every page size), once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk
-  // several items carry the ring's stages across them). At d 128 also with a ring of 3 K/V stages
-  // (FLASHSERVE_PREFILL_WS_STAGES=3: bf16 and 128-key tiles only, else 2): the row gather, on a
-  // persistent grid too (the j-th tile of a CTA's walk in stage j % 3), and packed / page boxes /
-  // WsGather by BLOCK_N=128 and PAGED=tma. At d 256 there is no v3 kernel ("wgmma"
+  // several items carry the ring's stages across them). At d 256 there is no v3 kernel ("wgmma"
   // takes the warp-specialized one).
   struct Run {
     const char* kernel;
@@ -108,19 +105,6 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}},
                   true});
-  if (p.head_dim == 128) {
-    runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"}, {"FLASHSERVE_PREFILL_WS_STAGES", "3"}}, true});
-    runs.push_back({"ws",
-                    {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
-                     {"FLASHSERVE_PREFILL_WS_STAGES", "3"},
-                     {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                     {"FLASHSERVE_PREFILL_WS_SECTION", "5"}},
-                    true});
-    runs.push_back({"ws",
-                    {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"},
-                     {"FLASHSERVE_PREFILL_WS_PAGED", "tma"},
-                     {"FLASHSERVE_PREFILL_WS_STAGES", "3"}}});
-  }
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);

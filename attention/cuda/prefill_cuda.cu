@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include <cudaTypedefs.h>
 
@@ -46,9 +45,6 @@ FS_WS_INSTANCE(256, 128, 80, __half)
 FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 #endif
 #undef FS_WS_INSTANCE
-// The 3-stage ring at d 128, 128-key tiles, bf16 (FLASHSERVE_PREFILL_WS_STAGES=3, ws_stages).
-extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __nv_bfloat16, 3>(const PrefillParams&,
-                                                                                   const PrefillTmaMaps&, int, cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -222,19 +218,6 @@ bool ws_wide(const PrefillParams& p) {
   return !p.mask.causal || p.total_k >= 2048ll * std::max(1, p.batch);
 }
 
-// The K/V ring's stages (an experiment, default 2): FLASHSERVE_PREFILL_WS_STAGES=3, read at every
-// call, takes a ring of 3 where the call runs 128-key tiles at d 128 in bf16, whatever the K/V
-// source (packed or page boxes by TMA, either gather; 32 + 3 × 64 KB of stages: 231568 bytes of
-// 232448, prefill_sm90_ws_hd128s3_bf16.cu); elsewhere (fp16, the wide tile, d 64 and 256) 2.
-// The hypothesis it tests: with 2 stages the row gather's cp.async latency (L2/HBM to shared
-// memory) between a consumer warpgroup's release of a stage and the other's need of the next
-// tile in it is exposed (2k over 30k, 16-token pages: rows 582-585 TFLOP/s against packed
-// 595-618).
-int ws_stages() {
-  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_STAGES");
-  return force != nullptr && std::strcmp(force, "3") == 0 ? 3 : 2;
-}
-
 // The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
 // the same, so a section is one pair: its q tiles run side by side and read each K/V tile from
 // HBM about once (16×1k at d 128 with 64-pair sections, the K/V of 32 MB of pairs at a time:
@@ -360,7 +343,6 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
     }
     const bool wide = ws_wide(p);
-    const int stages = ws_stages();
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
       err = cudaSuccess;
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,
@@ -371,12 +353,6 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         if constexpr (kWide.block_n != kNarrow.block_n) {
           if (wide) {
             err = launch_prefill_sm90_ws<kD, kWide.block_m, kWide.block_n, T>(p, maps, sms, stream);
-            return;
-          }
-        }
-        if constexpr (kD == 128 && std::is_same_v<T, __nv_bfloat16>) {
-          if (stages == 3) {
-            err = launch_prefill_sm90_ws<kD, kNarrow.block_m, kNarrow.block_n, T, 3>(p, maps, sms, stream);
             return;
           }
         }

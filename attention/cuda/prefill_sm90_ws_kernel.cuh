@@ -92,19 +92,13 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
          : head_dim == 64               ? PrefillWsTiles{192, 128, 2}
                                         : PrefillWsTiles{128, 128, 2};
 }
-// kStageCount: the K/V ring's stages where not 0 (else prefill_ws_tiles'): 3 only in the
-// FLASHSERVE_PREFILL_WS_STAGES=3 experiment at d 128 with 128-key tiles, bf16
-// (prefill_sm90_ws_hd128s3_bf16.cu): 32 + 3 × (32 + 32) KB = 224 KB, 231568 bytes with the
-// barriers, the row slots and the alignment slack, of 232448.
-template <int kHeadDim, int kRows, int kKeyTile, typename T, int kStageCount = 0>
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
   static constexpr PrefillWsTiles kTiles =
       prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
-  static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n;
-  static constexpr int kStages = kStageCount > 0 ? kStageCount : kTiles.stages;
-  static_assert(kStages >= 2, "a ring of two stages or more");
+  static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == kRows && kBlockN == kKeyTile, "a tile of prefill_ws_tiles");
   static constexpr int kConsumers = kBlockM / 64;  // warpgroups of 64 query rows
   static_assert(kBlockM % 64 == 0 && (kConsumers == 2 || kConsumers == 3) && kBlockN % 16 == 0 && kBlockN <= 256,
@@ -250,11 +244,11 @@ struct WsRowGather {
   }
 };
 
-template <int kHeadDim, int kRows, int kKeyTile, typename T, int kStageCount = 0>
-__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kStageCount>::kThreads, 1)
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
+__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kStageCount>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
   using Gather = WsGather<kHeadDim, kBN>;
@@ -670,13 +664,12 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
 #endif
 }
 
-// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items). kStageCount:
-// PrefillWsTraits'.
-template <int kHeadDim, int kRows, int kKeyTile, typename T, int kStageCount = 0>
+// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
+template <int kHeadDim, int kRows, int kKeyTile, typename T>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kStageCount>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kStageCount>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
