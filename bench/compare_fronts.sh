@@ -13,7 +13,7 @@
 set -eu
 build=$1 out=$2 rounds=${3:-2}
 model=${MODEL:-$HOME/.cache/flashserve/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-input_len=${INPUT_LEN:-64}  # /v1/completions refuses a flat list of more than 64 ids (see NOTES)
+input_len=${INPUT_LEN:-128}
 rates=${RATES:-"inf 4"}
 mkdir -p "$out"
 log=$(mktemp)
@@ -50,11 +50,14 @@ f, rate, backend, rnd = sys.argv[1:5]
 b0, b1, s0, s1 = map(int, sys.argv[5:9]); t0, t1 = map(float, sys.argv[9:11]); hz, ncpu = map(int, sys.argv[11:13])
 cu, cs = map(float, sys.argv[13:15])
 others = max(0.0, (b1 - b0 - (s1 - s0) - (cu + cs) * hz) / (hz * ncpu * (t1 - t0)))
-d = json.load(open(f)); d['others_cpu_share'] = others; json.dump(d, open(f, 'w'), indent=2)
+d = json.load(open(f))
+d['others_cpu_share'] = others
+d['server_cpu_s'], d['client_cpu_s'] = (s1 - s0) / hz, cu + cs  # the server's and the client's CPU time in the run
+json.dump(d, open(f, 'w'), indent=2)
 print(f"{rate:>4} {backend:<7} r{rnd} ok {d['completed']:>2}/{d['completed'] + d['failed']} "
       f"out {d['output_throughput']:7.1f} tok/s  ttft {d['mean_ttft_ms']:8.1f} / p99 {d['p99_ttft_ms']:8.1f}  "
       f"tpot {d['mean_tpot_ms']:6.1f}  itl {d['mean_itl_ms']:6.1f} / p50 {d['median_itl_ms']:6.1f} / p99 {d['p99_itl_ms']:6.1f} ms  "
-      f"others {100 * others:4.1f}% cpu")
+      f"others {100 * others:4.1f}% cpu  server {d['server_cpu_s']:5.1f} s client {d['client_cpu_s']:4.1f} s cpu")
 PY
 }
 for b in grpc openai; do run "${rates%% *}" "$b" 0; done
