@@ -15,7 +15,7 @@
 //    keys: a page's free slots may hold anything, NaN too) or by a cp.async gather of all 128
 //    producer threads (WsGather: zero-filled past the keys and on bad page ids), each thread
 //    arriving on the stage's barrier when its copies land, or by the row gather (WsRowGather,
-//    FLASHSERVE_PREFILL_WS_PAGED=rows: 8 threads a key row, the rows' pool offsets staged in
+//    the host's default, prefill_cuda.cu ws_paged_choice: 8 threads a key row, the rows' pool offsets staged in
 //    shared memory a tile ahead). Either way the page ids of tile t + 1 are read while
 //    tile t's copies are issued (the row gather: those of tile t + 2, with tile t + 1's offsets
 //    staged), and a tile's ids serve its K and its V.
@@ -161,7 +161,7 @@ struct WsGather {
   }
 };
 
-// The paged row gather (FLASHSERVE_PREFILL_WS_PAGED=rows), FA3's PagedKVManager thread layout
+// The paged row gather (the default for paged K/V; ws_paged_choice in prefill_cuda.cu), FA3's PagedKVManager thread layout
 // with its address work staged in shared memory. 8 threads a key row: thread tid copies chunk
 // tid % 8 of each 128-byte column block of keys tid / 8 + 16·i (i < kPasses), so its rows share
 // one swizzle phase (shared-memory offsets: one base plus immediates) and a row's column blocks
@@ -269,8 +269,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
   // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
   // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
-  // The row gather where the host asked for it (maps.row_gather, FLASHSERVE_PREFILL_WS_PAGED=rows;
-  // it takes every tile of up to 128 keys); either gather arrives by cp.async.
+  // The row gather where the host asked for it (maps.row_gather: by default; it takes every tile
+  // of up to 128 keys); either gather arrives by cp.async.
   const bool rows = RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0;
   const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
   const bool cp_gather = gather || rows;
