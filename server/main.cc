@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
   // Declared after the server, so its thread is joined before the server goes.
   server::TerminationSignals signals;
   // The engine comes after the listeners: their thread count (0) from its admission limits now.
-  if (so.http_threads == 0) so.http_threads = static_cast<int>(std::min<int64_t>(int64_t{ec.max_num_seqs} + ec.max_waiting + 64, 8192));
+  so.http_threads = server::http_threads_for(so, ec);
   if (so.http_port >= 0) {
     spdlog::info("http: {} connections served at once, as many queued", so.http_threads);
     raise_open_files_limit(2 * int64_t{so.http_threads} + 256);

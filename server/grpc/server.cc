@@ -461,6 +461,11 @@ static void set_health(grpc::Server* server, bool serving) {
   h->SetServingStatus(serving);
 }
 
+int http_threads_for(const ServerOptions& o, const engine::EngineConfig& ec) {
+  if (o.http_threads > 0) return o.http_threads;
+  return static_cast<int>(std::min<int64_t>(int64_t{ec.max_num_seqs} + ec.max_waiting + 64, 8192));
+}
+
 Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::unique_ptr<GrpcServer>* out) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->engine_ = engine;
@@ -473,14 +478,10 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
     ho.http.port = opt.http_port;
     ho.http.tls_cert_file = opt.tls_cert_file;
     ho.http.tls_key_file = opt.tls_key_file;
-    // A streamed request holds a thread from its headers to its last chunk, so by default there is
-    // one for every request the engine can hold (running or waiting) and 64 more, so that requests
-    // past those get the engine's 429 at once instead of waiting for a thread; as many connections
-    // again wait for one, 503 past them.
-    // (The engine may come later, while the front already answers 503: then the defaults' sum.)
-    const engine::EngineConfig ec = engine ? engine->config() : engine::EngineConfig{};
-    const int64_t admits = int64_t{ec.max_num_seqs} + ec.max_waiting;
-    ho.http.threads = opt.http_threads > 0 ? opt.http_threads : static_cast<int>(std::min<int64_t>(admits + 64, 8192));
+    // A streamed request holds a thread from its headers to its last chunk; as many connections
+    // again wait for one, 503 past them. (The engine may come later, while the front already
+    // answers 503: then the default config's limits.)
+    ho.http.threads = http_threads_for(opt, engine ? engine->config() : engine::EngineConfig{});
     ho.http.max_queued = ho.http.threads;
     ho.http.max_body_bytes =
         opt.http_max_body_bytes > 0 ? opt.http_max_body_bytes : 2 * static_cast<size_t>(opt.max_receive_bytes);

@@ -59,6 +59,11 @@ struct ServerOptions {
   size_t http_max_body_bytes = 0;  // 0: twice max_receive_bytes (token ids as JSON digits)
 };
 
+// The HTTP front's connection threads: http_threads, or for 0 one for every request the engine
+// can hold (running or waiting) and 64 more, so that requests past those get the engine's 429 at
+// once instead of waiting for a thread (at most 8192).
+int http_threads_for(const ServerOptions& o, const engine::EngineConfig& ec);
+
 class GrpcServer {
  public:
   // engine may be null while the model loads: health says NOT_SERVING and calls UNAVAILABLE
