@@ -22,6 +22,8 @@ constexpr const char* kWhere = "merge_states";
 Status validate_merge(const MergeParams& p) {
   if (!is_valid(p.device)) return invalid_argument("merge_states: invalid device");
   if (!is_valid(p.in_dtype) || !is_valid(p.out_dtype)) return invalid_argument("merge_states: invalid dtype");
+  if (!is_activation_dtype(p.in_dtype) || !is_activation_dtype(p.out_dtype))
+    return invalid_argument("merge_states: states are fp32, fp16 or bf16 (FP8 is a KV-page type only)");
   FS_RETURN_IF_ERROR(check_positive(kWhere, "num_states", p.num_states));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "head_dim", p.head_dim));
   if (p.num_rows < 0) return invalid_argument("merge_states: num_rows is negative");
@@ -117,6 +119,8 @@ Status merge_state_pair(Device device, DType dtype, int64_t num_rows, int32_t he
   constexpr const char* where = "merge_state_pair";
   if (!is_valid(device)) return invalid_argument("merge_state_pair: invalid device");
   if (!is_valid(dtype)) return invalid_argument("merge_state_pair: invalid dtype");
+  if (!is_activation_dtype(dtype))
+    return invalid_argument("merge_state_pair: states are fp32, fp16 or bf16 (FP8 is a KV-page type only)");
   FS_RETURN_IF_ERROR(check_positive(where, "head_dim", head_dim));
   if (num_rows < 0) return invalid_argument("merge_state_pair: num_rows is negative");
   if (num_rows == 0) return Status::Ok();

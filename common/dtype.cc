@@ -7,6 +7,8 @@ const char* dtype_name(DType t) {
     case DType::kFloat32: return "fp32";
     case DType::kFloat16: return "fp16";
     case DType::kBFloat16: return "bf16";
+    case DType::kFp8E4M3: return "fp8_e4m3";
+    case DType::kFp8E5M2: return "fp8_e5m2";
   }
   return "invalid-dtype";
 }
@@ -20,7 +22,7 @@ const char* device_name(Device d) {
 }
 
 bool is_valid(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || is_fp8(t);
 }
 bool is_valid(Device d) { return d == Device::kCPU || d == Device::kCUDA; }
 
@@ -38,6 +40,11 @@ void convert_to_float(const void* src, DType t, int64_t n, float* dst) {
     case DType::kBFloat16: {
       const auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);  // vectorizes: a shift
+      break;
+    }
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2: {
+      for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float(src, t, i);
       break;
     }
   }

@@ -292,6 +292,8 @@ double ulp_of(DType t) {
     case DType::kFloat32: return std::ldexp(1.0, -23);
     case DType::kFloat16: return std::ldexp(1.0, -10);
     case DType::kBFloat16: return std::ldexp(1.0, -7);
+    case DType::kFp8E4M3: return std::ldexp(1.0, -3);
+    case DType::kFp8E5M2: return std::ldexp(1.0, -2);
   }
   return 1.0;
 }

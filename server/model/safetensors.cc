@@ -22,6 +22,8 @@ const char* dtype_tag(DType t) {
     case DType::kFloat32: return "F32";
     case DType::kFloat16: return "F16";
     case DType::kBFloat16: return "BF16";
+    case DType::kFp8E4M3: return "F8_E4M3";
+    case DType::kFp8E5M2: return "F8_E5M2";
   }
   return "F32";
 }
