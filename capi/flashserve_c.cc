@@ -62,6 +62,7 @@ void copy_common(const Args& a, Params& p) {
   p.q_row_stride = a.q_row_stride;
   p.q_head_stride = a.q_head_stride;
   p.pages = to_pages(a.pages);
+  p.pages.dtype = p.dtype;  // the C ABI's pages hold the call's dtype (FP8 pools: not in the C ABI yet)
   p.mask = to_mask(a.mask);
   p.o = a.o;
   p.o_row_stride = a.o_row_stride;

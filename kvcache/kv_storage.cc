@@ -1,5 +1,6 @@
 #include "kvcache/kv_storage.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -35,6 +36,8 @@ KVStorage& KVStorage::operator=(KVStorage&& o) noexcept {
     device_ = o.device_;
     shape_ = o.shape_;
     data_ = std::exchange(o.data_, nullptr);
+    scales_ = std::move(o.scales_);
+    o.scales_.clear();
     device_pairs_ = std::exchange(o.device_pairs_, nullptr);
     device_pairs_cap_ = std::exchange(o.device_pairs_cap_, 0);
   }
@@ -51,6 +54,7 @@ void KVStorage::release() {
     std::free(data_);
   }
   data_ = nullptr;
+  scales_.clear();
   device_pairs_ = nullptr;
   device_pairs_cap_ = 0;
 }
@@ -58,6 +62,9 @@ void KVStorage::release() {
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
   FS_RETURN_IF_ERROR(shape.validate());
   if (!is_valid(device)) return invalid_argument("KVStorage: invalid device");
+  if (device == Device::kCUDA && is_fp8(shape.dtype))
+    return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
+                       " pages are not supported on CUDA yet (issue 25: CPU only until the FP8 kernels exist)");
   KVStorage s;
   s.device_ = device;
   s.shape_ = shape;
@@ -77,6 +84,7 @@ Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* 
       return resource_exhausted("KVStorage: cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(s.data_, 0, rounded);
   }
+  if (is_fp8(shape.dtype)) s.scales_.assign(static_cast<size_t>(2) * shape.num_layers * shape.num_kv_heads, 1.f);
   *out = std::move(s);
   return Status::Ok();
 }
@@ -91,8 +99,45 @@ void* KVStorage::v_pages(int32_t layer) const {
 
 KVPageView KVStorage::view(int32_t layer, const int32_t* block_table, int64_t block_table_stride,
                            const int32_t* seq_lens) const {
-  return make_page_view(k_pages(layer), dtype_size(shape_.dtype), shape_.num_blocks, shape_.num_kv_heads,
-                        shape_.block_size, shape_.head_dim, block_table, block_table_stride, seq_lens);
+  KVPageView v = make_page_view(k_pages(layer), shape_.dtype, shape_.num_blocks, shape_.num_kv_heads,
+                                shape_.block_size, shape_.head_dim, block_table, block_table_stride, seq_lens);
+  v.k_scales = k_scales(layer);
+  v.v_scales = v_scales(layer);
+  return v;
+}
+
+const float* KVStorage::k_scales(int32_t layer) const {
+  if (scales_.empty() || layer < 0 || layer >= shape_.num_layers) return nullptr;
+  return scales_.data() + static_cast<size_t>(2 * layer) * shape_.num_kv_heads;
+}
+
+const float* KVStorage::v_scales(int32_t layer) const {
+  const float* k = k_scales(layer);
+  return k ? k + shape_.num_kv_heads : nullptr;
+}
+
+Status KVStorage::set_scales(int32_t layer, const float* k_scales, const float* v_scales) {
+  constexpr const char* where = "KVStorage::set_scales";
+  if (data_ == nullptr) return invalid_argument("KVStorage::set_scales: storage not created");
+  if (!is_fp8(shape_.dtype))
+    return invalid_argument(std::string("KVStorage::set_scales: scales are for FP8 pools; this pool holds ") +
+                            dtype_name(shape_.dtype));
+  if (layer < 0 || layer >= shape_.num_layers)
+    return out_of_range("KVStorage::set_scales: layer " + std::to_string(layer) + " outside [0, " +
+                        std::to_string(shape_.num_layers) + ")");
+  FS_RETURN_IF_ERROR(check_pointer(where, "k_scales", k_scales, 4));
+  FS_RETURN_IF_ERROR(check_pointer(where, "v_scales", v_scales, 4));
+  for (const auto& [name, src] : {std::pair{"k_scales", k_scales}, std::pair{"v_scales", v_scales}}) {
+    for (int32_t h = 0; h < shape_.num_kv_heads; ++h) {
+      if (!(src[h] > 0.f) || !std::isfinite(src[h]))
+        return invalid_argument(std::string("KVStorage::set_scales: ") + name + "[" + std::to_string(h) +
+                                "] = " + std::to_string(src[h]) + " must be finite and > 0");
+    }
+  }
+  float* dst = scales_.data() + static_cast<size_t>(2 * layer) * shape_.num_kv_heads;
+  std::memcpy(dst, k_scales, sizeof(float) * shape_.num_kv_heads);
+  std::memcpy(dst + shape_.num_kv_heads, v_scales, sizeof(float) * shape_.num_kv_heads);
+  return Status::Ok();
 }
 
 Status KVStorage::check_slots(const int64_t* slots, int64_t n) const {
@@ -107,6 +152,11 @@ Status KVStorage::check_slots(const int64_t* slots, int64_t n) const {
 
 Status KVStorage::append(int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
                          const int64_t* slots, int64_t n, void* stream) {
+  return append(first_layer, num_layers, shape_.dtype, k_new, v_new, slots, n, stream);
+}
+
+Status KVStorage::append(int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new,
+                         const void* v_new, const int64_t* slots, int64_t n, void* stream) {
   constexpr const char* where = "KVStorage::append";
   if (data_ == nullptr) return invalid_argument("KVStorage::append: storage not created");
   if (n < 0) return invalid_argument("KVStorage::append: n is negative");
@@ -114,10 +164,16 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, const void* k_
     return out_of_range("KVStorage::append: layers [" + std::to_string(first_layer) + ", " +
                         std::to_string(first_layer + num_layers) + ") outside [0, " +
                         std::to_string(shape_.num_layers) + ")");
+  if (!is_valid(src_dtype)) return invalid_argument("KVStorage::append: invalid source dtype");
+  const bool quantize = is_fp8(shape_.dtype) && is_activation_dtype(src_dtype);
+  if (src_dtype != shape_.dtype && !quantize)
+    return invalid_argument(std::string("KVStorage::append: K/V of ") + dtype_name(src_dtype) + " into a " +
+                            dtype_name(shape_.dtype) +
+                            " pool (the pool's own type, or fp32/fp16/bf16 into an FP8 pool)");
   if (n == 0) return Status::Ok();
-  const int64_t elem = dtype_size(shape_.dtype);
-  FS_RETURN_IF_ERROR(check_pointer(where, "k_new", k_new, elem));
-  FS_RETURN_IF_ERROR(check_pointer(where, "v_new", v_new, elem));
+  const int64_t elem = dtype_size(shape_.dtype), src_elem = dtype_size(src_dtype);
+  FS_RETURN_IF_ERROR(check_pointer(where, "k_new", k_new, src_elem));
+  FS_RETURN_IF_ERROR(check_pointer(where, "v_new", v_new, src_elem));
   FS_RETURN_IF_ERROR(check_pointer(where, "slots", slots, 8));
   if (device_ == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
@@ -131,17 +187,33 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, const void* k_
   const int64_t row = static_cast<int64_t>(shape_.num_kv_heads) * shape_.head_dim;  // elements per token
   const int64_t head_bytes = shape_.head_dim * elem;
   const KVPageView pv = view(0, nullptr, 0, nullptr);  // every layer's strides
+  const int32_t D = shape_.head_dim;
+  // One head's D values of src_dtype -> codes: x / scale in fp32, then round to nearest even
+  // with saturation (dtype.h).
+  auto quantize_head = [&](const char* src, float scale, uint8_t* dst) {
+    for (int32_t d = 0; d < D; ++d) {
+      const float x = load_as_float(src, src_dtype, d) / scale;
+      dst[d] = shape_.dtype == DType::kFp8E4M3 ? float_to_fp8_e4m3(x) : float_to_fp8_e5m2(x);
+    }
+  };
   ThreadPool::global().parallel_for(n, [&](int64_t i) {
     if (slots[i] < 0) return;
     for (int32_t l = 0; l < num_layers; ++l) {
-      const char* ks = static_cast<const char*>(k_new) + ((l * n + i) * row) * elem;
-      const char* vs = static_cast<const char*>(v_new) + ((l * n + i) * row) * elem;
+      const char* ks = static_cast<const char*>(k_new) + ((l * n + i) * row) * src_elem;
+      const char* vs = static_cast<const char*>(v_new) + ((l * n + i) * row) * src_elem;
       char* kd = static_cast<char*>(k_pages(first_layer + l));
       char* vd = static_cast<char*>(v_pages(first_layer + l));
+      const float* k_scale = k_scales(first_layer + l);
+      const float* v_scale = v_scales(first_layer + l);
       for (int32_t h = 0; h < shape_.num_kv_heads; ++h) {
         const int64_t dst = pv.offset_of_slot(slots[i], h) * elem;
-        std::memcpy(kd + dst, ks + h * head_bytes, head_bytes);
-        std::memcpy(vd + dst, vs + h * head_bytes, head_bytes);
+        if (quantize) {
+          quantize_head(ks + h * D * src_elem, k_scale[h], reinterpret_cast<uint8_t*>(kd + dst));
+          quantize_head(vs + h * D * src_elem, v_scale[h], reinterpret_cast<uint8_t*>(vd + dst));
+        } else {
+          std::memcpy(kd + dst, ks + h * head_bytes, head_bytes);
+          std::memcpy(vd + dst, vs + h * head_bytes, head_bytes);
+        }
       }
     }
   });

@@ -23,10 +23,18 @@
 // copy_blocks, the model's fused rotary + append and the CPU kernels call it. The CUDA attention
 // kernels start from it (KVSource::init_paged: a kv head's base) and step through a page with
 // 32-bit byte strides of their own (kv_tile_copier.cuh: one IMAD.WIDE.U32 a key).
+//
+// Element type (issue 25): `dtype` is what the pages hold. 16-bit or fp32 pages hold the call's
+// dtype (PrefillParams/DecodeParams::dtype, the type of q and o; a view of another type is a
+// mismatch, INVALID_ARGUMENT). FP8 pages (fp8_e4m3, fp8_e5m2) hold codes and the layer's scales,
+// one a kv head for K and for V: key = k_scales[h]·fp8(code), value = v_scales[h]·fp8(code);
+// the kernels fold k_scales[h] into the softmax scale and multiply the output by v_scales[h]
+// (the CPU kernels today; CUDA refuses FP8 pages until its kernels exist).
 #pragma once
 
 #include <cstdint>
 
+#include "common/dtype.h"
 #include "common/host_device.h"
 
 namespace flashserve {
@@ -47,6 +55,12 @@ struct KVPageView {
   int64_t block_table_stride = 0;        // entries per row: the most blocks a sequence may own
   const int32_t* seq_lens = nullptr;     // [batch] keys per sequence (cached prefix + new tokens)
 
+  DType dtype = DType::kBFloat16;        // element type of the pages (KVStorage::view sets it)
+  // FP8 pages only (null otherwise): this layer's dequantization scales, [num_kv_heads] fp32
+  // each, finite and > 0, where the kernel runs.
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
+
   // Elements from k_pages (v_pages) to the key (value) of block `block`, kv head `head`, slot
   // `slot` in the block.
   FS_HOST_DEVICE int64_t offset(int64_t block, int64_t head, int64_t slot) const {
@@ -59,11 +73,13 @@ struct KVPageView {
 };
 
 // The view of one layer's pool in the project's layout, [num_blocks, 2, num_kv_heads,
-// block_size, head_dim] of elem_bytes-byte elements.
-inline KVPageView make_page_view(const void* pages, int32_t elem_bytes, int32_t num_blocks, int32_t num_kv_heads,
+// block_size, head_dim] of `dtype` elements (FP8: the scales are set apart).
+inline KVPageView make_page_view(const void* pages, DType dtype, int32_t num_blocks, int32_t num_kv_heads,
                                  int32_t block_size, int32_t head_dim, const int32_t* block_table,
                                  int64_t block_table_stride, const int32_t* seq_lens) {
+  const int64_t elem_bytes = dtype_size(dtype);
   KVPageView v;
+  v.dtype = dtype;
   v.token_stride = head_dim;
   v.head_stride = static_cast<int64_t>(block_size) * head_dim;
   const int64_t half = v.head_stride * num_kv_heads;  // one block's K (or V)

@@ -1,7 +1,9 @@
 #include "kvcache/page_view_check.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/check.h"
 
@@ -18,6 +20,36 @@ Status validate_page_view_shapes(const char* where, const KVPageView& pages, int
   FS_RETURN_IF_ERROR(check_positive(where, "block_stride", pages.block_stride));
   FS_RETURN_IF_ERROR(check_positive(where, "head_stride", pages.head_stride));
   FS_RETURN_IF_ERROR(check_positive(where, "token_stride", pages.token_stride));
+  return Status::Ok();
+}
+
+Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype) {
+  if (!is_valid(pages.dtype)) return invalid_argument(std::string(where) + ": the pages have an invalid dtype");
+  if (is_fp8(pages.dtype)) {
+    if (pages.k_scales == nullptr || pages.v_scales == nullptr)
+      return invalid_argument(std::string(where) + ": " + dtype_name(pages.dtype) +
+                              " pages need k_scales and v_scales (one a kv head)");
+    FS_RETURN_IF_ERROR(check_pointer(where, "k_scales", pages.k_scales, 4));
+    FS_RETURN_IF_ERROR(check_pointer(where, "v_scales", pages.v_scales, 4));
+    return Status::Ok();
+  }
+  if (pages.dtype != dtype)
+    return invalid_argument(std::string(where) + ": the pages hold " + dtype_name(pages.dtype) +
+                            " but the call's dtype is " + (is_valid(dtype) ? dtype_name(dtype) : "invalid") +
+                            " (q, o and unquantized pages share one type)");
+  return Status::Ok();
+}
+
+Status validate_page_view_scales_host(const char* where, const KVPageView& pages, int32_t num_kv_heads) {
+  if (!is_fp8(pages.dtype)) return Status::Ok();
+  for (const auto& [name, scales] : {std::pair{"k_scales", pages.k_scales}, std::pair{"v_scales", pages.v_scales}}) {
+    for (int32_t h = 0; h < num_kv_heads; ++h) {
+      const float s = scales[h];
+      if (!(s > 0.f) || !std::isfinite(s))
+        return invalid_argument(std::string(where) + ": " + name + "[" + std::to_string(h) + "] = " +
+                                std::to_string(s) + " must be finite and > 0");
+    }
+  }
   return Status::Ok();
 }
 

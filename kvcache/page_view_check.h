@@ -11,6 +11,15 @@ namespace flashserve {
 // Pointers, alignment (to `align` bytes), block size, strides. `where` prefixes messages.
 Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align);
 
+// The pages' element type against the call's `dtype` (the type of q and o): pages.dtype must be
+// that dtype, or FP8 with both scale pointers set (4-byte aligned). INVALID_ARGUMENT naming both
+// types otherwise.
+Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype);
+
+// FP8 pages (host-readable scales): each of the num_kv_heads K and V scales finite and > 0
+// (INVALID_ARGUMENT naming the first bad one). Nothing to check for other pages.
+Status validate_page_view_scales_host(const char* where, const KVPageView& pages, int32_t num_kv_heads);
+
 // What the CUDA kernels need beyond the shapes: 16-byte chunks (pointers and strides of
 // `elem`-byte elements), a power-of-two block size, and a pool whose in-pool byte offsets of
 // a block and of a token inside a block fit 32 bits (block_stride·elem and

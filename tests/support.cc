@@ -116,7 +116,7 @@ ProblemData make_data(const Problem& p) {
 }
 
 void point_pages(const Problem& p, const ProblemData& d, const void* pages, KVPageView* v) {
-  *v = make_page_view(pages, dtype_size(p.dtype), d.num_blocks, p.num_kv_heads, p.block_size, p.head_dim,
+  *v = make_page_view(pages, p.dtype, d.num_blocks, p.num_kv_heads, p.block_size, p.head_dim,
                       v->block_table, v->block_table_stride, v->seq_lens);
   if (p.separate_pools) {  // the V pool after the K pool
     v->v_pages = static_cast<const char*>(pages) + d.v_offset * dtype_size(p.dtype);

@@ -46,16 +46,21 @@ int64_t layout_index(int64_t block, int kv, int head, int slot, int dim, int hea
 
 TEST(KVPageView, OffsetIsTheLayoutComputedIndependently) {
   struct Shape {
-    int blocks, heads, bs, dim, elem;
+    int blocks, heads, bs, dim;
+    DType dtype;
+    int elem() const { return dtype_size(dtype); }
   };
-  for (const Shape& sh : {Shape{1, 1, 1, 1, 2}, Shape{7, 3, 5, 9, 2}, Shape{13, 8, 16, 128, 2}, Shape{5, 2, 256, 64, 4},
-                          Shape{300000, 8, 16, 128, 2}}) {
+  for (const Shape& sh : {Shape{1, 1, 1, 1, DType::kBFloat16}, Shape{7, 3, 5, 9, DType::kFloat16},
+                          Shape{13, 8, 16, 128, DType::kBFloat16}, Shape{5, 2, 256, 64, DType::kFloat32},
+                          Shape{300000, 8, 16, 128, DType::kBFloat16}, Shape{7, 3, 5, 9, DType::kFp8E4M3},
+                          Shape{1, 1, 1, 1, DType::kFp8E5M2}}) {
     SCOPED_TRACE("blocks " + std::to_string(sh.blocks) + " heads " + std::to_string(sh.heads) + " block_size " +
                  std::to_string(sh.bs) + " head_dim " + std::to_string(sh.dim));
     static char pool[1];
-    const KVPageView pv = make_page_view(pool, sh.elem, sh.blocks, sh.heads, sh.bs, sh.dim, nullptr, 0, nullptr);
-    const int64_t v_shift = (static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) / sh.elem;
-    EXPECT_EQ((static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) % sh.elem, 0);
+    const KVPageView pv = make_page_view(pool, sh.dtype, sh.blocks, sh.heads, sh.bs, sh.dim, nullptr, 0, nullptr);
+    EXPECT_EQ(pv.dtype, sh.dtype);
+    const int64_t v_shift = (static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) / sh.elem();
+    EXPECT_EQ((static_cast<const char*>(pv.v_pages) - static_cast<const char*>(pv.k_pages)) % sh.elem(), 0);
     std::mt19937 rng(77);
     for (int i = 0; i < 2000; ++i) {
       const int64_t b = std::uniform_int_distribution<int64_t>(0, sh.blocks - 1)(rng);
@@ -253,7 +258,7 @@ TEST(KVStorage, CopyOnWriteLeavesTheParentUnchanged) {
 TEST(PageViewCuda, AlignmentBlockSizeAndThirtyTwoBitOffsets) {
   alignas(16) static uint16_t pool[2 * 8 * 16 * 128];  // one block's K and V: V's pointer lies inside
   static int32_t table[4], lens[1];
-  KVPageView pv = make_page_view(pool, 2, 4, 8, 16, 128, table, 4, lens);
+  KVPageView pv = make_page_view(pool, DType::kBFloat16, 4, 8, 16, 128, table, 4, lens);
   EXPECT_TRUE(validate_page_view_cuda("t", pv, 2).ok());
   KVPageView bad = pv;
   bad.k_pages = pool + 1;  // 2 bytes off a 16-byte boundary
