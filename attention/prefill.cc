@@ -27,6 +27,9 @@ void set_contiguous_strides(PrefillParams& p) {
 Status validate_prefill_shapes(const PrefillParams& p) {
   if (!is_valid(p.device)) return invalid_argument("prefill: invalid device");
   if (!is_valid(p.dtype)) return invalid_argument("prefill: invalid dtype");
+  if (!is_activation_dtype(p.dtype))
+    return invalid_argument(std::string("prefill: dtype ") + dtype_name(p.dtype) +
+                            " is a KV-page type; q and o are fp32, fp16 or bf16 (FP8 pages: pages.dtype)");
   if (p.batch < 0) return invalid_argument("prefill: batch = " + std::to_string(p.batch) + " is negative");
   FS_RETURN_IF_ERROR(validate_heads(kWhere, p.num_heads, p.num_kv_heads, p.head_dim, p.device));
   if (p.total_q < 0 || p.total_k < 0) return invalid_argument("prefill: total_q and total_k must be >= 0");
@@ -44,7 +47,10 @@ Status validate_prefill_shapes(const PrefillParams& p) {
     FS_RETURN_IF_ERROR(check_positive(kWhere, "o_row_stride", p.o_row_stride));
     FS_RETURN_IF_ERROR(check_positive(kWhere, "o_head_stride", p.o_head_stride));
   }
-  if (p.paged) return validate_page_view_shapes(kWhere, p.pages, align);
+  if (p.paged) {
+    FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype));
+    return validate_page_view_shapes(kWhere, p.pages, dtype_size(p.pages.dtype));
+  }
   FS_RETURN_IF_ERROR(check_pointer(kWhere, "cu_seqlens_k", p.cu_seqlens_k, 4));
   if (p.total_k > 0) {
     FS_RETURN_IF_ERROR(check_pointer(kWhere, "k", p.k, align));
@@ -92,6 +98,9 @@ Status validate_prefill_lengths_host(const PrefillParams& p) {
 
 Status prefill(const PrefillParams& p, void* stream) {
   FS_RETURN_IF_ERROR(validate_prefill_shapes(p));
+  if (p.device == Device::kCUDA && p.paged && is_fp8(p.pages.dtype))
+    return unsupported(std::string("prefill: ") + dtype_name(p.pages.dtype) +
+                       " pages are not supported on CUDA yet (issue 25: CPU only until the FP8 kernels exist)");
   if (p.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool
@@ -106,6 +115,7 @@ Status prefill(const PrefillParams& p, void* stream) {
   }
   if (stream != nullptr) return invalid_argument("prefill: a CPU call takes no stream");
   FS_RETURN_IF_ERROR(validate_prefill_lengths_host(p));
+  if (p.paged) FS_RETURN_IF_ERROR(validate_page_view_scales_host(kWhere, p.pages, p.num_kv_heads));
   if (p.mask.alibi_slopes) {
     for (int32_t h = 0; h < p.num_heads; ++h)
       FS_RETURN_IF_ERROR(check_finite(kWhere, "alibi_slopes[h]", p.mask.alibi_slopes[h]));

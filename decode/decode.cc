@@ -63,6 +63,9 @@ Status decode_local_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShap
 Status validate_decode_shapes(const DecodeParams& p) {
   if (!is_valid(p.device)) return invalid_argument("decode: invalid device");
   if (!is_valid(p.dtype)) return invalid_argument("decode: invalid dtype");
+  if (!is_activation_dtype(p.dtype))
+    return invalid_argument(std::string("decode: dtype ") + dtype_name(p.dtype) +
+                            " is a KV-page type; q and o are fp32, fp16 or bf16 (FP8 pages: pages.dtype)");
   if (p.batch < 0) return invalid_argument("decode: batch = " + std::to_string(p.batch) + " is negative");
   if (p.q_len < 1 || p.q_len > kMaxDecodeQLen)
     return invalid_argument("decode: q_len = " + std::to_string(p.q_len) + " must be in 1.." +
@@ -82,7 +85,8 @@ Status validate_decode_shapes(const DecodeParams& p) {
   FS_RETURN_IF_ERROR(check_positive(kWhere, "q_head_stride", p.q_head_stride));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_row_stride", p.o_row_stride));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_head_stride", p.o_head_stride));
-  FS_RETURN_IF_ERROR(validate_page_view_shapes(kWhere, p.pages, align));
+  FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype));
+  FS_RETURN_IF_ERROR(validate_page_view_shapes(kWhere, p.pages, dtype_size(p.pages.dtype)));
   if (p.num_splits >= 1) FS_RETURN_IF_ERROR(check_positive(kWhere, "pages_per_split", p.pages_per_split));
   if (p.num_splits > 1) {
     FS_RETURN_IF_ERROR(check_pointer(kWhere, "workspace", p.workspace, 16));
@@ -115,6 +119,9 @@ Status validate_decode_lengths_host(const DecodeParams& p) {
 
 Status decode(const DecodeParams& params, void* stream) {
   FS_RETURN_IF_ERROR(validate_decode_shapes(params));
+  if (params.device == Device::kCUDA && is_fp8(params.pages.dtype))
+    return unsupported(std::string("decode: ") + dtype_name(params.pages.dtype) +
+                       " pages are not supported on CUDA yet (issue 25: CPU only until the FP8 kernels exist)");
   if (params.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool
@@ -129,6 +136,7 @@ Status decode(const DecodeParams& params, void* stream) {
   }
   if (stream != nullptr) return invalid_argument("decode: a CPU call takes no stream");
   FS_RETURN_IF_ERROR(validate_decode_lengths_host(params));
+  FS_RETURN_IF_ERROR(validate_page_view_scales_host(kWhere, params.pages, params.num_kv_heads));
   if (params.mask.alibi_slopes) {
     for (int32_t h = 0; h < params.num_heads; ++h)
       FS_RETURN_IF_ERROR(check_finite(kWhere, "alibi_slopes[h]", params.mask.alibi_slopes[h]));

@@ -30,6 +30,21 @@ inline const char* key_row(const char* base, const KVRows& kv, int64_t j, int64_
   return base + kv.pages.offset(kv.block_table[j / block_size], kv.kv_head, j % block_size) * elem;
 }
 
+// FP8 code -> float, every code's value (exact), one table a format.
+struct Fp8Table {
+  float e4m3[256], e5m2[256];
+  Fp8Table() {
+    for (int c = 0; c < 256; ++c) {
+      e4m3[c] = fp8_e4m3_to_float(static_cast<uint8_t>(c));
+      e5m2[c] = fp8_e5m2_to_float(static_cast<uint8_t>(c));
+    }
+  }
+};
+const Fp8Table& fp8_table() {
+  static const Fp8Table t;
+  return t;
+}
+
 // Inlined here (not dtype.cc's out-of-line one) so each target clone of attend_tile gets a
 // vectorised copy.
 inline void to_float(const void* src, DType t, int n, float* dst) {
@@ -38,9 +53,13 @@ inline void to_float(const void* src, DType t, int n, float* dst) {
   } else if (t == DType::kBFloat16) {
     const auto* s = static_cast<const uint16_t*>(src);
     for (int i = 0; i < n; ++i) dst[i] = bf16_to_float(s[i]);
-  } else {
+  } else if (t == DType::kFloat16) {
     const auto* s = static_cast<const uint16_t*>(src);
     for (int i = 0; i < n; ++i) dst[i] = fp16_to_float(s[i]);
+  } else {  // FP8: a table lookup a code
+    const float* table = t == DType::kFp8E4M3 ? fp8_table().e4m3 : fp8_table().e5m2;
+    const auto* s = static_cast<const uint8_t*>(src);
+    for (int i = 0; i < n; ++i) dst[i] = table[s[i]];
   }
 }
 
@@ -76,9 +95,13 @@ inline float exp_nonpositive(float x) {
 
 }  // namespace
 
-KVRows paged_kv_rows(const KVPageView& pages, DType dtype, int32_t seq, int32_t kv_head) {
+KVRows paged_kv_rows(const KVPageView& pages, int32_t seq, int32_t kv_head) {
   KVRows kv;
-  kv.dtype = dtype;
+  kv.dtype = pages.dtype;
+  if (is_fp8(pages.dtype)) {
+    kv.k_scale = pages.k_scales[kv_head];
+    kv.v_scale = pages.v_scales[kv_head];
+  }
   kv.paged = true;
   kv.k = static_cast<const char*>(pages.k_pages);
   kv.v = static_cast<const char*>(pages.v_pages);
@@ -119,13 +142,13 @@ void attend_tile(const TileItem& it, const KVRows& kv, const MaskParams& mask) {
   sc.hi.resize(it.num_tokens);
 
   // Queries to fp32, and each token's visible range (the same for every head of the group).
-  const int64_t elem = dtype_size(kv.dtype);
+  const int64_t elem = dtype_size(it.q_dtype);
   const char* qbase = static_cast<const char*>(it.q);
   int64_t tile_lo = it.k_end, tile_hi = it.k_begin;
   for (int t = 0; t < it.num_tokens; ++t) {
     for (int g = 0; g < it.group; ++g) {
       const char* src = qbase + (t * it.q_token_stride + g * it.q_head_stride) * elem;
-      to_float(src, kv.dtype, D, &sc.q[(static_cast<size_t>(t) * it.group + g) * D]);
+      to_float(src, it.q_dtype, D, &sc.q[(static_cast<size_t>(t) * it.group + g) * D]);
     }
     visible_keys(mask, it.q_pos0 + t, it.k_begin, it.k_end, &sc.lo[t], &sc.hi[t]);
     if (sc.lo[t] < sc.hi[t]) {
@@ -134,7 +157,7 @@ void attend_tile(const TileItem& it, const KVRows& kv, const MaskParams& mask) {
     }
   }
 
-  const float scale = mask.softmax_scale;
+  const float scale = mask.softmax_scale * kv.k_scale;  // FP8: K's scale folded in (else 1)
   const bool softcap = mask.softcap > 0.f;
   const float inv_cap = softcap ? 1.f / mask.softcap : 0.f;
 
@@ -194,7 +217,7 @@ void attend_tile(const TileItem& it, const KVRows& kv, const MaskParams& mask) {
       const size_t r = static_cast<size_t>(t) * it.group + g;
       const SoftmaxState& st = sc.state[r];
       float* orow = &sc.o[r * D];
-      const float inv = st.d > 0.f ? 1.f / st.d : 0.f;
+      const float inv = st.d > 0.f ? kv.v_scale / st.d : 0.f;  // FP8: V's scale applied once
       for (int d = 0; d < D; ++d) orow[d] *= inv;
       convert_from_float(orow, it.o_dtype, D,
                          obase + (t * it.o_token_stride + g * it.o_head_stride) * oelem);

@@ -51,7 +51,7 @@ Status prefill_cpu(const PrefillParams& p) {
     KVRows kv;
     kv.dtype = p.dtype;
     if (p.paged) {
-      kv = paged_kv_rows(p.pages, p.dtype, w.seq, w.kv_head);
+      kv = paged_kv_rows(p.pages, w.seq, w.kv_head);  // the pages' dtype (FP8: with scales)
     } else {
       const int64_t k0 = p.cu_seqlens_k[w.seq];
       kv.k = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + w.kv_head * p.k_head_stride) * elem;
@@ -61,6 +61,7 @@ Status prefill_cpu(const PrefillParams& p) {
     }
 
     TileItem it;
+    it.q_dtype = p.dtype;
     it.q = static_cast<const char*>(p.q) + (q_row * p.q_row_stride + first_head * p.q_head_stride) * elem;
     it.q_token_stride = p.q_row_stride;
     it.q_head_stride = p.q_head_stride;

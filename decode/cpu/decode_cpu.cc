@@ -30,9 +30,10 @@ Status decode_cpu(const DecodeParams& p) {
     const int32_t first_head = kv_head * group;
     const int64_t row0 = int64_t{b} * p.q_len;  // token row of the sequence's first query
 
-    const KVRows kv = paged_kv_rows(p.pages, p.dtype, b, kv_head);
+    const KVRows kv = paged_kv_rows(p.pages, b, kv_head);  // the pages' dtype (FP8: with scales)
 
     TileItem it;
+    it.q_dtype = p.dtype;
     it.q = static_cast<const char*>(p.q) + (row0 * p.q_row_stride + first_head * p.q_head_stride) * elem;
     it.q_token_stride = p.q_row_stride;
     it.q_head_stride = p.q_head_stride;
