@@ -4,7 +4,6 @@ flushed before every call as in bench_prefill.py. No peers: the ratios between c
 are the point; bench_prefill.py gives them against the peers.
 Usage: python3 bench/ab_prefill.py --lib build-gpu/libflashserve_c.so --config NAME=VAR=VAL[,VAR=VAL] ..."""
 import argparse
-import math
 import os
 import sys
 
@@ -24,6 +23,31 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [4096] * 4, True, 64), (64, [4096] * 4, False, 0), (64, [4096] * 4, True, 0),
     (64, [16384], False, 0), (64, [1024] * 16, True, 0), (64, [4096] * 4, True, 16),
 ]
+
+
+def setup_row(row, libs, gen):
+    """A row's inputs (random, from gen) and our call over them for each library in libs: (runs by
+    the libs' keys, FLOPs, label, the tensors to keep alive)."""
+    dim, lens, causal, bs = row[:4]
+    prefix = row[4] if len(row) > 4 else 0
+    heads, total = 2048 // dim, sum(lens)
+    klens = [l + prefix for l in lens]
+    q = torch.randn(total, heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
+    k = torch.randn(sum(klens), heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
+    v, o = torch.randn_like(k), torch.empty_like(q)
+    lse = torch.empty(total, heads, dtype=torch.float32, device="cuda")
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + list(torch.tensor(klens).cumsum(0)), dtype=torch.int32, device="cuda")
+    paged = None
+    if bs:
+        kp, vp, table, sl = bp.to_pages(k, v, klens, heads, dim, bs, gen)
+        paged = (kp, vp, table, sl, bs)
+    runs = {key: bp.ours_fn(lb, q, k, v, o, lse, cu, klens, heads, dim, causal, fsc.FS_BFLOAT16, paged=paged,
+                            cu_k=cu_k)[0] for key, lb in libs.items()}
+    # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
+    pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
+    label = f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
+    return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged)
 
 
 def main():
@@ -51,24 +75,7 @@ def main():
     rows = [ROWS[int(i)] for i in args.only.split(",")] if args.only else ROWS
     for row in rows:
         dim, lens, causal, bs = row[:4]
-        prefix = row[4] if len(row) > 4 else 0
-        heads, total = 2048 // dim, sum(lens)
-        klens = [l + prefix for l in lens]
-        q = torch.randn(total, heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
-        k = torch.randn(sum(klens), heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
-        v, o = torch.randn_like(k), torch.empty_like(q)
-        lse = torch.empty(total, heads, dtype=torch.float32, device="cuda")
-        cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
-        cu_k = torch.tensor([0] + list(torch.tensor(klens).cumsum(0)), dtype=torch.int32, device="cuda")
-        paged = None
-        if bs:
-            kp, vp, table, sl = bp.to_pages(k, v, klens, heads, dim, bs, gen)
-            paged = (kp, vp, table, sl, bs)
-        runs = {key: bp.ours_fn(lb, q, k, v, o, lse, cu, klens, heads, dim, causal, fsc.FS_BFLOAT16, paged=paged,
-                                cu_k=cu_k)[0] for key, lb in libs.items()}
-        # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
-        pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
-        flops = 4 * pairs * heads * dim
+        runs, flops, label, keep = setup_row(row, libs, gen)
         for pas in range(args.passes):
             vals = []
             for _, env, key in configs:
@@ -80,10 +87,9 @@ def main():
                     print("  ", str(e).splitlines()[0][:120])
                 for key in env:
                     del os.environ[key]
-            label = f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
             print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
                   flush=True)
-        del q, k, v, o, paged
+        del runs, keep
         torch.cuda.empty_cache()
 
 

@@ -21,6 +21,11 @@ namespace flashserve::test {
 namespace {
 
 const int kLens[] = {1, 7, 77, 257, 1025};
+#if FLASHSERVE_PREFILL_HD256
+constexpr bool kHeadDim256Built = true;
+#else
+constexpr bool kHeadDim256Built = false;
+#endif
 
 Outputs run_gpu(const Problem& p, ProblemData& d, Status* st) {
   DeviceProblem g = upload(p, d);
@@ -77,8 +82,9 @@ void check_problem(const Problem& p) {
   // (FLASHSERVE_PREFILL_WS_PAGED tma and gather), and once with a work order of 5-pair
   // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
   // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, the
-  // default, every page size), once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk
-  // several items carry the ring's stages across them). At d 256 there is no v3 kernel ("wgmma"
+  // default, every page size), and once on a persistent grid, packed or paged
+  // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
+  // across them). At d 256 there is no v3 kernel ("wgmma"
   // takes the warp-specialized one).
   struct Run {
     const char* kernel;
@@ -103,8 +109,7 @@ void check_problem(const Problem& p) {
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_SECTION", "5"}},
-                  true});
+                   {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);
@@ -272,6 +277,55 @@ TEST(PrefillCuda, HeadDim256) {
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
   EXPECT_NE(st.message().find("FLASHSERVE_PREFILL_HD256"), std::string::npos) << st.to_string();
 #endif
+}
+
+// o whose rows are not 16-byte aligned (a 4-byte offset, rows of H·D + 2 elements): the
+// warp-specialized kernel stores 4 bytes at a time there instead of 16, into exactly the same
+// values as into packed o (bit for bit, the same kernel otherwise), the gaps between rows untouched.
+TEST(PrefillCuda, OutputsNot16ByteAligned) {
+  FS_SKIP_WITHOUT_CUDA();
+  if (wgmma_runs()) use_kernel("ws");  // else the mma.sync kernel (4-byte stores) takes both calls
+  int seed = 1500;
+  for (int dim : {64, 128, 256}) {
+    if (dim == 256 && !kHeadDim256Built) continue;
+    for (bool causal : {false, true}) {
+      Problem p;
+      p.num_heads = 6;
+      p.num_kv_heads = 2;
+      p.head_dim = dim;
+      p.dtype = causal ? DType::kFloat16 : DType::kBFloat16;
+      p.causal = causal;
+      p.seed = seed++;
+      p.seqs = {{77, 257}, {1, 7}, {200, 200}, {130, 300}};
+      ProblemData d = make_data(p);
+      Status st;
+      const Outputs packed = run_gpu(p, d, &st);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      DeviceProblem g = upload(p, d);
+      Outputs host = make_outputs(p);
+      PrefillParams pp = device_prefill_params(p, d, host, g);
+      const int64_t row = static_cast<int64_t>(p.num_heads) * dim, stride = row + 2, rows = p.total_q();
+      DeviceBuffer o(2 * (rows * stride + 2));  // poisoned: 0xffff everywhere
+      pp.o = o.as<uint16_t>() + 2;
+      pp.o_row_stride = stride;
+      st = prefill(pp, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> got(static_cast<size_t>(rows * stride + 2));
+      o.download(got.data(), 2 * static_cast<int64_t>(got.size()));
+      const uint16_t* want = static_cast<const uint16_t*>(packed.o.data());
+      int64_t bad = 0, gaps = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t e = 0; e < row; ++e) bad += got[2 + r * stride + e] != want[r * row + e];
+        gaps += got[2 + r * stride + row] != 0xffff || got[2 + r * stride + row + 1] != 0xffff;
+      }
+      EXPECT_EQ(bad, 0) << "d " << dim << (causal ? " causal" : "") << ": elements unlike the packed call's";
+      EXPECT_EQ(gaps, 0) << "d " << dim << ": row gaps written";
+      EXPECT_EQ(got[0], 0xffff);
+      EXPECT_EQ(got[1], 0xffff);
+    }
+  }
+  unsetenv("FLASHSERVE_PREFILL_KERNEL");
 }
 
 TEST(PrefillCuda, UnsupportedShapesAreErrors) {

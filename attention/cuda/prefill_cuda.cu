@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#ifdef FLASHSERVE_PREFILL_TRACE
+#include <cstdio>
+#include <vector>
+#endif
 
 #include <cudaTypedefs.h>
 
@@ -292,6 +296,40 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 #endif
 }
 
+#ifdef FLASHSERVE_PREFILL_TRACE
+// Bench-only (a -DFLASHSERVE_PREFILL_TRACE=ON build): where FLASHSERVE_PREFILL_TRACE names a file,
+// the warp-specialized kernel's stamps (WsTrace) of this call go there, overwritten at every call:
+// 8 int64 words (magic 'fstrace1', CTAs recorded, words a CTA, block_m, block_n, consumers,
+// persistent grid 1/0, causal) and the records. The call then synchronizes its stream.
+struct WsTraceDump {
+  static constexpr int kCtas = 4096;
+  const char* path = nullptr;
+  unsigned long long* buf = nullptr;
+  explicit WsTraceDump(PrefillTmaMaps* maps, cudaStream_t stream) : path(std::getenv("FLASHSERVE_PREFILL_TRACE")) {
+    static unsigned long long* device_buf = nullptr;
+    if (path == nullptr || *path == 0) return;
+    if (device_buf == nullptr && cudaMalloc(&device_buf, sizeof(unsigned long long) * kCtas * WsTrace::kWords) != cudaSuccess)
+      return;
+    buf = device_buf;
+    (void)cudaMemsetAsync(buf, 0, sizeof(unsigned long long) * kCtas * WsTrace::kWords, stream);
+    maps->trace = buf;
+    maps->trace_ctas = kCtas;
+  }
+  void write(cudaStream_t stream, const PrefillWsTiles& tiles, bool persistent, bool causal) const {
+    if (buf == nullptr || cudaStreamSynchronize(stream) != cudaSuccess) return;
+    std::vector<unsigned long long> host(static_cast<size_t>(kCtas) * WsTrace::kWords);
+    if (cudaMemcpy(host.data(), buf, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    const long long head[8] = {0x3165636172747366ll, kCtas, WsTrace::kWords, tiles.block_m, tiles.block_n,
+                               tiles.block_m / 64, persistent ? 1 : 0, causal ? 1 : 0};
+    if (FILE* out = std::fopen(path, "wb")) {
+      std::fwrite(head, sizeof(head), 1, out);
+      std::fwrite(host.data(), sizeof(host[0]), host.size(), out);
+      std::fclose(out);
+    }
+  }
+};
+#endif
+
 }  // namespace
 
 Status validate_prefill_cuda(const PrefillParams& p) {
@@ -328,14 +366,16 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
     // One CTA a work item, dispatched by the hardware in WsWorkOrder's order, or a persistent
-    // grid of one CTA an SM walking the items statically: better where items are short (d 128
-    // packed, sequences of 1k keys or fewer: 16×1k 469 against 433 TFLOP/s, causal 325 against
-    // 311), worse on long ones (4×4k 535/584, 1×16k causal 480/571; bench/history/prefill.md,
-    // "prefill v4.3").
+    // grid of one CTA an SM walking the items statically: better where items are short and
+    // alike (d 128, packed, not causal, sequences of 4k keys or fewer: 16×1k 495 against 450
+    // TFLOP/s, 4×4k 625/586 against 609/569), worse where a static walk balances them badly
+    // (causal: 4×4k 422/434 against 501/507, 16×1k 330 against 338) and no better on long
+    // rows (1×16k 608/541 against 614/549; bench/history/prefill.md, "prefill v4.8").
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces it (A/B).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
-    const bool short_items = p.head_dim == 128 && !p.paged && p.total_k <= 1024ll * std::max(1, p.batch);
+    const bool short_items = p.head_dim == 128 && !p.paged && !p.mask.causal &&
+                             p.total_k <= 4096ll * std::max(1, p.batch);
     if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : short_items) {
       int device = 0;
       err = cudaGetDevice(&device);
@@ -345,6 +385,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     const bool wide = ws_wide(p);
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
       err = cudaSuccess;
+#ifdef FLASHSERVE_PREFILL_TRACE
+      const WsTraceDump dump(&maps, stream);
+#endif
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
@@ -358,6 +401,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         }
         err = launch_prefill_sm90_ws<kD, kNarrow.block_m, kNarrow.block_n, T>(p, maps, sms, stream);
       }));
+#ifdef FLASHSERVE_PREFILL_TRACE
+      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, wide), sms != INT_MAX, p.mask.causal);
+#endif
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }
     // Forced or not: e.g. no keys at all (a map needs rows), odd strides. d 256 has no v3.

@@ -52,6 +52,63 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
+  // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
+  unsigned long long* trace = nullptr;
+  int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
+};
+
+// Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
+// defines FLASHSERVE_PREFILL_TRACE for flashserve_core alone; bench/trace_prefill.py reads them):
+// a record of kWords words a CTA, a header (0 SM id, 1 global timer at entry, 2 clock at entry,
+// 3 clock after the barrier init, 4 clock at the first consumer warpgroup's exit, 5 global timer
+// there, 6 its items) and kEvents words for each of its first kItems items: consumer warpgroup c
+// stamps clock64 at 8·c + (0 item start, 1 Q landed, 2 K(0) landed, 3 its first issue slot, 4
+// the first tile's softmax done, 5 the main loop done, 6 the last P·V retired, 7 O stored);
+// warpgroup 0 of the consumers also writes 24 the item w, 25 its key tiles; the producer 28 item
+// start, 29 Q issued (its stage acquired), 30 the item w. In every other build the stamps are
+// no code and the fields above stay null.
+struct WsTrace {
+  static constexpr int kHeader = 8, kItems = 32, kEvents = 32, kWords = kHeader + kItems * kEvents;
+#ifdef FLASHSERVE_PREFILL_TRACE
+  unsigned long long* rec = nullptr;
+  __device__ explicit WsTrace(const PrefillTmaMaps& m)
+      : rec(m.trace != nullptr && static_cast<int>(blockIdx.x) < m.trace_ctas ? m.trace + blockIdx.x * kWords : nullptr) {}
+  __device__ __forceinline__ static unsigned long long now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  __device__ __forceinline__ void entry() const {  // words 0-2
+    if (rec == nullptr) return;
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    rec[0] = smid;
+    rec[1] = now();
+    rec[2] = clock64();
+  }
+  __device__ __forceinline__ void after_init() const {
+    if (rec != nullptr) rec[3] = clock64();
+  }
+  __device__ __forceinline__ void exit(int items) const {  // words 4-6
+    if (rec == nullptr) return;
+    rec[4] = clock64();
+    rec[5] = now();
+    rec[6] = items;
+  }
+  __device__ __forceinline__ void stamp(int item, int event) const {
+    if (rec != nullptr && item < kItems) rec[kHeader + item * kEvents + event] = clock64();
+  }
+  __device__ __forceinline__ void value(int item, int event, long long v) const {
+    if (rec != nullptr && item < kItems) rec[kHeader + item * kEvents + event] = v;
+  }
+#else
+  __device__ explicit WsTrace(const PrefillTmaMaps&) {}
+  __device__ __forceinline__ void entry() const {}
+  __device__ __forceinline__ void after_init() const {}
+  __device__ __forceinline__ void exit(int) const {}
+  __device__ __forceinline__ void stamp(int, int) const {}
+  __device__ __forceinline__ void value(int, int, long long) const {}
+#endif
 };
 
 // The order of the work items w = 0, 1, ... (CTAs are dispatched in that order; the persistent
@@ -244,6 +301,26 @@ struct WsRowGather {
   }
 };
 
+// A 4×4 transpose of 32-bit words over the quad of lanes 4·(lane / 4) .. + 3 (tig: lane % 4):
+// lane tig holds M[tig][0..3] in w and leaves with M[0..3][tig], by two xor shuffles a word pair.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int tig) {
+  const bool hi = (tig & 2) != 0, lo = (tig & 1) != 0;
+  // Lanes tig, tig ^ 2: each keeps columns 2·hi, 2·hi + 1 of its row and takes them of the other's.
+  const uint32_t k0 = hi ? w[2] : w[0], k1 = hi ? w[3] : w[1];
+  const uint32_t r0 = __shfl_xor_sync(0xffffffffu, hi ? w[0] : w[2], 2);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffffu, hi ? w[1] : w[3], 2);
+  // Lanes tig, tig ^ 1: each keeps column tig of rows tig, tig ^ 2 and takes it of rows tig ^ 1, tig ^ 3.
+  const uint32_t ka = lo ? k1 : k0, kb = lo ? r1 : r0;
+  const uint32_t ra = __shfl_xor_sync(0xffffffffu, lo ? k0 : k1, 1);
+  const uint32_t rb = __shfl_xor_sync(0xffffffffu, lo ? r0 : r1, 1);
+  // In row order: rows 2·hi, 2·hi + 1 are (ka, ra) or (ra, ka); rows 2·(1 - hi) + 0, 1 likewise (kb, rb).
+  const uint32_t a0 = lo ? ra : ka, a1 = lo ? ka : ra, b0 = lo ? rb : kb, b1 = lo ? kb : rb;
+  w[0] = hi ? b0 : a0;
+  w[1] = hi ? b1 : a1;
+  w[2] = hi ? a0 : b0;
+  w[3] = hi ? a1 : b1;
+}
+
 template <int kHeadDim, int kRows, int kKeyTile, typename T>
 __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
@@ -274,6 +351,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   const bool rows = RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0;
   const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
   const bool cp_gather = gather || rows;
+  const WsTrace trace(maps);
+  if (tid == 128) trace.entry();
 
   if (tid == 0) {
     // TMA stages complete by one arrival with their bytes, gathered ones by the 128 producer
@@ -284,10 +363,13 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     MBarrier::fence_init();
   }
   __syncthreads();
+  if (tid == 128) trace.after_init();
 
   // Work item w = (q tile, head, sequence) in WsWorkOrder; one CTA an item, or persistent: every
   // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
-  // and a skipped item (a q tile past its sequence's queries) is skipped by both.
+  // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
+  // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
+  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".)
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
   const int total = num_m * order.pairs;
@@ -340,12 +422,18 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         // V) tile of the walk goes to stage j % kStages: K and V tiles are as many an item, so
         // one count (rows_done: the walk's tiles before this item) serves both rings.
         auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
-        int rows_done = 0;
+        int rows_done = 0, traced = 0;
         for (int w = blockIdx.x; w < total; w += gridDim.x) {
           PrefillCta cta;
           int h, b, key_base, num_tiles;
           if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
-          if (tid == 0) issue_q(cta, h);
+          if (tid == 0) {
+            trace.stamp(traced, 28);
+            issue_q(cta, h);
+            trace.stamp(traced, 29);
+            trace.value(traced, 30, w);
+          }
+          ++traced;
           auto key0 = [&](int tile) { return key_base + tile * kBN; };
           const char* gk = RowGather::thread_base(cta.src.k_base, tid);
           const char* gv = RowGather::thread_base(cta.src.v_base, tid);
@@ -379,12 +467,19 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       }
     }
     State sk, sv;
+    int traced = 0;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
-      if (tid == 0) issue_q(cta, h);
+      if (tid == 0) {
+        trace.stamp(traced, 28);
+        issue_q(cta, h);
+        trace.stamp(traced, 29);
+        trace.value(traced, 30, w);
+      }
+      ++traced;
       // Page ids, a tile ahead: this lane's box (TMA) or its copier lane's key (gather). A
       // tile's ids are read before the copies of the tile before it wait for their stages, and
       // serve its K and then its V.
@@ -468,12 +563,24 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // the first's last sync). Barrier kConsumers + 1: all consumers (the tail zeroing).
   const int my_bar = 1 + cw, next_bar = 1 + (cw + 1) % kConsumers;
   const bool last_wg = cw == kConsumers - 1;
+  const bool o16 = ((reinterpret_cast<uintptr_t>(p.o) | static_cast<uintptr_t>(p.o_row_stride * 2) |
+                     static_cast<uintptr_t>(p.o_head_stride * 2)) & 15) == 0;  // 16-byte stores of o
   PipeState<1> sq;
   State sk, sv;
+  const bool stamper = ctid % 128 == 0;  // one thread a consumer warpgroup stamps (WsTrace)
+  int traced = 0;
+  auto stamp = [&](int event) {
+    if (stamper) trace.stamp(traced, 8 * cw + event);
+  };
   for (int w = blockIdx.x; w < total; w += gridDim.x) {
     PrefillCta cta;
     int h, b, key_base, num_tiles;
     if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+    stamp(0);
+    if (ctid == 0) {
+      trace.value(traced, 24, w);
+      trace.value(traced, 25, num_tiles);
+    }
     int row_pos[2], row_lo[2], row_hi[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -576,8 +683,11 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     if (num_tiles > 0) {
       if (last_wg) named_barrier_arrive(next_bar, 256);
       pipe_q.consumer_wait(sq);
+      stamp(1);
       wait_stage(pipe_k, sk);
+      stamp(2);
       sched_wait();
+      stamp(3);
       wgmma_fence();
       issue_s(sk.index);
       sched_arrive();
@@ -588,6 +698,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
       softmax(0);
       pack_p();
+      stamp(4);
       for (int t = 1; t < num_tiles; ++t) {
         wait_stage(pipe_k, sk);
         sched_wait();
@@ -613,6 +724,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         sv.advance();
         pack_p();
       }
+      stamp(5);
       sq.advance();
       rescale_o();
       wait_stage(pipe_v, sv);
@@ -636,29 +748,54 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       wgmma_wait<0>();
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+      stamp(6);
       pipe_v.consumer_release(sv, lane);
       sv.advance();
     }
 
     // Normalise and store: o in the storage type, lse in natural log (the producer is loading
-    // the next item meanwhile).
+    // the next item meanwhile). Where o allows (o16), 16 bytes a store (quad_transpose: thread
+    // tig writes columns 8·(4g + tig) .. + 7 of each column block, g = 0, 1; a quad 64 contiguous
+    // bytes): a store of 4 bytes a thread, 8 rows a warp instruction, took 1.3-1.5 us an item at
+    // d 128 and held up the next item's loads (session 17's trace); else 4 bytes a store.
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       float lse;
       const float inv = finish_row(m_run[i], l_run[i], &lse);
       const int r = wrow0 + gid + 8 * i;
-      if (r >= cta.block_rows) continue;
       const int64_t row = cta.q0 + cta.row0 + r;
       T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
+      if (!o16) {
+        if (r < cta.block_rows) {
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+              *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
+                  pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+        }
+      } else {
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
-          *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
-              pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
-      if (p.lse != nullptr && tig == 0) p.lse[row * p.num_heads + h] = lse;
+        for (int g = 0; g < 2; ++g) {
+          uint32_t w4[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int n = 4 * g + j;
+            w4[j] = pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+          }
+          quad_transpose(w4, tig);  // all lanes: the shuffles take the whole warp
+          if (r < cta.block_rows)
+            *reinterpret_cast<uint4*>(out + c * 64 + (4 * g + tig) * 8) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+        }
+      }
+      if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
     }
+    stamp(7);
+    ++traced;
   }
+  if (ctid == 0) trace.exit(traced);
 #else
   __trap();  // not sm_90a code: the host launches this kernel only where it runs sm_90a code
 #endif

@@ -1,0 +1,159 @@
+"""Anatomy of the warp-specialized prefill kernel, from a build configured with
+-DFLASHSERVE_PREFILL_TRACE=ON (attention/cuda/prefill_sm90_ws_kernel.cuh, WsTrace: every CTA stamps
+its entry and exit, and each of its first 32 items' phases, consumer warpgroup by warpgroup).
+For each row of ab_prefill.py's ROWS (and each --config's environment): times the call as
+ab_prefill.py does (L2 flushed), then traces one more call and prints, in microseconds, means over
+the items: Q wait, K(0) wait, first issue slot, first tile (S(0) and its softmax), the main loop a
+tile, drain (the last P·V), store; the gaps between items on an SM (a CTA's exit to the next's
+entry, or a persistent CTA's item to item); and the overhead an item beyond its tiles at the main
+loop's pace, in tiles. --dump DIR keeps each call's records (the CTAs that ran, the items used) as
+.npz.
+
+Usage: python3 bench/trace_prefill.py --lib build-trace/libflashserve_c.so --only 0,2,3 [--config NAME=VAR=VAL,...]"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import ab_prefill as ab  # noqa: E402
+import bench_prefill as bp  # noqa: E402
+import flashserve_ctypes as fsc  # noqa: E402
+
+MAGIC = 0x3165636172747366
+HEADER, ITEMS, EVENTS = 8, 32, 32  # WsTrace's layout
+
+
+def read(path):
+    raw = np.fromfile(path, dtype=np.uint64)
+    head = raw[:8].astype(np.int64)
+    if int(head[0]) != MAGIC:
+        raise ValueError(f"{path}: not a prefill trace")
+    ctas, words = int(head[1]), int(head[2])
+    rec = raw[8:8 + ctas * words].reshape(ctas, words).astype(np.float64)
+    rec = rec[rec[:, 1] > 0]  # CTAs that ran (and were recorded)
+    meta = dict(block_m=int(head[3]), block_n=int(head[4]), consumers=int(head[5]), persistent=int(head[6]),
+                causal=int(head[7]))
+    return rec, meta
+
+
+def anatomy(rec, meta):
+    """The summary of one traced call: a dict of means (microseconds) and counts."""
+    ghz = (rec[:, 4] - rec[:, 2]).sum() / (rec[:, 5] - rec[:, 1]).sum()  # cycles a ns, pooled over the CTAs
+    us = 1e-3 / ghz  # a cycle in microseconds
+    n_wg = meta["consumers"]
+    out = {"ctas": len(rec), "sms": len(np.unique(rec[:, 0])), "ghz": ghz}
+    t0 = rec[:, 1].min()
+    out["span"] = (rec[:, 5].max() - t0) * 1e-3
+    life = (rec[:, 5] - rec[:, 1]) * 1e-3
+    out["life"] = life.mean()
+    out["setup"] = ((rec[:, 3] - rec[:, 2]) * us).mean()
+    out["busy"] = life.sum() / (out["sms"] * out["span"])
+    # The SMs' last exits: how long the grid's tail runs on fewer SMs.
+    last = np.array([rec[rec[:, 0] == sm, 5].max() for sm in np.unique(rec[:, 0])])
+    out["tail"] = (rec[:, 5].max() - np.median(last)) * 1e-3
+    # Gaps between CTAs on one SM (one CTA an item: the hardware's dispatch).
+    gaps = []
+    for sm in np.unique(rec[:, 0]):
+        r = rec[rec[:, 0] == sm]
+        r = r[np.argsort(r[:, 1])]
+        gaps.extend(((r[1:, 1] - r[:-1, 5]) * 1e-3).tolist())
+    out["cta_gap"] = float(np.mean(gaps)) if gaps else 0.0
+    phases = {k: [] for k in ("q", "k0", "slot", "first", "tile", "drain", "store", "item", "next", "prod_q")}
+    over, tiles_all = [], []
+    for r in rec:
+        items = min(int(r[6]), ITEMS)
+        for i in range(items):
+            e = r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
+            tiles = int(e[25])
+            if tiles <= 0:
+                continue
+            tiles_all.append(tiles)
+            for c in range(n_wg):
+                s = e[8 * c: 8 * c + 8]
+                phases["q"].append((s[1] - s[0]) * us)
+                phases["k0"].append((s[2] - s[1]) * us)
+                phases["slot"].append((s[3] - s[2]) * us)
+                phases["first"].append((s[4] - s[3]) * us)
+                if tiles > 1:
+                    phases["tile"].append((s[5] - s[4]) * us / (tiles - 1))
+                phases["drain"].append((s[6] - s[5]) * us)
+                phases["store"].append((s[7] - s[6]) * us)
+                phases["item"].append((s[7] - s[0]) * us)
+                if i + 1 < items:
+                    phases["next"].append((r[HEADER + (i + 1) * EVENTS + 8 * c] - s[7]) * us)
+            if e[29] > 0:
+                phases["prod_q"].append((e[29] - e[28]) * us)
+    for k, v in phases.items():
+        out[k] = float(np.mean(v)) if v else float("nan")
+    out["tiles"] = float(np.mean(tiles_all)) if tiles_all else 0.0
+    # An item's cost beyond its tiles at the main loop's pace, in tiles: the last warpgroup's item
+    # time, plus the gap to the next item (persistent) or the CTA's setup and the gap between CTAs.
+    pace = out["tile"]
+    between = out["next"] if meta["persistent"] and not np.isnan(out["next"]) else out["cta_gap"] + out["setup"]
+    out["over_tiles"] = (out["item"] + between - out["tiles"] * pace) / pace if pace > 0 else float("nan")
+    return out
+
+
+COLS = [("span", "span", 8, 1), ("busy", "busy", 6, 2), ("tail", "tail", 6, 1), ("tiles", "tiles", 6, 1),
+        ("life", "life", 7, 1), ("cta_gap", "gap", 6, 2), ("setup", "setup", 6, 2), ("q", "Q", 6, 2),
+        ("k0", "K0", 6, 2), ("slot", "slot", 6, 2), ("first", "first", 6, 2), ("tile", "tile", 6, 3),
+        ("drain", "drain", 6, 2), ("store", "store", 6, 2), ("next", "next", 6, 2), ("prod_q", "prodQ", 6, 2),
+        ("over_tiles", "over", 6, 2)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--only", help="comma-separated indices into ab_prefill.ROWS")
+    ap.add_argument("--config", action="append", default=[], help="NAME=VAR=VAL[,VAR=VAL]")
+    ap.add_argument("--dump", metavar="DIR", help="keep each traced call's records there")
+    args = ap.parse_args()
+    lib = fsc.load(args.lib)
+    configs = [("default", {})] + [(c.partition("=")[0], dict(kv.split("=", 1) for kv in c.partition("=")[2].split(",")))
+                                   for c in args.config]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    rows = [(int(i), ab.ROWS[int(i)]) for i in args.only.split(",")] if args.only else list(enumerate(ab.ROWS))
+    tmp = tempfile.mkdtemp()
+    if args.dump:
+        os.makedirs(args.dump, exist_ok=True)
+    print(f"{'row':<22}{'config':<10}{'TFLOP/s':>8}" + "".join(f"{h:>{w}}" for _, h, w, _ in COLS), flush=True)
+    for idx, row in rows:
+        dim, lens, causal, bs = row[:4]
+        runs, flops, label, keep = ab.setup_row(row, {None: lib}, gen)
+        run = runs[None]
+        for name, env in configs:
+            os.environ.update(env)
+            tflops = flops / bp.time_fn(run) / 1e12
+            path = os.path.join(tmp, f"row{idx}_{name}.bin")
+            os.environ["FLASHSERVE_PREFILL_TRACE"] = path
+            bp.flush_l2()
+            run()
+            torch.cuda.synchronize()
+            del os.environ["FLASHSERVE_PREFILL_TRACE"]
+            for key in env:
+                del os.environ[key]
+            tag = f"{idx}:d{dim} {label}{' c' if causal else ''}{f' p{bs}' if bs else ''}"
+            try:
+                rec, meta = read(path)
+                os.remove(path)
+                a = anatomy(rec, meta)
+                if args.dump:
+                    used = HEADER + EVENTS * int(min(ITEMS, rec[:, 6].max()))
+                    np.savez_compressed(os.path.join(args.dump, f"row{idx}_{name}.npz"), rec=rec[:, :used],
+                                        **{k: np.array(v) for k, v in meta.items()})
+            except (OSError, ValueError) as e:
+                print(f"{tag:<22}{name:<10}{tflops:>8.0f}  no trace: {e}", flush=True)
+                continue
+            print(f"{tag:<22}{name:<10}{tflops:>8.0f}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in COLS) +
+                  f"   ({a['ctas']} CTAs, {a['sms']} SMs, {a['ghz']:.2f} GHz, {meta['block_m']}x{meta['block_n']}"
+                  f"{' persistent' if meta['persistent'] else ''})", flush=True)
+        del runs, keep
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
