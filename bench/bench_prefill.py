@@ -4,7 +4,9 @@ backends, FlashAttention-3 (the hopper/ build from the PyPI wheel tokenspeed-fa3
 with --flashinfer, FlashInfer's ragged prefill (fa3 backend; JIT-compiled on first use, 70-90 s a
 head dim). TFLOP/s = 4·Σ q_len·k_len·heads·head_dim / time, halved for causal (for a chunk over
 a cached prefix: the visible pairs). Timing: L2 flushed (a 256 MB write) before every call, CUDA
-events around the call alone, median of the repeats.
+events around the call alone, median of the repeats, after 30 ms of warm-up calls; every column of
+a row timed in --rounds rounds (3), the median of the rounds reported and the row's largest spread
+((max - min) / median of any column) printed last.
 
 Rows: 16k tokens as 16×1k, 4×4k, 1×16k at hidden 2048 (heads = 2048 / head_dim, MHA), head dims
 64 and 128 (and 256 where the build has it), a varlen batch of mixed lengths, causal and not;
@@ -202,6 +204,7 @@ def main():
                     help="the paged column's layout: the project's one pool, or K and V pools apart (a diagnostic)")
     ap.add_argument("--paged-only", action="store_true", help="only the shape with the paged column (4x4k, d 128)")
     ap.add_argument("--no-extra", action="store_true", help="leave out the chunked-prefill and 128k GQA rows")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every column a row (medians reported)")
     args = ap.parse_args()
     lib = fsc.load(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(5)
@@ -217,52 +220,59 @@ def main():
     if args.quick:
         dtypes = dtypes[:1]
 
-    def measure(r, flops, run, peers_in):
-        """Times ours (default, v3, mma) and each peer; fills r; returns nothing."""
-        r["ours"] = flops / time_fn(run) / 1e12
+    def measure(r, flops, run, peers_in, extra=()):
+        """Times ours (default, v3, mma, the ws variants, extra: (column, fn) pairs) and each peer in
+        args.rounds rounds, every column once a round (the GPU's clocks drift over seconds: a column
+        timed once is timed at one moment); each column's value is its median over the rounds,
+        its spread (max - min) / median beside it; fills r."""
+        entries = [("ours", run, {})]
         for col, env in (("v3", "wgmma"), ("mma", "mma")):
             if col == "mma" and args.quick:
                 continue
             if col == "v3" and r["head_dim"] == 256:
                 continue
-            os.environ["FLASHSERVE_PREFILL_KERNEL"] = env
-            try:
-                r[col] = flops / time_fn(run) / 1e12
-            except Exception as e:  # noqa: BLE001
-                r[col] = None
-                r[col + "_error"] = str(e).splitlines()[0][:100]
-            del os.environ["FLASHSERVE_PREFILL_KERNEL"]
+            entries.append((col, run, {"FLASHSERVE_PREFILL_KERNEL": env}))
         # A/B columns of the warp-specialized kernel, same run: "ws_alt" (d 128) with the key tile
         # the default does not take (128 where it takes 176, else 176; on the chunked row, paged,
         # ws with 128-key tiles: the default's); "ws_order0" with the
         # work order of session 11 (one section: q tile slowest over all pairs).
-        variants = []
         if r["head_dim"] == 128:
             wide = r["shape"] != "2k over 30k" and (not r["causal"] or r["mean_k"] >= 2048)  # ws_wide's rule
             alt = "128" if wide or r["shape"] == "2k over 30k" else "176"
             r["alt_n"] = int(alt)
-            variants.append(("ws_alt", {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
+            entries.append(("ws_alt", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
         if r["head_dim"] == 64:  # v3 by default there
-            variants.append(("ws", {"FLASHSERVE_PREFILL_KERNEL": "ws"}))
+            entries.append(("ws", run, {"FLASHSERVE_PREFILL_KERNEL": "ws"}))
         if r["shape"] != "2k over 30k":
-            variants.append(("ws_order0", {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_SECTION": "0"}))
-        for col, env in variants:
-            os.environ.update(env)
-            try:
-                r[col] = flops / time_fn(run) / 1e12
-            except Exception as e:  # noqa: BLE001
-                r[col] = None
-                r[col + "_error"] = str(e).splitlines()[0][:100]
-            for key in env:
-                del os.environ[key]
+            entries.append(("ws_order0", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_SECTION": "0"}))
+        entries += [(col, fn, {}) for col, fn in extra]
         for name, mk in peers_in:
             try:
-                fn = mk()
-                r[name] = flops / time_fn(fn) / 1e12
+                entries.append((name, mk(), {}))
                 r[name + "_maxdiff"] = None
             except Exception as e:  # noqa: BLE001 - a peer that does not run: say so
                 r[name] = None
                 r[name + "_error"] = str(e).splitlines()[0][:100]
+        vals = {col: [] for col, _, _ in entries}
+        for _ in range(args.rounds):
+            for col, fn, env in entries:
+                if col + "_error" in r:
+                    continue
+                os.environ.update(env)
+                try:
+                    vals[col].append(flops / time_fn(fn) / 1e12)
+                except Exception as e:  # noqa: BLE001
+                    r[col] = None
+                    r[col + "_error"] = str(e).splitlines()[0][:100]
+                finally:
+                    for key in env:
+                        del os.environ[key]
+        for col, v in vals.items():
+            if col + "_error" in r or not v:
+                continue
+            v.sort()
+            r[col] = v[len(v) // 2]
+            r[col + "_spread"] = (v[-1] - v[0]) / r[col]
         peer_vals = [r[n] for n, _ in peers_in if r.get(n)]
         r["best_peer"] = max(peer_vals) if peer_vals else None
 
@@ -313,7 +323,15 @@ def main():
                                     return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
                             peers.append((name, lambda peer=peer: peer))
                     peers += varlen_peers(q, k, v, cu, cu, max(lens), max(lens), causal)
-                    measure(r, flops, run, peers)
+                    extra, pages = [], None
+                    if label.startswith("4x") and dim == 128:
+                        pages = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
+                        kp, vp, table, sl = pages
+                        run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
+                                           paged=(kp, vp, table, sl, 16))
+                        extra.append(("ours_paged16", run_p))
+                    measure(r, flops, run, peers, extra)
+                    del pages, extra
                     run()
                     if fa3 is not None:
                         check_against(r, o, fa3(q, k, v, cu, cu, max(lens), max(lens), causal)(), "fa3")
@@ -321,12 +339,6 @@ def main():
                         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                             ref = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
                         check_against(r, o, ref.transpose(1, 2).reshape(total, heads, dim), "flash")
-                    if label.startswith("4x") and dim == 128:
-                        kp, vp, table, sl = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
-                        run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,
-                                           paged=(kp, vp, table, sl, 16))
-                        r["ours_paged16"] = flops / time_fn(run_p) / 1e12
-                        del kp, vp
                     rows.append(r)
                     print(json.dumps(r), flush=True)
                 del q, k, v, o
@@ -360,20 +372,18 @@ def main():
             peers.append(("fa3_paged16", lambda: fa3p(q, kc, vc, table, sl, True)))
         if fi is not None:
             peers.append(("flashinfer_paged16", lambda: fi.paged(q, kc, vc, table, sl, True)))
-        measure(r, flops, run, peers)
+        run_packed, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [new], heads, dim, True, fdt, cu_k=cu_k)
+        kp64, vp64, table64, sl64 = to_pages(k, v, [kl], heads, dim, 64, gen, args.pool)  # pages TMA takes
+        run64, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt,
+                           paged=(kp64, vp64, table64, sl64, 64))
+        measure(r, flops, run, peers, [("ours_packed", run_packed), ("ours_paged64", run64)])
         for name, mk in peers:
             if name.endswith("_paged16") and r.get(name):
                 check_against(r, mk()(), fa3(q, k, v, cu_q, cu_k, new, kl, True)() if fa3 else None, name)
-        del kc, vc
+        del kc, vc, kp64, vp64
         run()
         if fa3 is not None:
             check_against(r, o, fa3(q, k, v, cu_q, cu_k, new, kl, True)(), "fa3")
-        run_packed, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [new], heads, dim, True, fdt, cu_k=cu_k)
-        r["ours_packed"] = flops / time_fn(run_packed) / 1e12
-        del kp, vp
-        kp, vp, table, sl = to_pages(k, v, [kl], heads, dim, 64, gen, args.pool)  # pages TMA takes
-        run64, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(kp, vp, table, sl, 64))
-        r["ours_paged64"] = flops / time_fn(run64) / 1e12
         rows.append(r)
         print(json.dumps(r), flush=True)
         del q, k, v, o, kp, vp
@@ -405,13 +415,14 @@ def main():
     cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer",
             "fa3_paged16", "flashinfer_paged16"]
     print(f"{'dtype':<6}{'d':>4} {'shape':<14}{'causal':>7}" + "".join(f"{c:>9}" for c in cols) +
-          f"{'÷best':>7}{'maxdiff':>9}")
+          f"{'÷best':>7}{'maxdiff':>9}{'spread':>8}")
     f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
     for r in rows:
         ratio = r["ours"] / r["best_peer"] if r.get("best_peer") else None
         md = r.get("fa3_maxdiff", r.get("flash_maxdiff"))
         print(f"{r['dtype'][:6]:<6}{r['head_dim']:>4} {r['shape']:<14}{str(r['causal']):>7}" +
-              "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}")
+              "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}" +
+              f"{f(100 * max(r.get(c + '_spread') or 0 for c in cols), 7)}%")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
