@@ -84,7 +84,8 @@ void check_problem(const Problem& p) {
   // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, the
   // default, every page size), and once on a persistent grid, packed or paged
   // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
-  // across them). At d 256 there is no v3 kernel ("wgmma"
+  // across them), packed by the dynamic walk or the static one (FLASHSERVE_PREFILL_WS_SCHED, by
+  // the seed's parity; paged walks are static). At d 256 there is no v3 kernel ("wgmma"
   // takes the warp-specialized one).
   struct Run {
     const char* kernel;
@@ -109,6 +110,7 @@ void check_problem(const Problem& p) {
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"},
                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #ifdef FLASHSERVE_PREFILL_TRACE
 #include <cstdio>
@@ -296,6 +297,40 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 #endif
 }
 
+// The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
+// one zeroed allocation a device, handed out round robin. Each launch leaves its pair at zero
+// (the kernel's last CTA), and a pair comes back 4096 launches later, long after its launch
+// has ended. Null (the static walk) while the stream is being captured into a graph, where a
+// replay could run beside a later launch that took the same pair, where
+// FLASHSERVE_PREFILL_WS_SCHED=static (A/B) or on any error.
+unsigned* ws_sched_pair(cudaStream_t stream) {
+  constexpr int kMaxDevices = 64, kPairs = 4096;
+  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SCHED");
+  if (force != nullptr && std::strcmp(force, "static") == 0) return nullptr;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  int device = 0;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone ||
+      cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  static std::mutex mu;
+  static unsigned* pairs[kMaxDevices] = {};
+  static unsigned next[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (pairs[device] == nullptr) {
+    unsigned* buf = nullptr;
+    if (cudaMalloc(&buf, sizeof(unsigned) * 2 * kPairs) != cudaSuccess ||
+        cudaMemset(buf, 0, sizeof(unsigned) * 2 * kPairs) != cudaSuccess) {
+      if (buf != nullptr) cudaFree(buf);
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    pairs[device] = buf;
+  }
+  return pairs[device] + 2 * (next[device]++ % kPairs);
+}
+
 #ifdef FLASHSERVE_PREFILL_TRACE
 // Bench-only (a -DFLASHSERVE_PREFILL_TRACE=ON build): where FLASHSERVE_PREFILL_TRACE names a file,
 // the warp-specialized kernel's stamps (WsTrace) of this call go there, overwritten at every call:
@@ -365,18 +400,22 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   if (p.head_dim == 256 && kernel == Kernel::kWgmma) kernel = Kernel::kWs;
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
-    // One CTA a work item, dispatched by the hardware in WsWorkOrder's order, or a persistent
-    // grid of one CTA an SM walking the items statically: better where items are short and
-    // alike (d 128, packed, not causal, sequences of 4k keys or fewer: 16×1k 495 against 450
-    // TFLOP/s, 4×4k 625/586 against 609/569), worse where a static walk balances them badly
-    // (causal: 4×4k 422/434 against 501/507, 16×1k 330 against 338) and no better on long
-    // rows (1×16k 608/541 against 614/549; bench/history/prefill.md, "prefill v4.8").
-    // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces it (A/B).
+    // A persistent grid of one CTA an SM walking the items, or one CTA an item (dispatched by the
+    // hardware in WsWorkOrder's order). Packed: persistent by default, by the dynamic walk
+    // (ws_sched_pair): it takes the next longest item as a CTA frees up, as the hardware's
+    // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
+    // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
+    // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
+    // has no counters (a graph capture), the static walk only where items are short and alike
+    // (d 128, not causal, up to 4k keys a sequence: 4×4k 625/586 against 609/569); it balances
+    // causal items badly (4×4k causal 422/434 against 501/507; bench/history/prefill.md,
+    // "prefill v4.8"). Paged: one CTA an item. FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces
+    // the grid, FLASHSERVE_PREFILL_WS_SCHED=static the static walk (A/B).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
-    const bool short_items = p.head_dim == 128 && !p.paged && !p.mask.causal &&
-                             p.total_k <= 4096ll * std::max(1, p.batch);
-    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : short_items) {
+    unsigned* sched = p.paged ? nullptr : ws_sched_pair(stream);
+    const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -385,6 +424,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     const bool wide = ws_wide(p);
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
       err = cudaSuccess;
+      if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif

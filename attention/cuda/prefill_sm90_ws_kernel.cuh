@@ -52,6 +52,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
+  // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
+  // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
+  unsigned* sched = nullptr;
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
   unsigned long long* trace = nullptr;
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
@@ -175,7 +178,8 @@ struct PrefillWsTraits {
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
   static constexpr int kRowSlotBytes = kBlockN <= 128 ? 2 * (16 * ((kBlockN / 16 + 3) / 4 * 4) * 4 + 16) : 0;
-  static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 1024;
+  // + 16: the item slot of the dynamic scheduler (the item the producer hands the consumers).
+  static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -338,6 +342,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem_v + Tr::kStages * Tr::kTileElems);
   unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
+  int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
   const Pipeline<1> pipe_q{bars, bars + 1};
   const Pipeline<Tr::kStages> pipe_k{bars + 2, bars + 2 + Tr::kStages};
   const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
@@ -369,7 +374,13 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
   // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
   // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
-  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".)
+  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) Or, packed with maps.sched, a
+  // dynamic walk (FA3's): each CTA starts at item blockIdx.x and its producer claims the next by an
+  // atomic add when it has issued the last one's loads (so a CTA takes the next longest item as
+  // it frees up: the hardware's dispatch of one CTA an item, without a CTA's start and end); the
+  // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
+  // (the consumers read it after that stage's wait), and ends the walk with an item >= total.
+  const bool dynamic = maps.sched != nullptr && !p.paged;
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
   const int total = num_m * order.pairs;
@@ -405,8 +416,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       }
     }
     PipeState<1> sq;
-    auto issue_q = [&](const PrefillCta& cta, int h) {  // Q, once the consumers are done with the last item's
+    auto issue_q = [&](const PrefillCta& cta, int h, int w) {  // Q, once the consumers are done with the last item's
       pipe_q.producer_acquire(sq);
+      if (dynamic) *item_slot = w;
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
 #pragma unroll
@@ -429,7 +441,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
           if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
           if (tid == 0) {
             trace.stamp(traced, 28);
-            issue_q(cta, h);
+            issue_q(cta, h, w);
             trace.stamp(traced, 29);
             trace.value(traced, 30, w);
           }
@@ -468,14 +480,28 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     }
     State sk, sv;
     int traced = 0;
-    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    // The dynamic walk's hand-over without a Q load: an item without keys, or the end (w >= total).
+    auto hand_over = [&](int w) {
+      pipe_q.producer_acquire(sq);
+      *item_slot = w;
+      MBarrier::arrive(pipe_q.full_barrier(sq));
+      sq.advance();
+    };
+    auto next_item = [&](int w) {
+      return dynamic ? static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)) : w + static_cast<int>(gridDim.x);
+    };
+    for (int w = blockIdx.x; w < total; w = next_item(w)) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
-      if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
+      if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+      if (num_tiles == 0) {
+        if (dynamic) hand_over(w);  // the consumers still write its rows (no keys: zeros)
+        continue;
+      }
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
       if (tid == 0) {
         trace.stamp(traced, 28);
-        issue_q(cta, h);
+        issue_q(cta, h, w);
         trace.stamp(traced, 29);
         trace.value(traced, 30, w);
       }
@@ -539,6 +565,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         ids_prev = ids_cur;
       }
     }
+    if (dynamic) {
+      hand_over(total);
+      // Every claim of this CTA is made; the last CTA done leaves the counters at zero for the
+      // next launch that takes them.
+      __threadfence();
+      if (atomicAdd(maps.sched + 1, 1u) == gridDim.x - 1) {
+        atomicExch(maps.sched, 0u);
+        atomicExch(maps.sched + 1, 0u);
+      }
+    }
     if (cp_gather) cp_async_wait<0>();
     return;
   }
@@ -572,10 +608,20 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   auto stamp = [&](int event) {
     if (stamper) trace.stamp(traced, 8 * cw + event);
   };
-  for (int w = blockIdx.x; w < total; w += gridDim.x) {
+  for (int w = blockIdx.x;; w += gridDim.x) {
+    if (dynamic) {
+      pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+      w = *item_slot;
+      __syncwarp();  // every lane's read before its warp's lane 0 releases the stage (the producer rewrites the slot)
+    }
+    if (w >= total) break;
     PrefillCta cta;
     int h, b, key_base, num_tiles;
-    if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+    if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+    if (dynamic && num_tiles == 0) {
+      pipe_q.consumer_release(sq, lane);  // a hand-over without Q
+      sq.advance();
+    }
     stamp(0);
     if (ctid == 0) {
       trace.value(traced, 24, w);
