@@ -3,7 +3,9 @@
 // prefill_sm90_kernel.cuh and prefill_kernel.cuh; templated on head_dim, the tile (query rows ×
 // keys) and the storage type, one instance per file (prefill_sm90_ws_hd*_*.cu).
 //
-// CTA = (sequence, query head, tile of kBlockM query rows), 128 threads a warpgroup:
+// Work item = (sequence, query head, tile of kBlockM query rows); a CTA takes one item, or on a
+// persistent grid walks items (packed: the dynamic walk, item by item claimed by an atomic add;
+// see the kernel's walk comment). 128 threads a warpgroup:
 //  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
 //    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
 //    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
@@ -26,7 +28,8 @@
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
 //    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs.
-// bench/history/prefill.md, "prefill v4.0" to "prefill v4.4", has the floors, predictions and
+// The O tile is normalised in registers and stored 16 bytes a thread (quad_transpose).
+// bench/history/prefill.md, "prefill v4.0" to "prefill v4.9", has the floors, predictions and
 // measurements.
 #pragma once
 
