@@ -242,6 +242,7 @@ void Engine::loop() {
 }
 
 bool Engine::step() {
+  const auto t0 = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   // Cancellations first: their blocks are free for this step.
   auto drop_cancelled = [&](auto& list) {
@@ -260,6 +261,8 @@ bool Engine::step() {
   const StepPlan plan = scheduler_.schedule(running_, waiting_);
   stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
   for (const auto& [s, st] : plan.failed) finish(request_of(s), FinishReason::kError, st);
+  const auto t_scheduled = Clock::now();
+  stats_.step_schedule_s += seconds(t0, t_scheduled);
   if (plan.empty()) return plan.made_room;
 
   builder_.build(plan, cache_);
@@ -274,6 +277,8 @@ bool Engine::step() {
     }
   }
   ++stats_.steps;
+  const auto t_built = Clock::now();
+  stats_.step_build_s += seconds(t_scheduled, t_built);
 
   // The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
   lock.unlock();
@@ -284,8 +289,11 @@ bool Engine::step() {
     fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
                          std::to_string(logprobs.size()) + " logprobs for " +
                          std::to_string(builder_.rows().size()) + " rows");
+  const auto t_forward = Clock::now();
   lock.lock();
   deliver(plan, fst, sampled, logprobs);
+  stats_.step_forward_s += seconds(t_built, t_forward);
+  stats_.step_deliver_s += seconds(t_forward, Clock::now());
   return true;
 }
 

@@ -97,6 +97,12 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t prompt_tokens = 0, generation_tokens = 0;
   int64_t steps = 0;
+  // Wall time the step thread spent in each part of its steps, summed (seconds): scheduling
+  // (cancellations, the scheduler), building the batch (block tables, copy-on-write copies), the
+  // model's forward pass and draws (on a GPU: uploads, kernels and the sampled ids' copy back),
+  // and delivering (the engine lock taken back, the tokens pushed to the streams). The host's
+  // share of a step is all but the forward. /metrics: flashserve:step_seconds_total{phase}.
+  double step_schedule_s = 0, step_build_s = 0, step_forward_s = 0, step_deliver_s = 0;
 };
 
 struct Request;  // server/engine/request.h

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string_view>
+#include <utility>
 
 #include "server/grpc/server.h"
 
@@ -77,6 +78,14 @@ std::string Metrics::render() const {
   counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
           static_cast<double>(s.prefix_queries));
   counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", static_cast<double>(s.prefix_hits));
+  out += "# HELP flashserve:step_seconds_total The step thread's wall time by part of a step (host: all but forward).\n"
+         "# TYPE flashserve:step_seconds_total counter\n";
+  for (const auto& [phase, v] : {std::pair<const char*, double>{"schedule", s.step_schedule_s},
+                                 {"build", s.step_build_s},
+                                 {"forward", s.step_forward_s},
+                                 {"deliver", s.step_deliver_s}})
+    out += std::string("flashserve:step_seconds_total{phase=\"") + phase + "\"} " + fmt(v) + "\n";
+  counter("flashserve:steps_total", "Engine steps run.", static_cast<double>(s.steps));
   {
     std::lock_guard<std::mutex> lock(mu_);
     out += "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n";
