@@ -258,6 +258,7 @@ def main():
             for col, fn, env in entries:
                 if col + "_error" in r:
                     continue
+                saved = {key: os.environ.get(key) for key in env}  # the caller's own settings come back
                 os.environ.update(env)
                 try:
                     vals[col].append(flops / time_fn(fn) / 1e12)
@@ -265,8 +266,11 @@ def main():
                     r[col] = None
                     r[col + "_error"] = str(e).splitlines()[0][:100]
                 finally:
-                    for key in env:
-                        del os.environ[key]
+                    for key, val in saved.items():
+                        if val is None:
+                            del os.environ[key]
+                        else:
+                            os.environ[key] = val
         for col, v in vals.items():
             if col + "_error" in r or not v:
                 continue
@@ -411,6 +415,9 @@ def main():
         del q, k, v, o
         torch.cuda.empty_cache()
 
+    if args.json:  # before the table: a failure there loses nothing
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
     print()
     cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer",
             "fa3_paged16", "flashinfer_paged16"]
@@ -418,14 +425,11 @@ def main():
           f"{'÷best':>7}{'maxdiff':>9}{'spread':>8}")
     f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
     for r in rows:
-        ratio = r["ours"] / r["best_peer"] if r.get("best_peer") else None
+        ratio = r["ours"] / r["best_peer"] if r.get("best_peer") and r.get("ours") else None
         md = r.get("fa3_maxdiff", r.get("flash_maxdiff"))
         print(f"{r['dtype'][:6]:<6}{r['head_dim']:>4} {r['shape']:<14}{str(r['causal']):>7}" +
               "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}" +
-              f"{f(100 * max(r.get(c + '_spread') or 0 for c in cols), 7)}%")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+              f"{f(100 * max([v for k, v in r.items() if k.endswith('_spread')] or [0]), 7)}%")
 
 
 def _sdpa(be, qs, ks, vs):

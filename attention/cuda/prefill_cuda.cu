@@ -299,10 +299,14 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 
 // The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
 // one zeroed allocation a device, handed out round robin. Each launch leaves its pair at zero
-// (the kernel's last CTA), and a pair comes back 4096 launches later, long after its launch
-// has ended. Null (the static walk) while the stream is being captured into a graph, where a
+// (the kernel's last CTA), and a pair comes back 4096 launches later: the bound is that fewer
+// than 4096 packed prefill launches of a device are queued or running at once (over all
+// streams; launches on one stream run one after another). Null (a persistent grid then walks
+// statically, else one CTA an item) while the stream is being captured into a graph, where a
 // replay could run beside a later launch that took the same pair, where
-// FLASHSERVE_PREFILL_WS_SCHED=static (A/B) or on any error.
+// FLASHSERVE_PREFILL_WS_SCHED=static (A/B) or on any error. The pool is made on a device's first
+// call and zeroed on the caller's stream (ordered before the launch whatever the stream's
+// flags), in the relaxed capture mode (another thread's capture is not disturbed).
 unsigned* ws_sched_pair(cudaStream_t stream) {
   constexpr int kMaxDevices = 64, kPairs = 4096;
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SCHED");
@@ -320,8 +324,13 @@ unsigned* ws_sched_pair(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mu);
   if (pairs[device] == nullptr) {
     unsigned* buf = nullptr;
-    if (cudaMalloc(&buf, sizeof(unsigned) * 2 * kPairs) != cudaSuccess ||
-        cudaMemset(buf, 0, sizeof(unsigned) * 2 * kPairs) != cudaSuccess) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    bool ok = cudaMalloc(&buf, sizeof(unsigned) * 2 * kPairs) == cudaSuccess &&
+              cudaMemsetAsync(buf, 0, sizeof(unsigned) * 2 * kPairs, stream) == cudaSuccess &&
+              cudaStreamSynchronize(stream) == cudaSuccess;
+    if (exchanged) ok = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess && ok;
+    if (!ok) {
       if (buf != nullptr) cudaFree(buf);
       (void)cudaGetLastError();
       return nullptr;
@@ -407,10 +416,11 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
     // has no counters (a graph capture), the static walk only where items are short and alike
-    // (d 128, not causal, up to 4k keys a sequence: 4×4k 625/586 against 609/569); it balances
+    // (d 128, not causal, 4k keys a sequence or fewer on average: 4×4k 625/586 against 609/569); it balances
     // causal items badly (4×4k causal 422/434 against 501/507; bench/history/prefill.md,
     // "prefill v4.8"). Paged: one CTA an item. FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces
-    // the grid, FLASHSERVE_PREFILL_WS_SCHED=static the static walk (A/B).
+    // the grid, FLASHSERVE_PREFILL_WS_SCHED=static takes the dynamic walk's counters away (A/B: a
+    // persistent grid then walks statically).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = p.paged ? nullptr : ws_sched_pair(stream);

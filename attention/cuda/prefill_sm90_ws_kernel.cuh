@@ -4,8 +4,8 @@
 // keys) and the storage type, one instance per file (prefill_sm90_ws_hd*_*.cu).
 //
 // Work item = (sequence, query head, tile of kBlockM query rows); a CTA takes one item, or on a
-// persistent grid walks items (packed: the dynamic walk, item by item claimed by an atomic add;
-// see the kernel's walk comment). 128 threads a warpgroup:
+// persistent grid walks items (packed: the dynamic walk, item by item claimed by an atomic add,
+// or where the host has no counters for it the static walk; see the kernel's walk comment). 128 threads a warpgroup:
 //  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
 //    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
 //    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
@@ -382,7 +382,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // atomic add when it has issued the last one's loads (so a CTA takes the next longest item as
   // it frees up: the hardware's dispatch of one CTA an item, without a CTA's start and end); the
   // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
-  // (the consumers read it after that stage's wait), and ends the walk with an item >= total.
+  // (the consumers read it after that stage's wait; an item without keys and the end, an item >=
+  // total, come with a plain arrival and no Q).
   const bool dynamic = maps.sched != nullptr && !p.paged;
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
