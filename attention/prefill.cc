@@ -48,7 +48,7 @@ Status validate_prefill_shapes(const PrefillParams& p) {
     FS_RETURN_IF_ERROR(check_positive(kWhere, "o_head_stride", p.o_head_stride));
   }
   if (p.paged) {
-    FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype));
+    FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype, p.device));
     return validate_page_view_shapes(kWhere, p.pages, dtype_size(p.pages.dtype));
   }
   FS_RETURN_IF_ERROR(check_pointer(kWhere, "cu_seqlens_k", p.cu_seqlens_k, 4));

@@ -85,7 +85,7 @@ Status validate_decode_shapes(const DecodeParams& p) {
   FS_RETURN_IF_ERROR(check_positive(kWhere, "q_head_stride", p.q_head_stride));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_row_stride", p.o_row_stride));
   FS_RETURN_IF_ERROR(check_positive(kWhere, "o_head_stride", p.o_head_stride));
-  FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype));
+  FS_RETURN_IF_ERROR(validate_page_view_dtype(kWhere, p.pages, p.dtype, p.device));
   FS_RETURN_IF_ERROR(validate_page_view_shapes(kWhere, p.pages, dtype_size(p.pages.dtype)));
   if (p.num_splits >= 1) FS_RETURN_IF_ERROR(check_positive(kWhere, "pages_per_split", p.pages_per_split));
   if (p.num_splits > 1) {

@@ -166,10 +166,17 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, DType src_dtyp
                         std::to_string(shape_.num_layers) + ")");
   if (!is_valid(src_dtype)) return invalid_argument("KVStorage::append: invalid source dtype");
   const bool quantize = is_fp8(shape_.dtype) && is_activation_dtype(src_dtype);
-  if (src_dtype != shape_.dtype && !quantize)
+  // fp32 into a 16-bit pool (the CPU model's --kv-cache-dtype bf16/fp16): rounded to nearest even.
+  const bool narrow = src_dtype == DType::kFloat32 &&
+                      (shape_.dtype == DType::kBFloat16 || shape_.dtype == DType::kFloat16);
+  if (src_dtype != shape_.dtype && !quantize && !narrow)
     return invalid_argument(std::string("KVStorage::append: K/V of ") + dtype_name(src_dtype) + " into a " +
                             dtype_name(shape_.dtype) +
-                            " pool (the pool's own type, or fp32/fp16/bf16 into an FP8 pool)");
+                            " pool (the pool's own type, fp32/fp16/bf16 into an FP8 pool, or fp32 into a 16-bit "
+                            "pool on the CPU)");
+  if (src_dtype != shape_.dtype && device_ == Device::kCUDA)
+    return invalid_argument(std::string("KVStorage::append: on CUDA K/V come in the pool's type (") +
+                            dtype_name(shape_.dtype) + "), got " + dtype_name(src_dtype));
   if (n == 0) return Status::Ok();
   const int64_t elem = dtype_size(shape_.dtype), src_elem = dtype_size(src_dtype);
   FS_RETURN_IF_ERROR(check_pointer(where, "k_new", k_new, src_elem));
@@ -210,6 +217,9 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, DType src_dtyp
         if (quantize) {
           quantize_head(ks + h * D * src_elem, k_scale[h], reinterpret_cast<uint8_t*>(kd + dst));
           quantize_head(vs + h * D * src_elem, v_scale[h], reinterpret_cast<uint8_t*>(vd + dst));
+        } else if (narrow) {
+          convert_from_float(reinterpret_cast<const float*>(ks) + h * D, shape_.dtype, D, kd + dst);
+          convert_from_float(reinterpret_cast<const float*>(vs) + h * D, shape_.dtype, D, vd + dst);
         } else {
           std::memcpy(kd + dst, ks + h * head_bytes, head_bytes);
           std::memcpy(vd + dst, vs + h * head_bytes, head_bytes);

@@ -81,7 +81,8 @@ class KVStorage {
   // The same with k_new, v_new of type src_dtype: the storage dtype (copied as they are: for
   // an FP8 pool, codes already quantized with its scales), or, into an FP8 pool, fp32, fp16 or
   // bf16 (what the model produces: the CPU model fp32, the CUDA model bf16), quantized as
-  // code = sat_rne(x / scale[layer, kv head]) with x / scale in fp32. Any other pair is a
+  // code = sat_rne(x / scale[layer, kv head]) with x / scale in fp32; or fp32 into a bf16/fp16
+  // pool (the CPU model with a 16-bit cache), rounded to nearest even. Any other pair is a
   // mismatch: INVALID_ARGUMENT, nothing written. CUDA: the storage dtype only.
   Status append(int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new, const void* v_new,
                 const int64_t* slots, int64_t n, void* stream = nullptr);

@@ -23,7 +23,7 @@ Status validate_page_view_shapes(const char* where, const KVPageView& pages, int
   return Status::Ok();
 }
 
-Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype) {
+Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype, Device device) {
   if (!is_valid(pages.dtype)) return invalid_argument(std::string(where) + ": the pages have an invalid dtype");
   if (is_fp8(pages.dtype)) {
     if (pages.k_scales == nullptr || pages.v_scales == nullptr)
@@ -33,10 +33,13 @@ Status validate_page_view_dtype(const char* where, const KVPageView& pages, DTyp
     FS_RETURN_IF_ERROR(check_pointer(where, "v_scales", pages.v_scales, 4));
     return Status::Ok();
   }
-  if (pages.dtype != dtype)
+  // The CPU kernels widen 16-bit pages under an fp32 call (exact): the CPU model's bf16/fp16 cache.
+  const bool widen = device == Device::kCPU && dtype == DType::kFloat32 &&
+                     (pages.dtype == DType::kBFloat16 || pages.dtype == DType::kFloat16);
+  if (pages.dtype != dtype && !widen)
     return invalid_argument(std::string(where) + ": the pages hold " + dtype_name(pages.dtype) +
                             " but the call's dtype is " + (is_valid(dtype) ? dtype_name(dtype) : "invalid") +
-                            " (q, o and unquantized pages share one type)");
+                            " (q, o and unquantized pages share one type; on the CPU an fp32 call also reads bf16/fp16 pages)");
   return Status::Ok();
 }
 

@@ -12,9 +12,9 @@ namespace flashserve {
 Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align);
 
 // The pages' element type against the call's `dtype` (the type of q and o): pages.dtype must be
-// that dtype, or FP8 with both scale pointers set (4-byte aligned). INVALID_ARGUMENT naming both
-// types otherwise.
-Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype);
+// that dtype, or FP8 with both scale pointers set (4-byte aligned), or, on the CPU under an fp32
+// call, bf16/fp16 (the kernels widen them exactly). INVALID_ARGUMENT naming both types otherwise.
+Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype, Device device);
 
 // FP8 pages (host-readable scales): each of the num_kv_heads K and V scales finite and > 0
 // (INVALID_ARGUMENT naming the first bad one). Nothing to check for other pages.

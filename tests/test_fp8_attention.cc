@@ -329,12 +329,13 @@ TEST(Fp8AttentionBadInput, DtypeMismatchesAreRefusedAndNothingIsWritten) {
       EXPECT_NE(st.message().find("is a KV-page type"), std::string::npos) << st.message();
       EXPECT_TRUE(f.untouched());
     }
-    // bf16 pages under an fp32 (or fp16) call: the pool and the call disagree.
+    // bf16 pages under an fp16 call, or under an fp32 call on CUDA: the pool and the call
+    // disagree (the CPU widens 16-bit pages under an fp32 call: the CPU model's bf16 cache).
     KVPageView bf16 = fp8;
     bf16.dtype = DType::kBFloat16;
     bf16.k_scales = bf16.v_scales = nullptr;
-    for (DType call : {DType::kFloat32, DType::kFloat16}) {
-      const Status st = f.run_with(bf16, call);
+    for (auto [call, device] : {std::pair{DType::kFloat32, Device::kCUDA}, std::pair{DType::kFloat16, Device::kCPU}}) {
+      const Status st = f.run_with(bf16, call, device);
       EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
       EXPECT_NE(st.message().find(std::string("the pages hold bf16 but the call's dtype is ") + dtype_name(call)),
                 std::string::npos)

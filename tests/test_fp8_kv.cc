@@ -256,12 +256,16 @@ TEST(Fp8Storage, AppendRefusesMismatchedSourcesAndWritesNothing) {
   const int64_t bad_slots[3] = {0, 7, 20};
   EXPECT_EQ(s.append(0, 2, DType::kFloat32, k.data(), v.data(), bad_slots, 3).code(), StatusCode::kOutOfRange);
   EXPECT_EQ(pool_bytes(s), before);
-  // A 16-bit pool takes its own type only (as before), fp32 is a mismatch.
+  // A 16-bit pool takes its own type, or fp32 on the CPU (the CPU model's bf16/fp16 cache);
+  // another 16-bit type is a mismatch and writes nothing.
   KVStorage b;
   ASSERT_TRUE(KVStorage::create(Device::kCPU, shape_of(2, 4, 3, 5, 16, DType::kBFloat16), &b).ok());
-  const Status st = b.append(0, 2, DType::kFloat32, k.data(), v.data(), slots, 3);
+  const std::vector<uint8_t> b_before = pool_bytes(b);
+  std::vector<uint16_t> halves(k.size(), 0x3c00);
+  const Status st = b.append(0, 2, DType::kFloat16, halves.data(), halves.data(), slots, 3);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("fp32 into a bf16 pool"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("fp16 into a bf16 pool"), std::string::npos) << st.message();
+  EXPECT_EQ(pool_bytes(b), b_before);
   // Codes of the pool's own format are copied as they are (already quantized).
   std::vector<uint8_t> codes(2 * 3 * 3 * 16);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>((i * 37 + 5) % 256);
@@ -296,6 +300,33 @@ TEST(Fp8Storage, CopyBlocksIsByteExact) {
         ASSERT_EQ(0, std::memcmp(&after[l * layer + b * block], &before[l * layer + from * block], block))
             << dtype_name(t) << " layer " << l << " block " << b;
       }
+  }
+}
+
+// fp32 into a bf16 / fp16 pool on the CPU: each value rounded to nearest even (dtype.h's
+// conversions), in the slots the layout names, every layer; other slots stay zero.
+TEST(Fp8Storage, AppendNarrowsFp32IntoSixteenBitPools) {
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    KVStorage s;
+    ASSERT_TRUE(KVStorage::create(Device::kCPU, shape_of(2, 4, 3, 5, 16, t), &s).ok());
+    std::vector<float> k(2 * 3 * 3 * 16), v(k.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = std::ldexp(static_cast<float>((i * 7919) % 1001) - 500.f, -7) + 1e-4f;
+      v[i] = std::ldexp(static_cast<float>((i * 104729) % 999) - 499.f, -5) - 3e-5f;
+    }
+    const int64_t slots[3] = {0, 7, 19};
+    ASSERT_TRUE(s.append(0, 2, DType::kFloat32, k.data(), v.data(), slots, 3).ok());
+    const KVPageView pv = s.view(0, nullptr, 0, nullptr);
+    for (int l = 0; l < 2; ++l)
+      for (int i = 0; i < 3; ++i)
+        for (int h = 0; h < 3; ++h)
+          for (int d = 0; d < 16; ++d) {
+            const size_t src = ((l * 3 + i) * 3 + h) * 16 + d;
+            const int64_t at = pv.offset_of_slot(slots[i], h) + d;
+            ASSERT_EQ(load_as_float(s.k_pages(l), t, at), round_to(t, k[src])) << dtype_name(t) << " k " << src;
+            ASSERT_EQ(load_as_float(s.v_pages(l), t, at), round_to(t, v[src])) << dtype_name(t) << " v " << src;
+          }
+    EXPECT_EQ(load_as_float(s.k_pages(1), t, pv.offset_of_slot(1, 0)), 0.f);
   }
 }
 
