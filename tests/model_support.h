@@ -13,14 +13,16 @@
 
 namespace flashserve::test {
 
-// The tiny preset's model with synthetic weights of `seed`, its cache holding num_blocks blocks.
-inline std::unique_ptr<model::LlamaModel> tiny_model(uint64_t seed, int num_blocks, int block_size) {
+// The tiny preset's model with synthetic weights of `seed`, its cache holding num_blocks blocks
+// of kv.dtype (fp32 by default).
+inline std::unique_ptr<model::LlamaModel> tiny_model(uint64_t seed, int num_blocks, int block_size,
+                                                     const model::KvCacheOptions& kv = {}) {
   model::LlamaConfig c;
   EXPECT_TRUE(model::synthetic_preset("tiny", &c).ok());
   model::LlamaWeights w;
   EXPECT_TRUE(model::synthetic_weights(c, seed, &w).ok());
   auto m = std::make_unique<model::LlamaModel>();
-  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, m.get()).ok());
+  EXPECT_TRUE(model::LlamaModel::create(c, std::move(w), num_blocks, block_size, m.get(), kv).ok());
   return m;
 }
 

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "kvcache/kv_cache_manager.h"
@@ -182,6 +184,11 @@ TEST(LlamaConfig, GenerationConfigEosIds) {
   EXPECT_EQ(apply_generation_config("not json", &c).code(), StatusCode::kInvalidArgument);
 }
 
+// The tiny preset as a Hugging Face config.json.
+constexpr const char* kTinyConfigJson = R"({"vocab_size": 512, "hidden_size": 128, "intermediate_size": 344,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096, "eos_token_id": 2})";
+
 // The tiny model, written to a folder (bf16 weights in two shards) and loaded back.
 LlamaModel load_tiny(int num_blocks, int block_size) {
   LlamaConfig c;
@@ -195,9 +202,7 @@ LlamaModel load_tiny(int num_blocks, int block_size) {
                                 std::vector<TensorToWrite>(tensors.begin(), tensors.begin() + half)).ok());
   EXPECT_TRUE(write_safetensors(dir + "/model-00002-of-00002.safetensors",
                                 std::vector<TensorToWrite>(tensors.begin() + half, tensors.end())).ok());
-  std::ofstream(dir + "/config.json") << R"({"vocab_size": 512, "hidden_size": 128, "intermediate_size": 344,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-      "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096, "eos_token_id": 2})";
+  std::ofstream(dir + "/config.json") << kTinyConfigJson;
   // transformers' generate takes its eos ids from generation_config.json over config.json's.
   std::ofstream(dir + "/generation_config.json") << R"({"bos_token_id": 1, "eos_token_id": [2, 5]})";
   LlamaConfig lc;
@@ -316,6 +321,237 @@ TEST(LlamaModel, MixedBatchWithPrefixReuse) {
   ForwardBatch bad = b2;
   bad.tokens[0] = V;  // a token id past the vocabulary
   EXPECT_EQ(m.forward(bad, &logits).code(), StatusCode::kOutOfRange);
+}
+
+// --kv-cache-dtype and --kv-cache-scale (server/model/kv_cache_options.h): the choices, and
+// every bad value refused with a message naming the flag.
+TEST(KvCacheOptions, ParsesTheFlagsAndRefusesBadValues) {
+  DType t = DType::kFloat32;
+  ASSERT_TRUE(parse_kv_cache_dtype("auto", DType::kBFloat16, &t).ok());
+  EXPECT_EQ(t, DType::kBFloat16);
+  for (DType want : {DType::kBFloat16, DType::kFloat16, DType::kFp8E4M3, DType::kFp8E5M2}) {
+    ASSERT_TRUE(parse_kv_cache_dtype(dtype_name(want), DType::kFloat32, &t).ok());
+    EXPECT_EQ(t, want);
+  }
+  for (const char* bad : {"", "fp8", "fp32", "FP8_E4M3", "int8", "bf16 "}) {
+    const Status st = parse_kv_cache_dtype(bad, DType::kFloat32, &t);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("--kv-cache-dtype"), std::string::npos) << st.message();
+  }
+  float k = 0, v = 0;
+  ASSERT_TRUE(parse_kv_cache_scale("0.05", &k, &v).ok());
+  EXPECT_EQ(k, 0.05f);
+  EXPECT_EQ(v, 0.05f);
+  ASSERT_TRUE(parse_kv_cache_scale("0.125,3e-3", &k, &v).ok());
+  EXPECT_EQ(k, 0.125f);
+  EXPECT_EQ(v, 3e-3f);
+  for (const char* bad : {"", ",", "0", "-1", "0,1", "1,0", "nan", "1,nan", "inf", "1e39", "x", "1,2,3", "1,", ",1",
+                          " 1", "1x", "-0"}) {
+    const Status st = parse_kv_cache_scale(bad, &k, &v);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_NE(st.message().find("--kv-cache-scale"), std::string::npos) << st.message();
+  }
+  KvCacheOptions o;  // scales given for a cache that is not FP8
+  o.k_scale = o.v_scale = 1.f;
+  EXPECT_EQ(o.validate().code(), StatusCode::kInvalidArgument);
+  o.dtype = DType::kFp8E4M3;
+  EXPECT_TRUE(o.validate().ok());
+  o.v_scale = std::nanf("");
+  EXPECT_EQ(o.validate().code(), StatusCode::kInvalidArgument);
+  LlamaConfig c;
+  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 42, &w).ok());
+  LlamaModel m;
+  EXPECT_EQ(LlamaModel::create(c, std::move(w), 8, 4, &m, o).code(), StatusCode::kInvalidArgument);
+}
+
+KvCacheOptions cache_of(DType t) {
+  KvCacheOptions o;
+  o.dtype = t;
+  return o;
+}
+
+// The tiny model over each cache dtype: chunked prefill (5 + 5 + 3) then 12 split-K decode
+// steps, teacher-forced on the reference's greedy tokens; each step's logits against the
+// no-cache fp32 reference. fp32 is the reference's own (2e-3 as above); bf16/fp16 round K/V;
+// FP8 (calibrated on the first prefill) costs more, e5m2 (2 mantissa bits) more than e4m3 (3).
+// Measured max |dlogit| (seed 3): fp32 2.2e-6, bf16 4.4e-3, fp16 9.0e-4, e4m3 0.088, e5m2 0.158.
+TEST(LlamaModel, CachedForwardPerCacheDtype) {
+  LlamaConfig c;
+  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  const int V = c.vocab_size;
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt(13);
+  for (auto& t : prompt) t = std::uniform_int_distribution<int>(3, V - 1)(rng);
+  std::map<DType, double> err;
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16, DType::kFp8E4M3, DType::kFp8E5M2}) {
+    LlamaWeights w;
+    ASSERT_TRUE(synthetic_weights(c, 42, &w).ok());
+    LlamaModel m;
+    ASSERT_TRUE(LlamaModel::create(c, std::move(w), 64, 4, &m, cache_of(t)).ok());
+    EXPECT_EQ(m.kv_shape().dtype, t);
+    KVCacheManager mgr(small_cache());
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(1, prompt.data(), 13, 0, &cached).ok());
+    std::vector<float> logits;
+    for (int start = 0; start < 13; start += 5) {
+      ForwardBatch b = make_batch(mgr, {{1, &prompt, std::min(13, start + 5) - start}}, 0);
+      ASSERT_TRUE(m.forward(b, &logits).ok()) << dtype_name(t);
+    }
+    std::vector<int32_t> seq = prompt;
+    double max_err = 0;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<float> ref;
+      ASSERT_TRUE(m.reference_forward(seq, &ref).ok());
+      const float* ref_last = &ref[(seq.size() - 1) * V];
+      for (int i = 0; i < V; ++i) {
+        ASSERT_FALSE(std::isnan(logits[i])) << dtype_name(t);
+        max_err = std::max(max_err, static_cast<double>(std::fabs(logits[i] - ref_last[i])));
+      }
+      seq.push_back(argmax(ref_last, V));
+      ForwardBatch b = make_batch(mgr, {{1, &seq, 1}}, 1);
+      ASSERT_TRUE(m.forward(b, &logits).ok()) << dtype_name(t);
+    }
+    err[t] = max_err;
+    std::printf("cache %s: max |dlogit| %.3g over 12 decode steps\n", dtype_name(t), max_err);
+  }
+  EXPECT_LT(err[DType::kFloat32], 2e-3);
+  EXPECT_LT(err[DType::kFloat16], 1e-2);
+  EXPECT_LT(err[DType::kBFloat16], 5e-2);
+  EXPECT_LT(err[DType::kFp8E4M3], 0.25);
+  EXPECT_LT(err[DType::kFp8E5M2], 0.5);
+  EXPECT_LT(err[DType::kFloat32], err[DType::kBFloat16]);  // the cache dtype matters, in the expected order
+  EXPECT_LT(err[DType::kBFloat16], err[DType::kFp8E4M3]);
+  EXPECT_LT(err[DType::kFp8E4M3], err[DType::kFp8E5M2]);
+}
+
+// The largest |fp8 value| of layer `l`, kv head `h` over the slots [0, n): with calibrated scales
+// (amax · headroom / max), the first prefill's largest element lands on max / headroom.
+float largest_code_value(const LlamaModel& m, int32_t l, int32_t h, int64_t n, bool keys) {
+  const KVStorage& kv = const_cast<LlamaModel&>(m).kv();
+  const KVPageView pv = kv.view(l, nullptr, 0, nullptr);
+  const auto* pages = static_cast<const uint8_t*>(keys ? kv.k_pages(l) : kv.v_pages(l));
+  float best = 0.f;
+  for (int64_t slot = 0; slot < n; ++slot)
+    for (int32_t d = 0; d < m.config().head_dim; ++d) {
+      const uint8_t code = pages[pv.offset_of_slot(slot, h) + d];
+      const float x = kv.shape().dtype == DType::kFp8E4M3 ? fp8_e4m3_to_float(code) : fp8_e5m2_to_float(code);
+      best = std::max(best, std::fabs(x));
+    }
+  return best;
+}
+
+// Calibration and its fixed point: before the first prefill no layer has scales; the first
+// prefill sets every (layer, kv head)'s so that its largest |K| (|V|) maps to max / headroom
+// (224 for e4m3, 28672 for e5m2: exactly, by round to nearest); a second sequence's prefill, a
+// decode step and a prompt of larger values change nothing.
+TEST(LlamaModel, Fp8ScalesCalibratedOnTheFirstPrefillThenFixed) {
+  LlamaConfig c;
+  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    LlamaWeights w;
+    ASSERT_TRUE(synthetic_weights(c, 42, &w).ok());
+    LlamaModel m;
+    ASSERT_TRUE(LlamaModel::create(c, std::move(w), 64, 4, &m, cache_of(t)).ok());
+    for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
+      EXPECT_FALSE(m.kv_scales_fixed(l));
+      EXPECT_EQ(m.kv_scale_source(l), "");
+    }
+    KVCacheManager mgr(small_cache());
+    std::vector<int32_t> a = {5, 9, 11, 300, 42, 17, 8, 99, 123};  // 9 tokens: slots 4..12 (block 0 is null)
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(1, a.data(), 9, 0, &cached).ok());
+    std::vector<float> logits;
+    ForwardBatch b1 = make_batch(mgr, {{1, &a, 9}}, 0);
+    ASSERT_TRUE(m.forward(b1, &logits).ok());
+    const float target = fp8_max(t) / kDefaultCalibrationHeadroom;
+    std::vector<float> scales;
+    for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
+      EXPECT_EQ(m.kv_scale_source(l), "calibrated");
+      for (int32_t h = 0; h < c.num_key_value_heads; ++h) {
+        EXPECT_EQ(largest_code_value(m, l, h, 4 * 64, true), target) << dtype_name(t) << " layer " << l << " head " << h;
+        EXPECT_EQ(largest_code_value(m, l, h, 4 * 64, false), target) << dtype_name(t) << " layer " << l << " head " << h;
+        scales.push_back(m.kv().k_scales(l)[h]);
+        scales.push_back(m.kv().v_scales(l)[h]);
+        EXPECT_GT(m.kv().k_scales(l)[h], 0.f);
+        EXPECT_NE(m.kv().k_scales(l)[h], m.kv().v_scales(l)[h]);
+      }
+    }
+    std::vector<int32_t> b = {400, 401, 402, 7, 7, 7, 300, 300, 1, 2, 3};  // another sequence, another prompt
+    ASSERT_TRUE(mgr.add_sequence(2, b.data(), 11, 0, &cached).ok());
+    std::vector<int32_t> a2 = a;
+    a2.push_back(argmax(logits.data(), c.vocab_size));
+    ForwardBatch b2 = make_batch(mgr, {{1, &a2, 1}, {2, &b, 11}}, 1);
+    ASSERT_TRUE(m.forward(b2, &logits).ok());
+    std::vector<float> after;
+    for (int32_t l = 0; l < c.num_hidden_layers; ++l)
+      for (int32_t h = 0; h < c.num_key_value_heads; ++h) {
+        after.push_back(m.kv().k_scales(l)[h]);
+        after.push_back(m.kv().v_scales(l)[h]);
+      }
+    EXPECT_EQ(after, scales) << dtype_name(t) << ": scales changed after the first prefill";
+  }
+}
+
+// Scales from the checkpoint (k_scale [1]: every kv head; v_scale [kv_heads]: one a head) and
+// from --kv-cache-scale, which wins; bad checkpoint scales are refused at load by name.
+TEST(LlamaModel, Fp8ScalesFromTheCheckpointOrTheFlag) {
+  LlamaConfig c;
+  ASSERT_TRUE(synthetic_preset("tiny", &c).ok());
+  const std::string dir = temp_dir("fp8scales");
+  std::ofstream(dir + "/config.json") << kTinyConfigJson;
+  auto write_with = [&](std::vector<float> k, std::vector<float> v) {
+    LlamaWeights w;
+    EXPECT_TRUE(synthetic_weights(c, 42, &w).ok());
+    for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
+      w.layers[l].k_scale = k;
+      w.layers[l].v_scale = v;
+      for (float& x : w.layers[l].k_scale) x *= static_cast<float>(l + 1);
+    }
+    EXPECT_TRUE(write_safetensors(dir + "/model.safetensors", weights_as_tensors(c, w, DType::kBFloat16)).ok());
+  };
+  write_with({0.03f}, {0.01f, 0.02f});
+  LlamaConfig lc;
+  LlamaWeights lw;
+  ASSERT_TRUE(load_model_folder(dir, &lc, &lw).ok());
+  ASSERT_EQ(lw.layers[1].k_scale, std::vector<float>{0.06f});
+  LlamaWeights lw2 = lw;
+  LlamaModel m;
+  ASSERT_TRUE(LlamaModel::create(lc, std::move(lw), 16, 4, &m, cache_of(DType::kFp8E4M3)).ok());
+  for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
+    EXPECT_EQ(m.kv_scale_source(l), "checkpoint");
+    for (int32_t h = 0; h < c.num_key_value_heads; ++h) {
+      EXPECT_EQ(m.kv().k_scales(l)[h], 0.03f * static_cast<float>(l + 1));
+      EXPECT_EQ(m.kv().v_scales(l)[h], h == 0 ? 0.01f : 0.02f);
+    }
+  }
+  KvCacheOptions flag = cache_of(DType::kFp8E5M2);
+  flag.k_scale = 0.5f;
+  flag.v_scale = 0.25f;
+  LlamaModel f;
+  ASSERT_TRUE(LlamaModel::create(lc, std::move(lw2), 16, 4, &f, flag).ok());
+  EXPECT_EQ(f.kv_scale_source(1), "--kv-cache-scale");
+  EXPECT_EQ(f.kv().k_scales(1)[1], 0.5f);
+  EXPECT_EQ(f.kv().v_scales(0)[0], 0.25f);
+  // Bad scales in the checkpoint: zero, negative, NaN, inf, a shape that is not [], [1] or [kv_heads].
+  for (const auto& [k, what] : {std::pair{std::vector<float>{0.f}, "k_scale[0] = 0"},
+                                std::pair{std::vector<float>{-0.5f}, "must be finite and > 0"},
+                                std::pair{std::vector<float>{std::nanf("")}, "must be finite and > 0"},
+                                std::pair{std::vector<float>{INFINITY}, "must be finite and > 0"},
+                                std::pair{std::vector<float>{1.f, 1.f, 1.f}, "must have shape"}}) {
+    write_with(k, {0.01f});
+    LlamaWeights bad;
+    const Status st = load_model_folder(dir, &lc, &bad);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(st.message().find("self_attn.k_scale"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  }
+  write_with({0.5f}, {});  // a k_scale without its v_scale
+  LlamaWeights half;
+  const Status st = load_model_folder(dir, &lc, &half);
+  EXPECT_NE(st.message().find("has a k_scale but no v_scale"), std::string::npos) << st.message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

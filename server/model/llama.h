@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "kvcache/kv_storage.h"
 #include "server/model/attention_step.h"
 #include "server/model/config.h"
+#include "server/model/kv_cache_options.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
 
@@ -19,11 +21,21 @@ namespace flashserve::model {
 
 class LlamaModel : public Model {
  public:
-  // The KV storage (fp32, on the CPU) holds num_blocks blocks of block_size tokens.
+  // The KV storage (on the CPU) holds num_blocks blocks of block_size tokens of kv.dtype: fp32
+  // (the default, the model's own type), bf16/fp16 (rounded on append, widened exactly by the
+  // kernels) or FP8 with scales from kv, from the checkpoint's k_scale/v_scale, or calibrated on
+  // each layer's first prefill (server/model/kv_cache_options.h).
   static Status create(const LlamaConfig& config, LlamaWeights weights, int32_t num_blocks, int32_t block_size,
-                       LlamaModel* out);
+                       LlamaModel* out, const KvCacheOptions& kv = {});
   // That storage's shape (the server sizes it from --kv-cache-memory with it).
-  static KVStorageShape kv_storage_shape(const LlamaConfig& config, int32_t num_blocks, int32_t block_size);
+  static KVStorageShape kv_storage_shape(const LlamaConfig& config, int32_t num_blocks, int32_t block_size,
+                                         DType dtype = DType::kFloat32);
+  // FP8 caches: whether layer `layer`'s scales are fixed yet, and where they came from
+  // ("--kv-cache-scale", "checkpoint", "calibrated"; "" while not fixed, or for other caches).
+  bool kv_scales_fixed(int32_t layer) const {
+    return layer >= 0 && layer < static_cast<int32_t>(scale_source_.size()) && !scale_source_[layer].empty();
+  }
+  const std::string& kv_scale_source(int32_t layer) const { return scale_source_.at(layer); }
 
   const LlamaConfig& config() const override { return config_; }
   const KVStorageShape& kv_shape() const override { return kv_.shape(); }
@@ -45,7 +57,12 @@ class LlamaModel : public Model {
   LlamaConfig config_;
   LlamaWeights w_;
   std::vector<double> inv_freq_;
+  // FP8: layer l's scales from the first step that writes it (amax of that step's K/V per kv head).
+  Status calibrate_scales(int32_t layer, const float* k, const float* v, int64_t num_tokens);
+
   KVStorage kv_;
+  KvCacheOptions kv_options_;
+  std::vector<std::string> scale_source_;  // FP8: [num_layers], see kv_scale_source
   AttentionStepBuilder steps_;  // each step's positions, tables and attention params
 };
 

@@ -42,6 +42,28 @@ std::vector<Named> tensor_list(const LlamaConfig& c, LlamaWeights& w) {
   return t;
 }
 
+// An optional KV cache scale tensor: absent leaves *out empty; [] or [1] is one scale for every
+// kv head, [kv_heads] one a head; each finite and > 0.
+Status read_kv_scale(const std::vector<SafetensorsFile>& files, const std::string& name, int32_t num_kv_heads,
+                     std::vector<float>* out) {
+  out->clear();
+  for (const auto& file : files) {
+    if (!file.has(name)) continue;
+    const std::vector<int64_t> shape = file.tensors().at(name).shape;
+    if (!(shape.empty() || shape == std::vector<int64_t>{1} || shape == std::vector<int64_t>{num_kv_heads}))
+      return invalid_argument("model weights: " + name + " must have shape [], [1] or [" +
+                              std::to_string(num_kv_heads) + "] (one scale a kv head)");
+    FS_RETURN_IF_ERROR(file.read_f32(name, shape, out));
+    for (size_t h = 0; h < out->size(); ++h) {
+      if (!((*out)[h] > 0.f) || !std::isfinite((*out)[h]))
+        return invalid_argument("model weights: " + name + "[" + std::to_string(h) + "] = " +
+                                std::to_string((*out)[h]) + " must be finite and > 0");
+    }
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status synthetic_weights(const LlamaConfig& c, uint64_t seed, LlamaWeights* out) {
@@ -70,6 +92,20 @@ Status load_weights(const LlamaConfig& c, const std::vector<SafetensorsFile>& fi
       if (file.has(t.name)) f = &file;
     if (f == nullptr) return invalid_argument("model weights: tensor " + t.name + " is in none of the files");
     FS_RETURN_IF_ERROR(f->read_f32(t.name, t.shape, t.data));
+  }
+  for (int32_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".self_attn.";
+    LayerWeights& l = w.layers[i];
+    FS_RETURN_IF_ERROR(read_kv_scale(files, p + "k_scale", c.num_key_value_heads, &l.k_scale));
+    FS_RETURN_IF_ERROR(read_kv_scale(files, p + "v_scale", c.num_key_value_heads, &l.v_scale));
+    std::vector<float> both;  // older FP8 checkpoints: one kv_scale for K and V
+    FS_RETURN_IF_ERROR(read_kv_scale(files, p + "kv_scale", c.num_key_value_heads, &both));
+    if (l.k_scale.empty()) l.k_scale = both;
+    if (l.v_scale.empty()) l.v_scale = both;
+    if (l.k_scale.empty() != l.v_scale.empty())
+      return invalid_argument("model weights: layer " + std::to_string(i) + " has a " +
+                              (l.k_scale.empty() ? "v_scale" : "k_scale") + " but no " +
+                              (l.k_scale.empty() ? "k_scale" : "v_scale"));
   }
   *out = std::move(w);
   return Status::Ok();
@@ -103,6 +139,14 @@ std::vector<TensorToWrite> weights_as_tensors(const LlamaConfig& c, const LlamaW
   LlamaWeights& mutable_w = const_cast<LlamaWeights&>(w);  // tensor_list only takes addresses
   std::vector<TensorToWrite> out;
   for (Named& t : tensor_list(c, mutable_w)) out.push_back({t.name, t.shape, t.data->data(), dtype});
+  for (int32_t i = 0; i < c.num_hidden_layers && i < static_cast<int32_t>(w.layers.size()); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const std::string p = "model.layers." + std::to_string(i) + ".self_attn.";
+    if (!l.k_scale.empty())  // scales stay fp32, as FP8 checkpoints keep them
+      out.push_back({p + "k_scale", {static_cast<int64_t>(l.k_scale.size())}, l.k_scale.data(), DType::kFloat32});
+    if (!l.v_scale.empty())
+      out.push_back({p + "v_scale", {static_cast<int64_t>(l.v_scale.size())}, l.v_scale.data(), DType::kFloat32});
+  }
   return out;
 }
 

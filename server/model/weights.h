@@ -20,6 +20,9 @@ struct LayerWeights {
   std::vector<float> post_norm;   // [hidden]
   std::vector<float> w_gate, w_up;  // [intermediate, hidden]
   std::vector<float> w_down;      // [hidden, intermediate]
+  // FP8 checkpoints' KV cache scales (self_attn.k_scale / v_scale, or kv_scale for both): [1] for
+  // every kv head or [kv_heads]; empty where the checkpoint has none (server/model/kv_cache_options.h).
+  std::vector<float> k_scale, v_scale;
 };
 
 struct LlamaWeights {
@@ -32,7 +35,9 @@ struct LlamaWeights {
 
 // Random weights (fixed seed): norms near 1, projections N(0, 1/fan_in).
 Status synthetic_weights(const LlamaConfig& c, uint64_t seed, LlamaWeights* out);
-// Reads every tensor by its Hugging Face name from the files (any split across files).
+// Reads every tensor by its Hugging Face name from the files (any split across files), and the
+// optional per-layer KV cache scales (a scale that is not finite and > 0, or of another shape
+// than [], [1] or [kv_heads], is INVALID_ARGUMENT naming the tensor).
 Status load_weights(const LlamaConfig& c, const std::vector<SafetensorsFile>& files, LlamaWeights* out);
 // A model folder: config.json and every *.safetensors in it.
 Status load_model_folder(const std::string& dir, LlamaConfig* config, LlamaWeights* weights);
