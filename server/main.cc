@@ -30,6 +30,7 @@
 #include "server/model/config.h"
 #include "server/model/gguf.h"
 #include "server/model/gguf_weights.h"
+#include "server/model/kv_cache_options.h"
 #include "server/model/llama.h"
 #include "server/signals.h"
 #if FLASHSERVE_WITH_CUDA
@@ -203,6 +204,29 @@ int main(int argc, char** argv) {
       ->envname("FLASHSERVE_KV_CACHE_MEMORY")
       ->excludes(num_blocks_opt)
       ->excludes(utilization_opt);
+  // The cache's element type (issue 25): FP8 halves the bytes a token of bf16 (a quarter of the
+  // CPU model's fp32), so the same memory holds twice (four times) the tokens.
+  std::string kv_cache_dtype = "auto";
+  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "the KV cache's element type: auto (the model's: fp32 on the CPU, bf16 on CUDA), bf16, fp16, "
+                 "fp8_e4m3 or fp8_e5m2 (1 byte an element, a scale per layer and kv head; CPU only for now)")
+      ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}))
+      ->envname("FLASHSERVE_KV_CACHE_DTYPE");
+  std::string kv_cache_scale;
+  app.add_option("--kv-cache-scale", kv_cache_scale,
+                 "FP8 cache: K[,V] dequantization scales for every layer and kv head (element = scale x fp8 "
+                 "code; V = K if one is given); default: the checkpoint's k_scale/v_scale, else calibrated on "
+                 "each layer's first prefill (amax x 2 / the format's max), fixed from then on")
+      ->check(CLI::Validator(
+          [](std::string& in) -> std::string {
+            float k = 0, v = 0;
+            const Status st = model::parse_kv_cache_scale(in, &k, &v);
+            if (st.ok()) return {};
+            const std::string prefix = "--kv-cache-scale: ", m = st.message();  // CLI11 names the flag
+            return m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m;
+          },
+          "K[,V]"))
+      ->envname("FLASHSERVE_KV_CACHE_SCALE");
   app.add_option("--block-size", ec.block_size, "tokens a KV block")
       ->check(in_range(1, 256))
       ->check(kPowerOfTwo)
@@ -269,6 +293,26 @@ int main(int argc, char** argv) {
     spdlog::error("--gpu-memory-utilization is for --device cuda; on the CPU the KV cache is --num-blocks (default "
                   "1024) or --kv-cache-memory");
     return 1;
+  }
+  // The cache dtype: auto is the model's own; on CUDA only bf16 until the FP8 kernels exist.
+  model::KvCacheOptions kv_options;
+  {
+    Status kst = model::parse_kv_cache_dtype(kv_cache_dtype, device == "cuda" ? DType::kBFloat16 : DType::kFloat32,
+                                             &kv_options.dtype);
+    if (kst.ok() && !kv_cache_scale.empty())
+      kst = model::parse_kv_cache_scale(kv_cache_scale, &kv_options.k_scale, &kv_options.v_scale);
+    if (kst.ok()) kst = kv_options.validate();
+    if (kst.ok() && device == "cuda" && is_fp8(kv_options.dtype))
+      kst = unsupported("--kv-cache-dtype " + kv_cache_dtype +
+                        ": an FP8 KV cache is not supported on --device cuda yet (issue 25: the GPU kernels do not "
+                        "read FP8 pages; use it with --device cpu, or --kv-cache-dtype auto/bf16 on CUDA)");
+    if (kst.ok() && device == "cuda" && kv_options.dtype != DType::kBFloat16)
+      kst = unsupported("--kv-cache-dtype " + kv_cache_dtype +
+                        ": the CUDA model's cache is bf16 (--kv-cache-dtype auto or bf16)");
+    if (!kst.ok()) {
+      spdlog::error("{}", kst.message());
+      return 1;
+    }
   }
   // The pool: --num-blocks (given, or by default on the CPU), else sized from memory by
   // --kv-cache-memory or (on CUDA, by default) --gpu-memory-utilization; kv_budget names the
@@ -357,12 +401,21 @@ int main(int argc, char** argv) {
   if (device == "cpu") {
     if (kv_cache_memory > 0) {
       CacheSizing sized;
-      st = size_cache(kv_budget, kv_cache_memory, model::LlamaModel::kv_storage_shape(config, 0, ec.block_size),
+      st = size_cache(kv_budget, kv_cache_memory,
+                      model::LlamaModel::kv_storage_shape(config, 0, ec.block_size, kv_options.dtype),
                       config.max_position_embeddings, &sized);
       ec.num_blocks = sized.num_blocks;
     }
     auto cpu = std::make_unique<model::LlamaModel>();
-    if (st.ok()) st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get());
+    if (st.ok())
+      st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get(), kv_options);
+    if (st.ok() && is_fp8(kv_options.dtype))
+      spdlog::info("KV cache scales: {}",
+                   kv_options.has_fixed_scales()
+                       ? fmt::format("--kv-cache-scale K {} V {}, every layer and kv head", kv_options.k_scale,
+                                     kv_options.v_scale)
+                   : cpu->kv_scales_fixed(0) ? std::string("the checkpoint's k_scale/v_scale")
+                                             : std::string("calibrated on each layer's first prefill, then fixed"));
     m = std::move(cpu);
   } else if (device == "cuda") {
 #if FLASHSERVE_WITH_CUDA
@@ -388,8 +441,8 @@ int main(int argc, char** argv) {
     st = invalid_argument("--device must be cpu or cuda");
   }
   if (st.ok())
-    spdlog::info("KV cache: {}, by {}{}", describe(cache_sizing(m->kv_shape())), kv_budget,
-                 memory.total_bytes > 0 ? " of " + describe(memory) : "");
+    spdlog::info("KV cache: {}, by {}{} ({} pages)", describe(cache_sizing(m->kv_shape())), kv_budget,
+                 memory.total_bytes > 0 ? " of " + describe(memory) : "", dtype_name(m->kv_shape().dtype));
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
   so.model_name = served_model_name.empty() ? model : served_model_name;
   so.device = device;

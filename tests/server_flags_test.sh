@@ -5,7 +5,7 @@
 # at the edges of the ranges are taken. The KV cache sizing flags (issue 26): bad values, two ways
 # of sizing at once and --gpu-memory-utilization on the CPU refused before listening; a
 # --kv-cache-memory too small for one sequence of the context refused at start-up, by name; with
-# "cuda", the sizing on the GPU (below). Usage: server_flags_test.sh SERVER [cuda]. Prints "N
+# "cuda", the sizing on the GPU (below). The KV cache dtype (issue 25): at the end. Usage: server_flags_test.sh SERVER [cuda]. Prints "N
 # passed, N failed".
 set -u
 server=$1
@@ -78,7 +78,7 @@ if [ "${2:-}" = cuda ]; then
   check "... nothing is left for the pool, and it says what holds the memory" \
     'grep -q -- "--gpu-memory-utilization 0.1 allows .* weights and buffers.*nothing is left for the KV cache" "$tmp/err"'
   served -- "${gpu[@]}" --num-blocks 1024
-  check "--num-blocks 1024 on the GPU: as before" 'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 2.00 GiB), by --num-blocks$" "$tmp/err"'
+  check "--num-blocks 1024 on the GPU: as before" 'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 2.00 GiB), by --num-blocks (bf16 pages)$" "$tmp/err"'
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
   exit
@@ -162,5 +162,35 @@ check "... the log gives its blocks and tokens" \
   'grep -q "KV cache: 257 blocks of 16 tokens (4096 tokens, 4.02 MiB), by --kv-cache-memory 4210688" "$tmp/err"'
 served FLASHSERVE_KV_CACHE_MEMORY=100000000 -- --port 0 "${base[@]}"
 check "FLASHSERVE_KV_CACHE_MEMORY=100000000: 6103 blocks" 'grep -q "KV cache: 6103 blocks of 16 tokens" "$tmp/err"'
+
+# The KV cache dtype (issue 25): --kv-cache-dtype and --kv-cache-scale with their twins; a bad
+# value, scales for a cache that is not FP8, and an FP8 (or fp16) cache on CUDA are refused before
+# listening, by name. FP8 pages are one byte an element: a quarter of the CPU model's fp32 bytes,
+# four times the tokens in the same --kv-cache-memory.
+for v in fp8 FP8_E4M3 fp32 int8 ''; do refused --kv-cache-dtype "--kv-cache-dtype '$v'" -- --port 0 "${base[@]}" --kv-cache-dtype "$v"; done
+refused --kv-cache-dtype "FLASHSERVE_KV_CACHE_DTYPE=fp4" FLASHSERVE_KV_CACHE_DTYPE=fp4 -- --port 0 "${base[@]}"
+for v in 0 -1 nan inf 1e39 x 1,2,3 0.5,0 0.5, ''; do
+  refused --kv-cache-scale "--kv-cache-scale '$v'" -- --port 0 "${base[@]}" --kv-cache-dtype fp8_e4m3 --kv-cache-scale "$v"
+done
+refused --kv-cache-scale "FLASHSERVE_KV_CACHE_SCALE=nan" FLASHSERVE_KV_CACHE_SCALE=nan -- --port 0 "${base[@]}" --kv-cache-dtype fp8_e4m3
+refused --kv-cache-scale "--kv-cache-scale with the fp32 cache" -- --port 0 "${base[@]}" --kv-cache-scale 0.5
+refused --kv-cache-dtype "--kv-cache-dtype fp8_e4m3 on --device cuda" -- --port 0 "${base[@]}" --device cuda --kv-cache-dtype fp8_e4m3
+check "... says FP8 is not supported on CUDA yet" 'grep -q "an FP8 KV cache is not supported on --device cuda yet" "$tmp/err"'
+refused --kv-cache-dtype "FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 on --device cuda" FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 -- --port 0 "${base[@]}" --device cuda
+refused --kv-cache-dtype "--kv-cache-dtype fp16 on --device cuda" -- --port 0 "${base[@]}" --device cuda --kv-cache-dtype fp16
+served -- --port 0 "${base[@]}" --kv-cache-dtype fp8_e4m3
+check "--kv-cache-dtype fp8_e4m3 is served (rc $rc)" '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ]'
+check "... 1 byte an element: 4 KiB a block, the log names the pages" \
+  'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 4.00 MiB), by the default --num-blocks (fp8_e4m3 pages)" "$tmp/err"'
+check "... scales calibrated on the first prefill" 'grep -q "KV cache scales: calibrated on each layer.s first prefill, then fixed" "$tmp/err"'
+served -- --port 0 "${base[@]}" --kv-cache-dtype bf16 --kv-cache-memory 100000000
+check "--kv-cache-dtype bf16 --kv-cache-memory 100000000: 12207 blocks (twice fp32's 6103)" \
+  'grep -q "KV cache: 12207 blocks of 16 tokens (195296 tokens, 95.37 MiB), by --kv-cache-memory 100000000 (bf16 pages)" "$tmp/err"'
+served FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 FLASHSERVE_KV_CACHE_SCALE=0.5,0.25 -- --port 0 "${base[@]}" --kv-cache-memory 100000000
+check "FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 with --kv-cache-memory 100000000: 24414 blocks (4x fp32's)" \
+  'grep -q "KV cache: 24414 blocks of 16 tokens (390608 tokens, 95.37 MiB), by --kv-cache-memory 100000000 (fp8_e5m2 pages)" "$tmp/err"'
+check "... FLASHSERVE_KV_CACHE_SCALE=0.5,0.25 taken" 'grep -q "KV cache scales: --kv-cache-scale K 0.5 V 0.25" "$tmp/err"'
+served -- --port 0 "${base[@]}" --kv-cache-dtype auto
+check "--kv-cache-dtype auto on the CPU: fp32 pages, as before" 'grep -q "16.00 MiB), by the default --num-blocks (fp32 pages)" "$tmp/err"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -41,10 +41,10 @@ struct Fixture {
 };
 
 Fixture start(engine::EngineConfig ec = {}, const std::string& token = "", const std::string& cert = "",
-              const std::string& key = "", ServerOptions so = {}) {
+              const std::string& key = "", ServerOptions so = {}, const model::KvCacheOptions& kv = {}) {
   Fixture f;
   if (ec.num_blocks == 256) ec.num_blocks = 512;
-  auto m = test::tiny_model(7, ec.num_blocks, ec.block_size);
+  auto m = test::tiny_model(7, ec.num_blocks, ec.block_size, kv);
   EXPECT_TRUE(engine::Engine::create(ec, std::move(m), &f.engine).ok());
   so.port = 0;
   so.metrics_port = 0;
@@ -114,6 +114,8 @@ TEST(GrpcServer, StreamsEveryTokenInOrder) {
   v1::ModelInfo mi;
   ASSERT_TRUE(f.stub->GetModelInfo(&ctx, {}, &mi).ok());
   EXPECT_EQ(mi.vocab_size(), 512);
+  EXPECT_EQ(mi.dtype(), "fp32");
+  EXPECT_EQ(mi.kv_cache_dtype(), "fp32");
 }
 
 TEST(GrpcServer, HundredsOfConcurrentStreams) {
@@ -243,8 +245,28 @@ TEST(GrpcServer, MetricsScrapeHasTheVllmSeries) {
         "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
         "vllm:request_success_total{finished_reason=\"length\"} 3", "vllm:time_to_first_token_seconds_count 3",
         "vllm:time_per_output_token_seconds_count 3", "vllm:inter_token_latency_seconds_count 12",
-        "vllm:e2e_request_latency_seconds_count 3", "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3"})
+        "vllm:e2e_request_latency_seconds_count 3", "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3",
+        "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"fp32\",num_gpu_blocks=\"512\"} 1"})
     EXPECT_NE(m.find(series), std::string::npos) << "missing: " << series << "\n" << m;
+}
+
+// An FP8 cache (issue 25): generation streams, GetModelInfo and /metrics name the cache dtype.
+TEST(GrpcServer, Fp8CacheIsReportedInModelInfoAndMetrics) {
+  model::KvCacheOptions kv;
+  kv.dtype = DType::kFp8E4M3;
+  Fixture f = start({}, "", "", "", {}, kv);
+  const Result r = generate(*f.stub, request({5, 17, 300, 42, 9, 11, 250}, 6));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens.size(), 6u);
+  grpc::ClientContext ctx;
+  v1::ModelInfo mi;
+  ASSERT_TRUE(f.stub->GetModelInfo(&ctx, {}, &mi).ok());
+  EXPECT_EQ(mi.dtype(), "fp32");  // the activations'
+  EXPECT_EQ(mi.kv_cache_dtype(), "fp8_e4m3");
+  const std::string m = scrape(f.server->metrics_port());
+  EXPECT_NE(m.find("vllm:cache_config_info{block_size=\"16\",cache_dtype=\"fp8_e4m3\",num_gpu_blocks=\"512\"} 1"),
+            std::string::npos)
+      << m;
 }
 
 TEST(GrpcServer, BearerToken) {

@@ -130,6 +130,8 @@ class Engine {
 
   EngineStats stats() const;
   const model::LlamaConfig& model_config() const { return model_->config(); }
+  // The model's KV storage: its dtype (the cache dtype), blocks and block size.
+  const KVStorageShape& kv_shape() const { return model_->kv_shape(); }
   const EngineConfig& config() const { return config_; }
 
  private:

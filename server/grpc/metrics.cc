@@ -86,6 +86,13 @@ std::string Metrics::render() const {
                                  {"deliver", s.step_deliver_s}})
     out += std::string("flashserve:step_seconds_total{phase=\"") + phase + "\"} " + fmt(v) + "\n";
   counter("flashserve:steps_total", "Engine steps run.", static_cast<double>(s.steps));
+  if (engine != nullptr) {  // vLLM's cache_config_info: the cache's configuration as labels, value 1
+    const KVStorageShape& kv = engine->kv_shape();
+    out += "# HELP vllm:cache_config_info Information of the KV cache's configuration (the labels).\n"
+           "# TYPE vllm:cache_config_info gauge\n"
+           "vllm:cache_config_info{block_size=\"" + std::to_string(kv.block_size) + "\",cache_dtype=\"" +
+           dtype_name(kv.dtype) + "\",num_gpu_blocks=\"" + std::to_string(kv.num_blocks) + "\"} 1\n";
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     out += "# HELP vllm:request_success_total Finished requests by reason.\n# TYPE vllm:request_success_total counter\n";

@@ -289,6 +289,7 @@ class GrpcServer::Service final : public v1::Generation::Service {
     info->set_max_context(c.max_position_embeddings);
     info->set_block_size(engine->config().block_size);
     info->set_dtype(opt_.dtype);
+    info->set_kv_cache_dtype(dtype_name(engine->kv_shape().dtype));
     info->set_device(opt_.device);
     for (int32_t e : c.eos_token_ids) info->add_eos_token_ids(e);
     if (const text::TextModel* tm = text_.load(); tm != nullptr && tm->has_tokenizer()) {
