@@ -46,6 +46,8 @@ flashserve::KVPageView to_pages(const fs_pages& p) {
   v.block_table = p.block_table;
   v.block_table_stride = p.block_table_stride;
   v.seq_lens = p.seq_lens;
+  v.k_scales = p.k_scales;
+  v.v_scales = p.v_scales;
   return v;
 }
 
@@ -62,7 +64,8 @@ void copy_common(const Args& a, Params& p) {
   p.q_row_stride = a.q_row_stride;
   p.q_head_stride = a.q_head_stride;
   p.pages = to_pages(a.pages);
-  p.pages.dtype = p.dtype;  // the C ABI's pages hold the call's dtype (FP8 pools: not in the C ABI yet)
+  // FS_FLOAT32 (0, a zeroed fs_pages) means the call's dtype (include/flashserve_c.h).
+  p.pages.dtype = a.pages.dtype == FS_FLOAT32 ? p.dtype : static_cast<flashserve::DType>(a.pages.dtype);
   p.mask = to_mask(a.mask);
   p.o = a.o;
   p.o_row_stride = a.o_row_stride;

@@ -41,7 +41,7 @@ int fs_kv_storage_create(int32_t device, const fs_kv_shape* shape, fs_kv_storage
     *out = nullptr;
     if (device != FS_DEVICE_CPU && device != FS_DEVICE_CUDA)
       return invalid_argument("fs_kv_storage_create: unknown device " + std::to_string(device));
-    if (shape->dtype < FS_FLOAT32 || shape->dtype > FS_BFLOAT16)
+    if (shape->dtype < FS_FLOAT32 || shape->dtype > FS_FP8_E5M2)
       return invalid_argument("fs_kv_storage_create: unknown dtype " + std::to_string(shape->dtype));
     flashserve::KVStorageShape s;
     s.num_layers = shape->num_layers;
@@ -77,6 +77,9 @@ int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out) {
     out->token_stride = v.token_stride;
     out->num_blocks = v.num_blocks;
     out->block_size = v.block_size;
+    out->dtype = static_cast<int32_t>(v.dtype);
+    out->k_scales = v.k_scales;  // FP8: the storage's host array (the CPU kernels read it there)
+    out->v_scales = v.v_scales;
     return Status();
   });
 }
@@ -86,6 +89,24 @@ int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, cons
   return guarded("fs_kv_append", [&]() -> Status {
     if (s == nullptr) return invalid_argument("fs_kv_append: storage is null");
     return s->storage.append(first_layer, num_layers, k_new, v_new, slots, n, stream);
+  });
+}
+
+int fs_kv_append_from(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, int32_t src_dtype,
+                      const void* k_new, const void* v_new, const int64_t* slots, int64_t n, void* stream) {
+  return guarded("fs_kv_append_from", [&]() -> Status {
+    if (s == nullptr) return invalid_argument("fs_kv_append_from: storage is null");
+    if (src_dtype < FS_FLOAT32 || src_dtype > FS_FP8_E5M2)
+      return invalid_argument("fs_kv_append_from: unknown dtype " + std::to_string(src_dtype));
+    return s->storage.append(first_layer, num_layers, static_cast<flashserve::DType>(src_dtype), k_new, v_new, slots,
+                             n, stream);
+  });
+}
+
+int fs_kv_set_scales(fs_kv_storage* s, int32_t layer, const float* k_scales, const float* v_scales) {
+  return guarded("fs_kv_set_scales", [&]() -> Status {
+    if (s == nullptr) return invalid_argument("fs_kv_set_scales: storage is null");
+    return s->storage.set_scales(layer, k_scales, v_scales);
   });
 }
 

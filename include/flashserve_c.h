@@ -30,7 +30,16 @@ typedef enum fs_status {
   FS_UNAVAILABLE = 6
 } fs_status;
 
-typedef enum fs_dtype { FS_FLOAT32 = 0, FS_FLOAT16 = 1, FS_BFLOAT16 = 2 } fs_dtype;
+/* FS_FP8_E4M3 / FS_FP8_E5M2 (OCP e4m3fn: max 448, no inf; e5m2: max 57344): KV pages only, one
+ * byte an element with a scale per (layer, kv head) for K and for V (element = scale * fp8(code));
+ * q and o are fp32, fp16 or bf16. CPU only for now (CUDA: FS_UNSUPPORTED until its kernels exist). */
+typedef enum fs_dtype {
+  FS_FLOAT32 = 0,
+  FS_FLOAT16 = 1,
+  FS_BFLOAT16 = 2,
+  FS_FP8_E4M3 = 3,
+  FS_FP8_E5M2 = 4
+} fs_dtype;
 typedef enum fs_device { FS_DEVICE_CPU = 0, FS_DEVICE_CUDA = 1 } fs_device;
 
 /* The message of this thread's last failed call ("" if none). */
@@ -62,6 +71,14 @@ typedef struct fs_pages {
   const int32_t* block_table; /* [batch, block_table_stride] */
   int64_t block_table_stride;
   const int32_t* seq_lens;    /* [batch] */
+  /* What the pages hold (fs_kv_storage_pages sets these three). dtype FS_FLOAT32 (0, what a
+   * zeroed struct says): the call's dtype, as before. FS_FP8_E4M3 / FS_FP8_E5M2: FP8 codes, with
+   * k_scales and v_scales this layer's [num_kv_heads] fp32 scales where the kernel runs (each
+   * finite and > 0); NULL for other pages. On the CPU an fp32 call also reads FS_BFLOAT16 /
+   * FS_FLOAT16 pages. Any other pair: FS_INVALID_ARGUMENT. */
+  int32_t dtype;              /* fs_dtype */
+  const float* k_scales;
+  const float* v_scales;
 } fs_pages;
 
 /* decode/params.h DecodeParams. */
@@ -189,7 +206,7 @@ typedef struct fs_kv_shape {
   int32_t num_kv_heads;
   int32_t block_size; /* a power of two, 1..256 */
   int32_t head_dim;
-  int32_t dtype; /* fs_dtype */
+  int32_t dtype; /* fs_dtype; FP8: scales 1.0 until fs_kv_set_scales */
 } fs_kv_shape;
 
 /* Allocates and zero-fills (cudaMalloc on FS_DEVICE_CUDA); FS_RESOURCE_EXHAUSTED when short. */
@@ -204,6 +221,17 @@ FS_API int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* 
  * the device (never a write outside the pool): check host slots first with fs_kv_check_slots. */
 FS_API int fs_kv_append(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, const void* k_new,
                         const void* v_new, const int64_t* slots, int64_t n, void* stream);
+/* The same with k_new, v_new of fs_dtype src_dtype: the storage's own (as fs_kv_append), or, into
+ * an FP8 storage, FS_FLOAT32 / FS_FLOAT16 / FS_BFLOAT16, quantized as code = sat_rne(x / scale)
+ * (round to nearest even, saturating to +-max; NaN stays NaN); on the CPU also FS_FLOAT32 into a
+ * 16-bit storage. Another pair: FS_INVALID_ARGUMENT, nothing written. */
+FS_API int fs_kv_append_from(fs_kv_storage* s, int32_t first_layer, int32_t num_layers, int32_t src_dtype,
+                             const void* k_new, const void* v_new, const int64_t* slots, int64_t n, void* stream);
+/* FP8 storages: layer `layer`'s K and V scales, [num_kv_heads] fp32 host arrays (one value in
+ * every head is a per-tensor scale). Set them before appending: pages keep the codes written
+ * under the old ones. Each finite and > 0, the layer in range, the storage FP8; else
+ * FS_INVALID_ARGUMENT / FS_OUT_OF_RANGE and nothing changes. */
+FS_API int fs_kv_set_scales(fs_kv_storage* s, int32_t layer, const float* k_scales, const float* v_scales);
 FS_API int fs_kv_check_slots(const fs_kv_storage* s, const int64_t* slots_host, int64_t n);
 /* Copies block src_dst[2i] to src_dst[2i+1] in every layer, K and V (host array of n pairs).
  * Ids are checked first: FS_OUT_OF_RANGE and nothing copied. */

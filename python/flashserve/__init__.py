@@ -61,16 +61,21 @@ class _T:
             self.ptr = x.data_ptr()
             self.device = _capi.FS_DEVICE_CUDA if x.is_cuda else _capi.FS_DEVICE_CPU
             self.device_index = x.device.index if x.is_cuda else -1
-            self.dtype = {torch.float32: _capi.FS_FLOAT32, torch.float16: _capi.FS_FLOAT16,
-                          torch.bfloat16: _capi.FS_BFLOAT16, torch.int32: "int32"}.get(x.dtype)
+            types = {torch.float32: _capi.FS_FLOAT32, torch.float16: _capi.FS_FLOAT16,
+                     torch.bfloat16: _capi.FS_BFLOAT16, torch.int32: "int32"}
+            for name, code in (("float8_e4m3fn", _capi.FS_FP8_E4M3), ("float8_e5m2", _capi.FS_FP8_E5M2)):
+                if hasattr(torch, name):  # torch >= 2.1
+                    types[getattr(torch, name)] = code
+            self.dtype = types.get(x.dtype)
             self.dtype_name = str(x.dtype)
         elif isinstance(x, np.ndarray):
             self.shape = x.shape
             self.strides = tuple(s // x.itemsize for s in x.strides)
             self.ptr = x.ctypes.data
             self.device, self.device_index = _capi.FS_DEVICE_CPU, -1
+            # uint8: FP8 codes (numpy has no FP8 type), with kv_dtype= naming the format
             self.dtype = {np.dtype(np.float32): _capi.FS_FLOAT32, np.dtype(np.float16): _capi.FS_FLOAT16,
-                          np.dtype(np.int32): "int32"}.get(x.dtype)
+                          np.dtype(np.int32): "int32", np.dtype(np.uint8): "uint8"}.get(x.dtype)
             self.dtype_name = str(x.dtype)
         else:
             raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(x).__name__}")
@@ -80,6 +85,10 @@ class _T:
             raise ValueError(f"{self.name}: expected {ndim} dimensions, got shape {list(self.shape)}")
         if dtype == "float" and self.dtype not in (_capi.FS_FLOAT32, _capi.FS_FLOAT16, _capi.FS_BFLOAT16):
             raise TypeError(f"{self.name}: expected float32, float16 or bfloat16, got {self.dtype_name}")
+        if dtype == "pages" and self.dtype not in (_capi.FS_FLOAT32, _capi.FS_FLOAT16, _capi.FS_BFLOAT16,
+                                                   _capi.FS_FP8_E4M3, _capi.FS_FP8_E5M2, "uint8"):
+            raise TypeError(f"{self.name}: expected float32, float16, bfloat16, float8_e4m3fn or float8_e5m2 "
+                            f"(uint8 with kv_dtype=), got {self.dtype_name}")
         if dtype == "int32" and self.dtype != "int32":
             raise TypeError(f"{self.name}: expected int32, got {self.dtype_name}")
         if last_contiguous and self.shape and self.shape[-1] > 1 and self.strides[-1] != 1:
@@ -143,7 +152,40 @@ def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, 
     return args
 
 
-def _pages(args_pages, kc, vc, block_table, seq_lens):
+_FP8_NAMES = {"fp8_e4m3": _capi.FS_FP8_E4M3, "fp8_e5m2": _capi.FS_FP8_E5M2}
+
+
+def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep):
+    """The pages' fs_dtype and their scales' arrays: the call's dtype (the caches share q's), or FP8
+    (torch float8 caches, or uint8 codes with kv_dtype "fp8_e4m3"/"fp8_e5m2") with k_scales and
+    v_scales float32 [num_kv_heads] on the host. keep collects arrays that must outlive the call."""
+    if kc.dtype != vc.dtype:
+        raise TypeError(f"k_cache {kc.dtype_name} and v_cache {vc.dtype_name} differ")
+    code = kc.dtype
+    if code == "uint8":
+        if kv_dtype not in _FP8_NAMES:
+            raise TypeError(f"uint8 caches hold FP8 codes: kv_dtype must be one of {sorted(_FP8_NAMES)}, got {kv_dtype!r}")
+        code = _FP8_NAMES[kv_dtype]
+    elif kv_dtype is not None and _FP8_NAMES.get(kv_dtype) != code:
+        raise TypeError(f"kv_dtype {kv_dtype!r} does not match the caches' {kc.dtype_name}")
+    if code not in (_capi.FS_FP8_E4M3, _capi.FS_FP8_E5M2):
+        if k_scales is not None or v_scales is not None:
+            raise ValueError("k_scales/v_scales are for FP8 caches")
+        _same_dtype(q, kc, vc)
+        return 0, None, None
+    ptrs = []
+    for name, s in (("k_scales", k_scales), ("v_scales", v_scales)):
+        if s is None:
+            raise ValueError(f"FP8 caches need {name}: float32 [{num_kv_heads}], one a kv head")
+        a = _host(s, np.float32)
+        if a.shape != (num_kv_heads,):
+            raise ValueError(f"{name}: expected float32 [{num_kv_heads}], got shape {list(a.shape)}")
+        keep.append(a)
+        ptrs.append(a.ctypes.data)
+    return code, ptrs[0], ptrs[1]
+
+
+def _pages(args_pages, kc, vc, block_table, seq_lens, page_dtype=(0, None, None)):
     if kc.shape != vc.shape:
         raise ValueError(f"k_cache {list(kc.shape)} and v_cache {list(vc.shape)} differ")
     if kc.strides != vc.strides:
@@ -155,16 +197,17 @@ def _pages(args_pages, kc, vc, block_table, seq_lens):
     p.num_blocks, p.block_size = kc.shape[0], kc.shape[2]
     p.block_table, p.block_table_stride = block_table.ptr, block_table.strides[0]
     p.seq_lens = seq_lens.ptr
+    p.dtype, p.k_scales, p.v_scales = page_dtype
 
 
 # ---- the functions ----------------------------------------------------------------------------
 
 def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window, alibi_slopes,
-             softcap, out, return_lse, seq_lens):
+             softcap, out, return_lse, seq_lens, kv_dtype=None, k_scales=None, v_scales=None):
     paged = seq_lens is not None  # pages: k, v are the caches and cu_seqlens_k the block table
     tq = _T(q, "q").need(3, "float")
-    tk = _T(k, "k_cache" if paged else "k").need(4 if paged else 3, "float")
-    tv = _T(v, "v_cache" if paged else "v").need(4 if paged else 3, "float")
+    tk = _T(k, "k_cache" if paged else "k").need(4 if paged else 3, "pages" if paged else "float")
+    tv = _T(v, "v_cache" if paged else "v").need(4 if paged else 3, "pages" if paged else "float")
     cq = _T(cu_seqlens_q, "cu_seqlens_q").need(1, "int32")
     ck = _T(cu_seqlens_k, "block_table" if paged else "cu_seqlens_k").need(2 if paged else 1, "int32")
     batch = cq.shape[0] - 1
@@ -178,7 +221,12 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     to = _T(o, "out").need(3, "float")
     if to.shape != tq.shape:
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
-    _same_dtype(tq, tk, tv, to)
+    keep = []  # FP8 scales' host copies, alive until the call returns
+    if paged:
+        page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, kv_heads, keep)
+        _same_dtype(tq, to)
+    else:
+        _same_dtype(tq, tk, tv, to)
     lse = _float32_like(q, (total_q, heads))
     tl = _T(lse, "lse")
     device = _same_device(tq, tk, tv, to, cq, ck, tl)
@@ -197,7 +245,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
             raise ValueError(f"block_table {list(ck.shape)} and seq_lens {list(ts.shape)} need {batch} rows")
         _same_device(tq, ts)
         a.paged = 1
-        _pages(a.pages, tk, tv, ck, ts)
+        _pages(a.pages, tk, tv, ck, ts, page_dtype)
     else:
         if ck.shape[0] != batch + 1:
             raise ValueError(f"cu_seqlens_k: expected {batch + 1} entries, got {ck.shape[0]}")
@@ -222,21 +270,27 @@ def varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, *, ca
 
 
 def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, seq_lens, max_seqlen_q=None, *, causal=True,
-                  softmax_scale=None, window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False):
+                  softmax_scale=None, window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False,
+                  kv_dtype=None, k_scales=None, v_scales=None):
     """Varlen prefill over the paged cache: the queries of sequence b are the last q_len_b of its
-    seq_lens[b] keys (a prompt chunk attending to its cached prefix)."""
+    seq_lens[b] keys (a prompt chunk attending to its cached prefix). FP8 caches (as decode's)
+    take k_scales, v_scales float32 [Hkv]."""
     return _prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, max_seqlen_q, causal, softmax_scale, window,
-                    alibi_slopes, softcap, out, return_lse, seq_lens=seq_lens)
+                    alibi_slopes, softcap, out, return_lse, seq_lens=seq_lens, kv_dtype=kv_dtype,
+                    k_scales=k_scales, v_scales=v_scales)
 
 
 def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_scale=None, window=(-1, -1),
-           alibi_slopes=None, softcap=0.0, out=None, return_lse=False, num_workers=None):
+           alibi_slopes=None, softcap=0.0, out=None, return_lse=False, num_workers=None, kv_dtype=None,
+           k_scales=None, v_scales=None):
     """Split-K decode over the paged cache (vLLM's paged_attention / FlashInfer's decode):
     q [batch, q_len (1..8), H, D], caches [blocks, Hkv, block_size, D], block_table int32
-    [batch, max_blocks], seq_lens int32 [batch] (the new tokens included)."""
+    [batch, max_blocks], seq_lens int32 [batch] (the new tokens included). The caches hold q's
+    dtype, or FP8 (torch.float8_e4m3fn / float8_e5m2, or uint8 codes with kv_dtype "fp8_e4m3" /
+    "fp8_e5m2"; CPU only for now) with k_scales, v_scales float32 [Hkv]: key = k_scales[h] * fp8."""
     tq = _T(q, "q").need(4, "float")
-    tk = _T(k_cache, "k_cache").need(4, "float")
-    tv = _T(v_cache, "v_cache").need(4, "float")
+    tk = _T(k_cache, "k_cache").need(4, "pages")
+    tv = _T(v_cache, "v_cache").need(4, "pages")
     tb = _T(block_table, "block_table").need(2, "int32")
     ts = _T(seq_lens, "seq_lens").need(1, "int32")
     batch, q_len, heads, d = tq.shape
@@ -250,7 +304,9 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
     if to.strides[0] != q_len * to.strides[1] or tq.strides[0] != q_len * tq.strides[1]:
         raise ValueError("q and out: batch and q_len must be contiguous with each other")
-    _same_dtype(tq, tk, tv, to)
+    keep = []  # FP8 scales' host copies, alive until the call returns
+    page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, tk.shape[1], keep)
+    _same_dtype(tq, to)
     lse = _float32_like(q, (batch, q_len, heads))
     tl = _T(lse, "lse")
     device = _same_device(tq, tk, tv, tb, ts, to, tl)
@@ -258,7 +314,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
     a.device, a.dtype, a.batch, a.q_len = device, tq.dtype, batch, q_len
     a.num_heads, a.num_kv_heads, a.head_dim = heads, tk.shape[1], d
     a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[1], tq.strides[2]
-    _pages(a.pages, tk, tv, tb, ts)
+    _pages(a.pages, tk, tv, tb, ts, page_dtype)
     _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, device, heads)
     a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[1], to.strides[2]
     a.lse = tl.ptr

@@ -4,6 +4,7 @@ import ctypes
 import os
 
 FS_FLOAT32, FS_FLOAT16, FS_BFLOAT16 = 0, 1, 2
+FS_FP8_E4M3, FS_FP8_E5M2 = 3, 4  # KV pages only, with per-(layer, kv head) scales
 FS_DEVICE_CPU, FS_DEVICE_CUDA = 0, 1
 
 
@@ -18,7 +19,9 @@ class Pages(ctypes.Structure):
                 ("block_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64),
                 ("token_stride", ctypes.c_int64), ("num_blocks", ctypes.c_int32),
                 ("block_size", ctypes.c_int32), ("block_table", ctypes.c_void_p),
-                ("block_table_stride", ctypes.c_int64), ("seq_lens", ctypes.c_void_p)]
+                ("block_table_stride", ctypes.c_int64), ("seq_lens", ctypes.c_void_p),
+                # what the pages hold: FS_FLOAT32 (0) = the call's dtype; FP8 with its scales
+                ("dtype", ctypes.c_int32), ("k_scales", ctypes.c_void_p), ("v_scales", ctypes.c_void_p)]
 
 
 class DecodeArgs(ctypes.Structure):
@@ -103,6 +106,8 @@ def load(path=None):
     lib.fs_kv_storage_destroy.restype = None
     lib.fs_kv_storage_pages.argtypes = [vp, i32, p(Pages)]
     lib.fs_kv_append.argtypes = [vp, i32, i32, vp, vp, vp, i64, vp]
+    lib.fs_kv_append_from.argtypes = [vp, i32, i32, i32, vp, vp, vp, i64, vp]
+    lib.fs_kv_set_scales.argtypes = [vp, i32, vp, vp]
     lib.fs_kv_check_slots.argtypes = [vp, vp, i64]
     lib.fs_kv_copy_blocks.argtypes = [vp, vp, i32, vp]
     lib.fs_block_manager_create.argtypes = [p(BlockManagerConfig), p(vp)]

@@ -241,5 +241,58 @@ def block_manager_and_kv_cache_float16():
     cache_round_trip("float16", 2e-2)
 
 
+def fp8_values(fmt):
+    """The 256 codes' values of fp8_e4m3 (bias 7, S.1111.111 NaN) or fp8_e5m2 (bias 15, IEEE-like)."""
+    c = np.arange(256)
+    mbits, bias = (3, 7) if fmt == "fp8_e4m3" else (2, 15)
+    e, m = (c & 0x7f) >> mbits, c & ((1 << mbits) - 1)
+    mag = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - mbits),
+                   np.ldexp(((1 << mbits) + m).astype(np.float64), e - bias - mbits))
+    val = np.where(c & 0x80, -mag, mag)
+    bad = (c & 0x7f) == 0x7f if fmt == "fp8_e4m3" else e == 31
+    return val, np.flatnonzero(~bad)
+
+
+@case
+def decode_and_paged_prefill_over_fp8_codes():
+    # uint8 caches of FP8 codes (kv_dtype names the format) with per-kv-head scales; free slots
+    # hold NaN codes (never read). Against float64 over the dequantized values.
+    for fmt in ("fp8_e4m3", "fp8_e5m2"):
+        val, ok = fp8_values(fmt)
+        lens = [3, 41, 130]
+        kcodes = ok[rng.integers(0, len(ok), (sum(lens), HK, D))].astype(np.uint8)
+        vcodes = ok[rng.integers(0, len(ok), (sum(lens), HK, D))].astype(np.uint8)
+        ks = (rng.uniform(0.5, 2.0, HK) / np.abs(val[ok]).max() * 4).astype(np.float32)
+        vs = (rng.uniform(0.5, 2.0, HK) / np.abs(val[ok]).max() * 4).astype(np.float32)
+        k = (val[kcodes] * ks[None, :, None]).astype(np.float64)
+        v = (val[vcodes] * vs[None, :, None]).astype(np.float64)
+        kf, vf, table, seq_lens = to_pages(kcodes.astype(np.float32), vcodes.astype(np.float32), lens, 16)
+        nan_code = 0x7f
+        kc = np.where(np.isnan(kf), nan_code, kf).astype(np.uint8)
+        vc = np.where(np.isnan(vf), nan_code, vf).astype(np.uint8)
+        q = rng.standard_normal((len(lens), 1, H, D)).astype(np.float32)
+        o = flashserve.decode(q, kc, vc, table, seq_lens, kv_dtype=fmt, k_scales=ks, v_scales=vs)
+        ro, _ = reference(q.reshape(-1, H, D), k, v, [1] * len(lens), lens, True, 1 / np.sqrt(D))
+        assert np.abs(o.reshape(-1, H, D) - ro).max() < 1e-4, (fmt, np.abs(o.reshape(-1, H, D) - ro).max())
+        qp = rng.standard_normal((sum([2, 5, 7]), H, D)).astype(np.float32)
+        cu_q = np.array([0, 2, 7, 14], dtype=np.int32)
+        op = flashserve.paged_prefill(qp, kc, vc, cu_q, table, seq_lens, kv_dtype=fmt, k_scales=ks, v_scales=vs)
+        rp, _ = reference(qp, k, v, [2, 5, 7], lens, True, 1 / np.sqrt(D))
+        assert np.abs(op - rp).max() < 1e-4, (fmt, np.abs(op - rp).max())
+        raises(ValueError, lambda: flashserve.decode(q, kc, vc, table, seq_lens, kv_dtype=fmt, k_scales=ks),
+               "FP8 caches need v_scales")
+        raises(ValueError, lambda: flashserve.decode(q, kc, vc, table, seq_lens, kv_dtype=fmt, k_scales=ks[:1],
+                                                     v_scales=vs), "k_scales: expected float32 [2]")
+        raises(TypeError, lambda: flashserve.decode(q, kc, vc, table, seq_lens, k_scales=ks, v_scales=vs),
+               "kv_dtype must be one of")
+        raises(flashserve.FlashserveError, lambda: flashserve.decode(q, kc, vc, table, seq_lens, kv_dtype=fmt,
+                                                                     k_scales=-ks, v_scales=vs), "must be finite and > 0")
+    kf = rng.standard_normal((4, HK, 16, D)).astype(np.float32)
+    raises(ValueError, lambda: flashserve.decode(rng.standard_normal((1, 1, H, D)).astype(np.float32), kf, kf,
+                                                 np.ones((1, 1), np.int32), np.array([3], np.int32),
+                                                 k_scales=np.ones(HK, np.float32), v_scales=np.ones(HK, np.float32)),
+           "k_scales/v_scales are for FP8 caches")
+
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
