@@ -420,7 +420,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       }
     }
     PipeState<1> sq;
-    auto issue_q = [&](const PrefillCta& cta, int h, int w) {  // Q, once the consumers are done with the last item's
+    // Q, once the consumers are done with the last item's; `traced`: the item's index for WsTrace.
+    auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
+      trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
       if (dynamic) *item_slot = w;
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
@@ -429,6 +431,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       for (int c = 0; c < Tr::kBlocks; ++c)
         tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
       sq.advance();
+      trace.stamp(traced, 29);
+      trace.value(traced, 30, w);
     };
     if constexpr (RowGather::kFits) {
       if (rows) {
@@ -443,12 +447,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
           PrefillCta cta;
           int h, b, key_base, num_tiles;
           if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
-          if (tid == 0) {
-            trace.stamp(traced, 28);
-            issue_q(cta, h, w);
-            trace.stamp(traced, 29);
-            trace.value(traced, 30, w);
-          }
+          if (tid == 0) issue_q(cta, h, w, traced);
           ++traced;
           auto key0 = [&](int tile) { return key_base + tile * kBN; };
           const char* gk = RowGather::thread_base(cta.src.k_base, tid);
@@ -503,12 +502,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         continue;
       }
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
-      if (tid == 0) {
-        trace.stamp(traced, 28);
-        issue_q(cta, h, w);
-        trace.stamp(traced, 29);
-        trace.value(traced, 30, w);
-      }
+      if (tid == 0) issue_q(cta, h, w, traced);
       ++traced;
       // Page ids, a tile ahead: this lane's box (TMA) or its copier lane's key (gather). A
       // tile's ids are read before the copies of the tile before it wait for their stages, and
