@@ -85,7 +85,7 @@ void check_problem(const Problem& p) {
   // default, every page size), and once on a persistent grid, packed or paged
   // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
   // across them), packed by the dynamic walk or the static one (FLASHSERVE_PREFILL_WS_SCHED, by
-  // the seed's parity; paged walks are static). At d 256 there is no v3 kernel ("wgmma"
+  // the seed's parity). At d 256 there is no v3 kernel ("wgmma"
   // takes the warp-specialized one).
   struct Run {
     const char* kernel;

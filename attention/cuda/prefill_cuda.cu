@@ -418,14 +418,14 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // has no counters (a graph capture), the static walk only where items are short and alike
     // (d 128, not causal, 4k keys a sequence or fewer on average: 4×4k 625/586 against 609/569); it balances
     // causal items badly (4×4k causal 422/434 against 501/507; bench/history/prefill.md,
-    // "prefill v4.8"). Paged: one CTA an item. FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces
-    // the grid, FLASHSERVE_PREFILL_WS_SCHED=static takes the dynamic walk's counters away (A/B: a
-    // persistent grid then walks statically).
+    // "prefill v4.8"). Paged: one CTA an item (the dynamic walk where the grid is forced: A/B).
+    // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
+    // takes the dynamic walk's counters away (A/B: a persistent grid then walks statically).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
-    unsigned* sched = p.paged ? nullptr : ws_sched_pair(stream);
+    unsigned* sched = ws_sched_pair(stream);
     const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
-    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike) {
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : (sched != nullptr && !p.paged) || alike) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);

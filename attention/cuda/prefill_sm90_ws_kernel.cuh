@@ -181,7 +181,8 @@ struct PrefillWsTraits {
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
   static constexpr int kRowSlotBytes = kBlockN <= 128 ? 2 * (16 * ((kBlockN / 16 + 3) / 4 * 4) * 4 + 16) : 0;
-  // + 16: the item slot of the dynamic scheduler (the item the producer hands the consumers).
+  // + 16: the dynamic walk's slots (the item the producer hands the consumers, two claims the
+  // producer threads share).
   static constexpr int kSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -377,14 +378,15 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
   // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
   // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
-  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) Or, packed with maps.sched, a
+  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) Or, with maps.sched, a
   // dynamic walk (FA3's): each CTA starts at item blockIdx.x and its producer claims the next by an
-  // atomic add when it has issued the last one's loads (so a CTA takes the next longest item as
+  // atomic add when it has issued the last one's loads (paged: thread 0 claims for the 128
+  // producer threads, which read the claim from a slot after a named barrier) (so a CTA takes the next longest item as
   // it frees up: the hardware's dispatch of one CTA an item, without a CTA's start and end); the
   // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
   // (the consumers read it after that stage's wait; an item without keys and the end, an item >=
   // total, come with a plain arrival and no Q).
-  const bool dynamic = maps.sched != nullptr && !p.paged;
+  const bool dynamic = maps.sched != nullptr;
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
   const int total = num_m * order.pairs;
@@ -434,6 +436,39 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       trace.stamp(traced, 29);
       trace.value(traced, 30, w);
     };
+    // The walk's next item. Dynamic: claimed by thread 0; paged, the 128 producer threads walk
+    // the items and take the claim from one of two slots after the consumers' item slot, one
+    // named barrier a claim (a slot is rewritten two claims later, after every thread's read).
+    int claims = 0;
+    auto next_item = [&](int w) {
+      if (!dynamic) return w + static_cast<int>(gridDim.x);
+      if (!p.paged) return static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
+      volatile int* claim = item_slot + 1 + (claims++ & 1);
+      if (tid == 0) *claim = static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
+      named_barrier_sync(kConsumers + 2, 128);
+      return *claim;
+    };
+    // The dynamic walk's hand-over without a Q load (thread 0): an item without keys, or the end
+    // (w >= total).
+    auto hand_over = [&](int w) {
+      if (!dynamic || tid != 0) return;
+      pipe_q.producer_acquire(sq);
+      *item_slot = w;
+      MBarrier::arrive(pipe_q.full_barrier(sq));
+      sq.advance();
+    };
+    // The dynamic walk's end: the consumers told, and the last CTA done leaves the counters at
+    // zero for the next launch that takes them (every claim of this CTA is made).
+    auto end_walk = [&] {
+      if (!dynamic || tid != 0) return;
+      hand_over(total);
+      __threadfence();
+      if (atomicAdd(maps.sched + 1, 1u) == gridDim.x - 1) {
+        __threadfence();  // every other CTA's claims before the reset
+        atomicExch(maps.sched, 0u);
+        atomicExch(maps.sched + 1, 0u);
+      }
+    };
     if constexpr (RowGather::kFits) {
       if (rows) {
         // The row gather's walk, apart from the other paths' (fewer live registers at 24). Tile
@@ -443,10 +478,14 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         // one count (rows_done: the walk's tiles before this item) serves both rings.
         auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
         int rows_done = 0, traced = 0;
-        for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        for (int w = blockIdx.x; w < total; w = next_item(w)) {
           PrefillCta cta;
           int h, b, key_base, num_tiles;
-          if (!item(w, cta, h, b, key_base, num_tiles) || num_tiles == 0) continue;
+          if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+          if (num_tiles == 0) {
+            hand_over(w);  // the consumers still write its rows (no keys: zeros)
+            continue;
+          }
           if (tid == 0) issue_q(cta, h, w, traced);
           ++traced;
           auto key0 = [&](int tile) { return key_base + tile * kBN; };
@@ -477,28 +516,19 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
           }
           rows_done += num_tiles;
         }
+        end_walk();
         cp_async_wait<0>();
         return;
       }
     }
     State sk, sv;
     int traced = 0;
-    // The dynamic walk's hand-over without a Q load: an item without keys, or the end (w >= total).
-    auto hand_over = [&](int w) {
-      pipe_q.producer_acquire(sq);
-      *item_slot = w;
-      MBarrier::arrive(pipe_q.full_barrier(sq));
-      sq.advance();
-    };
-    auto next_item = [&](int w) {
-      return dynamic ? static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)) : w + static_cast<int>(gridDim.x);
-    };
     for (int w = blockIdx.x; w < total; w = next_item(w)) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;
       if (num_tiles == 0) {
-        if (dynamic) hand_over(w);  // the consumers still write its rows (no keys: zeros)
+        hand_over(w);  // the consumers still write its rows (no keys: zeros)
         continue;
       }
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
@@ -563,16 +593,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         ids_prev = ids_cur;
       }
     }
-    if (dynamic) {
-      hand_over(total);
-      // Every claim of this CTA is made; the last CTA done leaves the counters at zero for the
-      // next launch that takes them.
-      __threadfence();
-      if (atomicAdd(maps.sched + 1, 1u) == gridDim.x - 1) {
-        atomicExch(maps.sched, 0u);
-        atomicExch(maps.sched + 1, 0u);
-      }
-    }
+    end_walk();
     if (cp_gather) cp_async_wait<0>();
     return;
   }
@@ -609,8 +630,11 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   for (int w = blockIdx.x;; w += gridDim.x) {
     if (dynamic) {
       pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-      w = *item_slot;
-      __syncwarp();  // every lane's read before its warp's lane 0 releases the stage (the producer rewrites the slot)
+      // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
+      // rewrite it: so the read is ordered before that rewrite in every lane's own program order.
+      int slot = 0;
+      if (lane == 0) slot = *item_slot;
+      w = __shfl_sync(0xffffffffu, slot, 0);
     }
     if (w >= total) break;
     PrefillCta cta;
