@@ -24,22 +24,26 @@ struct PrefillCta {
   int row0 = 0, block_rows = 0, num_tiles = 0;
   KVSource src;                                     // where K/V come from
 
-  // False when the tile starts past the sequence's queries (the CTA has nothing to do).
+  // False when the tile starts past the sequence's queries (the CTA has nothing to do). cu_q,
+  // keys: copies of p.cu_seqlens_q and of p.cu_seqlens_k (packed) or p.pages.seq_lens (paged),
+  // e.g. in shared memory; null: p's own.
   __device__ __forceinline__ bool init(const PrefillParams& p, int m_tile, int h, int b, int block_m, int block_n,
-                                       int elem) {
+                                       int elem, const int* cu_q = nullptr, const int* keys = nullptr) {
     const int kv_head = h / (p.num_heads / p.num_kv_heads);
-    q0 = p.cu_seqlens_q[b];
-    const int q_len = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    if (cu_q == nullptr) cu_q = p.cu_seqlens_q;
+    if (keys == nullptr) keys = p.paged ? p.pages.seq_lens : p.cu_seqlens_k;
+    q0 = cu_q[b];
+    const int q_len = cu_q[b + 1] - cu_q[b];
     row0 = m_tile * block_m;
     if (row0 >= q_len) return false;
     block_rows = min(block_m, q_len - row0);
     int64_t k0 = 0;  // packed: first key row
     if (p.paged) {
-      k_len = min(static_cast<int64_t>(p.pages.seq_lens[b]), p.pages.block_table_stride * p.pages.block_size);
+      k_len = min(static_cast<int64_t>(keys[b]), p.pages.block_table_stride * p.pages.block_size);
       src.init_paged(p.pages, b, kv_head, elem);
     } else {
-      k0 = p.cu_seqlens_k[b];
-      k_len = p.cu_seqlens_k[b + 1] - k0;
+      k0 = keys[b];
+      k_len = keys[b + 1] - k0;
       src.k_base = static_cast<const char*>(p.k) + (k0 * p.k_row_stride + kv_head * p.k_head_stride) * elem;
       src.k_row_bytes = p.k_row_stride * elem;
       src.v_row_bytes = p.v_row_stride * elem;
