@@ -22,6 +22,8 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [2048], True, 16, 30720), (128, [2048], True, 64, 30720), (128, [2048], True, 0, 30720),
     (128, [4096] * 4, True, 64), (64, [4096] * 4, False, 0), (64, [4096] * 4, True, 0),
     (64, [16384], False, 0), (64, [1024] * 16, True, 0), (64, [4096] * 4, True, 16),
+    # 20-: d 128 8×2k, non-causal and causal (between 16×1k and 4×4k: where the wide key tile starts to pay)
+    (128, [2048] * 8, False, 0), (128, [2048] * 8, True, 0),
 ]
 
 

@@ -208,19 +208,21 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
 // Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
 // packed K/V without a window (a window sees fewer keys; paged only where forced and the pages
 // go by TMA: 176 keys fit pages of 8 or 16 tokens, and the gather takes 128-key tiles,
-// WsGather), and causal only where sequences have 2k keys or more on average: the diagonal costs a
-// 176-key tile more. Same-run A/B, bf16 TFLOP/s, 176 against 128 (bench/history/prefill.md,
-// "prefill v4.3"):
-// 1×16k 618/552, causal 624/544; 4×4k 585/556, causal 514/506; 16×1k 400/403, causal 280/306;
-// GQA 32/8 128k causal 600/565. FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at
-// d 128 (A/B benchmarks, cross-checks), read at every call.
+// WsGather), and only where sequences have on average 2k keys or more (non-causal) or 8k or more
+// (causal: the diagonal costs a 176-key tile more; with fewer items an SM, the 128-key tile's
+// finer grain balances better). Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
+// (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608 against
+// 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497; 8×2k
+// 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
+// causal 303 against 342; GQA 32/8 128k causal 616 against 566. FLASHSERVE_PREFILL_WS_BLOCK_N=128
+// or 176 forces the choice at d 128 (A/B benchmarks, cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
   if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176))) return false;
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
   if (p.paged || p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
-  return !p.mask.causal || p.total_k >= 2048ll * std::max(1, p.batch);
+  return p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch);
 }
 
 // The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
