@@ -234,6 +234,21 @@ int main(int argc, char** argv) {
   app.add_option("--max-batched-tokens", ec.max_num_batched_tokens, "tokens a step")
       ->check(in_range<int32_t>(1, INT32_MAX))
       ->envname("FLASHSERVE_MAX_BATCHED_TOKENS");
+  // Mixed steps (issue 27): decodes go first; the prompt chunks that share their step get a
+  // budget of their own, so that a long prompt does not stretch every decode's step.
+  app.add_option("--max-prefill-tokens", ec.max_prefill_tokens,
+                 "prompt-chunk tokens a step may take while decodes run (0, the default: no limit but "
+                 "--max-batched-tokens); steps without decodes take the whole --max-batched-tokens")
+      ->check(in_range<int32_t>(0, INT32_MAX))
+      ->envname("FLASHSERVE_MAX_PREFILL_TOKENS");
+  double tpot_target_ms = 0;
+  app.add_option("--tpot-target-ms", tpot_target_ms,
+                 "a time-per-output-token target: while decodes run, prompt chunks take the most tokens whose "
+                 "forward time, predicted by a step cost model fitted on the server's own steps, stays within it "
+                 "(at least max(16, --block-size) tokens a step; within --max-prefill-tokens if set; 0, the "
+                 "default: off)")
+      ->check(in_range(0.0, 1e6))
+      ->envname("FLASHSERVE_TPOT_TARGET_MS");
   app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")
       ->check(in_range<int32_t>(1, INT32_MAX))
       ->envname("FLASHSERVE_MAX_NUM_SEQS");
@@ -289,6 +304,7 @@ int main(int argc, char** argv) {
       ->check(in_range<int64_t>(1024, INT32_MAX))
       ->envname("FLASHSERVE_MAX_RECEIVE_BYTES");
   CLI11_PARSE(app, argc, argv);
+  ec.tpot_target_s = tpot_target_ms / 1000.0;
   if (device != "cuda" && utilization_opt->count() > 0) {
     spdlog::error("--gpu-memory-utilization is for --device cuda; on the CPU the KV cache is --num-blocks (default "
                   "1024) or --kv-cache-memory");
@@ -460,6 +476,19 @@ int main(int argc, char** argv) {
                  text_model.has_chat_template() ? text_model.chat_template_source() : "none");
   else
     spdlog::info("no tokenizer: token ids only");
+  {  // which prefill budget the steps follow (issue 27)
+    const std::string rest = fmt::format("the rest of --max-batched-tokens {}", ec.max_num_batched_tokens);
+    const std::string limit =
+        ec.max_prefill_tokens > 0 ? fmt::format("at most {} (--max-prefill-tokens)", ec.max_prefill_tokens) : rest;
+    if (ec.tpot_target_s > 0)
+      spdlog::info("prefill budget while decodes run: the most prompt tokens whose predicted forward time stays "
+                   "<= {} ms (--tpot-target-ms, a step cost model fitted on the last {} steps), at least {}, {}; "
+                   "steps without decodes: {}",
+                   tpot_target_ms, engine::StepCostConfig{}.window, std::max(16, ec.block_size), limit, rest);
+    else
+      spdlog::info("prefill budget while decodes run: {}{}; steps without decodes: {}", limit,
+                   ec.max_prefill_tokens > 0 ? "" : " (no --max-prefill-tokens, no --tpot-target-ms)", rest);
+  }
   srv->set_engine(eng.get(), &text_model);
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");

@@ -5,8 +5,9 @@
 # at the edges of the ranges are taken. The KV cache sizing flags (issue 26): bad values, two ways
 # of sizing at once and --gpu-memory-utilization on the CPU refused before listening; a
 # --kv-cache-memory too small for one sequence of the context refused at start-up, by name; with
-# "cuda", the sizing on the GPU (below). The KV cache dtype (issue 25): at the end. Usage: server_flags_test.sh SERVER [cuda]. Prints "N
-# passed, N failed".
+# "cuda", the sizing on the GPU (below). The KV cache dtype (issue 25), then the prefill budget
+# flags (issue 27): at the end. Usage: server_flags_test.sh SERVER [cuda]. Prints "N passed, N
+# failed".
 set -u
 server=$1
 tmp=$(mktemp -d)
@@ -192,5 +193,28 @@ check "FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 with --kv-cache-memory 100000000: 2441
 check "... FLASHSERVE_KV_CACHE_SCALE=0.5,0.25 taken" 'grep -q "KV cache scales: --kv-cache-scale K 0.5 V 0.25" "$tmp/err"'
 served -- --port 0 "${base[@]}" --kv-cache-dtype auto
 check "--kv-cache-dtype auto on the CPU: fp32 pages, as before" 'grep -q "16.00 MiB), by the default --num-blocks (fp32 pages)" "$tmp/err"'
+# Mixed steps (issue 27): --max-prefill-tokens (0 = no limit, the default) and --tpot-target-ms
+# (0 = off, the default) with their twins; negative, NaN, infinite, not a number or too large:
+# refused by name before listening. The log says which budget the steps follow.
+for v in -1 -0.5 1.5 nan x 2147483648 ''; do
+  refused --max-prefill-tokens "--max-prefill-tokens '$v'" -- --port 0 "${base[@]}" --max-prefill-tokens "$v"
+done
+for v in -1 -0.001 nan NaN inf -inf 1e7 20ms x ''; do
+  refused --tpot-target-ms "--tpot-target-ms '$v'" -- --port 0 "${base[@]}" --tpot-target-ms "$v"
+done
+refused --max-prefill-tokens "FLASHSERVE_MAX_PREFILL_TOKENS=-1" FLASHSERVE_MAX_PREFILL_TOKENS=-1 -- --port 0 "${base[@]}"
+refused --tpot-target-ms "FLASHSERVE_TPOT_TARGET_MS=nan" FLASHSERVE_TPOT_TARGET_MS=nan -- --port 0 "${base[@]}"
+refused --tpot-target-ms "FLASHSERVE_TPOT_TARGET_MS=x" FLASHSERVE_TPOT_TARGET_MS=x -- --port 0 "${base[@]}"
+served -- --port 0 "${base[@]}"
+check "by default the prefill budget is what the decodes leave (rc $rc)" \
+  'grep -q "prefill budget while decodes run: the rest of --max-batched-tokens 256 (no --max-prefill-tokens, no --tpot-target-ms); steps without decodes: the rest of --max-batched-tokens 256" "$tmp/err"'
+served -- --port 0 "${base[@]}" --max-prefill-tokens 64 --max-batched-tokens 512
+check "--max-prefill-tokens 64 is taken" \
+  'grep -q "prefill budget while decodes run: at most 64 (--max-prefill-tokens); steps without decodes: the rest of --max-batched-tokens 512" "$tmp/err"'
+served FLASHSERVE_TPOT_TARGET_MS=12.5 FLASHSERVE_MAX_PREFILL_TOKENS=128 -- --port 0 "${base[@]}" --block-size 32
+check "FLASHSERVE_TPOT_TARGET_MS=12.5 and FLASHSERVE_MAX_PREFILL_TOKENS=128 are taken, the floor is one block of 32" \
+  'grep -q "prefill budget while decodes run: the most prompt tokens whose predicted forward time stays <= 12.5 ms (--tpot-target-ms, a step cost model fitted on the last 256 steps), at least 32, at most 128 (--max-prefill-tokens); steps without decodes" "$tmp/err"'
+served -- --port 0 "${base[@]}" --tpot-target-ms 0 --max-prefill-tokens 0
+check "--tpot-target-ms 0 and --max-prefill-tokens 0 are off" 'grep -q "(no --max-prefill-tokens, no --tpot-target-ms)" "$tmp/err"'
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -100,6 +100,50 @@ TEST(Engine, GreedyEqualsReferenceUnderBatchingChunkingPrefixReuseAndPreemption)
   }
 }
 
+// Mixed steps (issue 27): a prefill budget of 3 tokens, a TPOT target no step can meet (the
+// floor, 16 tokens, every step with decodes) and one every step meets (the whole budget). Prompts
+// arrive while others decode; every output equals the reference, and the engine reports the
+// budget and a fitted step cost model.
+TEST(Engine, GreedyEqualsReferenceUnderAPrefillBudgetOrATpotTarget) {
+  std::mt19937 rng(27);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_prompt(rng, 5 + 11 * i));
+  struct Setting {
+    int32_t max_prefill_tokens;
+    double tpot_target_s;
+    int32_t want_budget;  // the gauge at the end: -1 for whatever the decodes left
+  };
+  for (const Setting& st : {Setting{3, 0.0, 3}, Setting{0, 1e-9, 16}, Setting{0, 10.0, -1}}) {
+    auto m = test::tiny_model(7, 200, 4);
+    EngineConfig ec;
+    ec.num_blocks = 200;
+    ec.block_size = 4;
+    ec.max_num_batched_tokens = 64;
+    ec.max_prefill_tokens = st.max_prefill_tokens;
+    ec.tpot_target_s = st.tpot_target_s;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::create(ec, std::move(m), &e).ok());
+    const std::string what = "max_prefill_tokens " + std::to_string(st.max_prefill_tokens) + ", tpot target " +
+                             std::to_string(st.tpot_target_s) + " s";
+    std::vector<std::shared_ptr<ResultStream>> streams(prompts.size());
+    ASSERT_TRUE(e->enqueue(greedy("r0", prompts[0], 16), &streams[0]).ok());
+    StreamEvent first;
+    ASSERT_TRUE(streams[0]->next(&first));  // r0 decodes from here on
+    std::vector<int32_t> r0 = first.tokens;
+    for (size_t i = 1; i < prompts.size(); ++i)
+      ASSERT_TRUE(e->enqueue(greedy("r" + std::to_string(i), prompts[i], 16), &streams[i]).ok());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Collected c = collect(*streams[i]);
+      if (i == 0) c.tokens.insert(c.tokens.begin(), r0.begin(), r0.end());
+      EXPECT_EQ(c.tokens, reference_greedy(prompts[i], 16)) << "request " << i << ", " << what;
+    }
+    const EngineStats s = e->stats();
+    if (st.want_budget >= 0) EXPECT_EQ(s.prefill_budget_tokens, st.want_budget) << what;
+    EXPECT_GT(s.step_cost_samples, 16) << what;
+    EXPECT_GT(s.step_cost[0] + s.step_cost[1] + s.step_cost[2], 0.0) << what << ": the cost model never fitted";
+  }
+}
+
 TEST(Engine, SamplingRules) {
   auto e = make_engine(128, 16, 64);
   std::mt19937 rng(5);

@@ -246,7 +246,12 @@ TEST(GrpcServer, MetricsScrapeHasTheVllmSeries) {
         "vllm:request_success_total{finished_reason=\"length\"} 3", "vllm:time_to_first_token_seconds_count 3",
         "vllm:time_per_output_token_seconds_count 3", "vllm:inter_token_latency_seconds_count 12",
         "vllm:e2e_request_latency_seconds_count 3", "vllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 3",
-        "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"fp32\",num_gpu_blocks=\"512\"} 1"})
+        "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"fp32\",num_gpu_blocks=\"512\"} 1",
+        // Mixed steps (issue 27): no TPOT target; 15 steps (3 prompts, 12 decodes) in the cost
+        // model's window, too few prompt steps (3 of the 4 it needs) for a fit; the
+        // budget is what the one decode leaves of 256.
+        "flashserve:prefill_budget_tokens 255\n", "flashserve:tpot_target_seconds 0\n", "flashserve:step_cost_samples 15\n",
+        "flashserve:step_cost_seconds{term=\"intercept\"} 0\n", "flashserve:step_cost_seconds{term=\"prefill_token\"} 0\n"})
     EXPECT_NE(m.find(series), std::string::npos) << "missing: " << series << "\n" << m;
 }
 

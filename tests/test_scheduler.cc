@@ -84,6 +84,15 @@ std::vector<std::string> run_step(const StepPlan& plan, RunningQueue& running, K
   return finished;
 }
 
+// A cost model fitted on exact samples: forward = 10 ms + 1 ms a decode + 0.5 ms a prompt token.
+StepCostModel fitted_cost_model() {
+  StepCostModel m;
+  for (int d = 0; d < 4; ++d)
+    for (int p : {0, 8, 32, 100}) m.observe({d, p, 0}, 10e-3 + 1e-3 * d + 0.5e-3 * p);
+  EXPECT_TRUE(m.ready());
+  return m;
+}
+
 TEST(Scheduler, AdmitsInArrivalOrderWithTheirCachedPrefix) {
   KVCacheManager cache(cache_config(64, 4));
   Scheduler sched({64, 8}, &cache);
@@ -284,14 +293,27 @@ TEST(Scheduler, ACacheErrorFailsOnlyThatSequence) {
 // is rare here: MakesRoomWhenNothingFits sets it up): every
 // request finishes in a bounded number of steps; each step keeps the token budget, max_num_seqs
 // and distinct slots; first admissions follow arrival order; no block leaks.
+// Mode 1 adds a prefill budget (max_prefill_tokens 1..20), mode 2 a TPOT target over a fitted
+// cost model (budgets from the floor up): each step's prompt chunks keep to the plan's budget,
+// which keeps to the limit, and a step with decodes left room still gives prompts the floor.
 TEST(Scheduler, EveryRequestFinishesUnderPressure) {
   int preemptions = 0;
+  const StepCostModel cost = fitted_cost_model();
+  for (int mode = 0; mode < 3; ++mode)
   for (uint32_t seed = 1; seed <= 40; ++seed) {
     std::mt19937 rng(seed);
     auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     const int bs = 1 << pick(0, 3);
     const int budget = pick(1, 40), max_seqs = pick(1, 6);
     const int n = pick(3, 12);
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = budget;
+    sc.max_num_seqs = max_seqs;
+    if (mode == 1) sc.max_prefill_tokens = pick(1, 20);
+    if (mode == 2) {
+      sc.tpot_target_s = pick(10, 30) * 1e-3;
+      sc.prefill_floor = pick(1, 8);
+    }
     std::vector<std::shared_ptr<TestSeq>> all;
     int max_need = 0;
     for (int i = 0; i < n; ++i) {
@@ -300,7 +322,7 @@ TEST(Scheduler, EveryRequestFinishesUnderPressure) {
     }
     // The engine's admission rule: every request fits the pool alone.
     KVCacheManager cache(cache_config(max_need + 1 + pick(0, 6), bs));
-    Scheduler sched({budget, max_seqs}, &cache);
+    Scheduler sched(sc, &cache, &cost);
     RunningQueue running;
     WaitingQueue waiting;
     std::set<std::string> done;
@@ -316,6 +338,13 @@ TEST(Scheduler, EveryRequestFinishesUnderPressure) {
       for (const auto* list : {&p.decodes, &p.prefills})
         for (const auto& s : *list) tokens += s.num_tokens;
       ASSERT_LE(tokens, budget) << "seed " << seed << " step " << step;
+      const int32_t prefill = tokens - static_cast<int32_t>(p.decodes.size());
+      const int32_t left = budget - static_cast<int32_t>(p.decodes.size());
+      ASSERT_LE(prefill, p.prefill_budget) << "mode " << mode << " seed " << seed << " step " << step;
+      if (p.decodes.empty()) ASSERT_EQ(p.prefill_budget, left);
+      if (!p.decodes.empty() && mode == 1) ASSERT_EQ(p.prefill_budget, std::min(left, sc.max_prefill_tokens));
+      if (!p.decodes.empty() && mode == 2) ASSERT_GE(p.prefill_budget, std::min(left, sc.prefill_floor));
+      if (!p.decodes.empty() && mode == 2) ASSERT_EQ(p.prefill_budget, cost.prefill_budget(p.shape(), sc.tpot_target_s, sc.prefill_floor, left));
       ASSERT_LE(static_cast<int>(running.size()), max_seqs) << "seed " << seed;
       ASSERT_EQ(p.slot_mapping.size(), static_cast<size_t>(tokens));
       ASSERT_EQ(std::set<int64_t>(p.slot_mapping.begin(), p.slot_mapping.end()).size(), p.slot_mapping.size())
@@ -326,7 +355,7 @@ TEST(Scheduler, EveryRequestFinishesUnderPressure) {
       preemptions += static_cast<int>(p.preempted.size());
       for (const std::string& f : run_step(p, running, cache)) done.insert(f);
     }
-    ASSERT_EQ(done.size(), all.size()) << "seed " << seed << ": not every request finished in " << step << " steps";
+    ASSERT_EQ(done.size(), all.size()) << "mode " << mode << " seed " << seed << ": not every request finished in " << step << " steps";
     std::vector<std::string> arrival;
     for (const auto& s : all) arrival.push_back(s->name);
     EXPECT_EQ(first_admissions, arrival) << "seed " << seed;
@@ -334,6 +363,93 @@ TEST(Scheduler, EveryRequestFinishesUnderPressure) {
     EXPECT_EQ(cache.pool().num_free(), cache.pool().num_usable()) << "blocks leaked, seed " << seed;
   }
   EXPECT_GT(preemptions, 0) << "the pools never forced a preemption";
+}
+
+// Mixed steps (issue 27): a prefill budget of 10 tokens. Decodes first; the prompt chunks that
+// share their step take at most 10 tokens together, the oldest prompt first; a step without
+// decodes takes the whole token budget.
+TEST(Scheduler, AFixedPrefillBudgetChunksPromptsBehindTheDecodes) {
+  KVCacheManager cache(cache_config(64, 4));
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.max_num_seqs = 8;
+  sc.max_prefill_tokens = 10;
+  Scheduler sched(sc, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 23, 20)};
+  std::vector<std::vector<std::string>> order;
+  std::vector<int32_t> budgets;
+  for (int step = 0; step < 6; ++step) {
+    if (step == 1) waiting = {seq("b", 25, 4, 200), seq("c", 5, 4, 300)};
+    const StepPlan p = sched.schedule(running, waiting);
+    int32_t prefill = 0;
+    for (const auto& s : p.prefills) prefill += s.num_tokens;
+    EXPECT_LE(prefill, p.prefill_budget) << "step " << step;
+    EXPECT_EQ(p.slot_mapping.size(), p.decodes.size() + static_cast<size_t>(prefill));
+    std::vector<std::string> o = names(p.decodes);
+    for (const auto& s : p.prefills)
+      o.push_back(as_test(s.seq).name + ":" + std::to_string(s.num_tokens) + (s.samples ? "*" : ""));
+    order.push_back(o);
+    budgets.push_back(p.prefill_budget);
+    run_step(p, running, cache);
+  }
+  EXPECT_EQ(order[0], (std::vector<std::string>{"a:23*"})) << "no decodes: the whole budget, 23 > 10 tokens";
+  EXPECT_EQ(order[1], (std::vector<std::string>{"a", "b:10"}));
+  EXPECT_EQ(order[2], (std::vector<std::string>{"a", "b:10"}));
+  EXPECT_EQ(order[3], (std::vector<std::string>{"a", "b:5*", "c:5*"}));
+  EXPECT_EQ(order[4], (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(budgets, (std::vector<int32_t>{64, 10, 10, 10, 10, 10}));
+  // A budget larger than what the decodes leave is that.
+  KVCacheManager cache2(cache_config(64, 4));
+  sc.max_num_batched_tokens = 6;
+  Scheduler small(sc, &cache2);
+  RunningQueue r2;
+  WaitingQueue w2 = {seq("a", 2, 10), seq("b", 2, 10, 200)};
+  run_step(small.schedule(r2, w2), r2, cache2);
+  w2.push_back(seq("c", 30, 4, 300));
+  const StepPlan p = small.schedule(r2, w2);
+  EXPECT_EQ(p.prefill_budget, 4);
+  ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"c"}));
+  EXPECT_EQ(p.prefills[0].num_tokens, 4);
+}
+
+// With a TPOT target the budget is what the cost model allows: 20.2 ms with 2 decodes leaves 8.2 ms,
+// 16 prompt tokens; a target under the decodes' own cost gives the floor; no decodes, everything.
+TEST(Scheduler, ATpotTargetTakesTheBudgetFromTheCostModel) {
+  const StepCostModel cost = fitted_cost_model();
+  for (auto [target_ms, want] : {std::pair{20.2, 16}, {11.0, 4}, {21.7, 19}, {1000.0, 62}}) {
+    KVCacheManager cache(cache_config(64, 4));
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = 64;
+    sc.tpot_target_s = target_ms * 1e-3;
+    sc.prefill_floor = 4;
+    Scheduler sched(sc, &cache, &cost);
+    RunningQueue running;
+    WaitingQueue waiting = {seq("a", 3, 10), seq("b", 3, 10, 200)};
+    StepPlan p = sched.schedule(running, waiting);
+    EXPECT_EQ(p.prefill_budget, 64) << "no decodes";
+    run_step(p, running, cache);
+    waiting.push_back(seq("c", 100, 4, 300));
+    p = sched.schedule(running, waiting);
+    EXPECT_EQ(names(p.decodes), (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(p.prefill_budget, want) << "target " << target_ms << " ms";
+    ASSERT_EQ(names(p.prefills), (std::vector<std::string>{"c"}));
+    EXPECT_EQ(p.prefills[0].num_tokens, want);
+  }
+  // Not fitted yet: the floor while decodes run; with --max-prefill-tokens too, the smaller.
+  StepCostModel cold;
+  KVCacheManager cache(cache_config(64, 4));
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.tpot_target_s = 1.0;
+  sc.prefill_floor = 16;
+  sc.max_prefill_tokens = 12;
+  Scheduler sched(sc, &cache, &cold);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 3, 10)};
+  run_step(sched.schedule(running, waiting), running, cache);
+  waiting.push_back(seq("c", 100, 4, 300));
+  EXPECT_EQ(sched.schedule(running, waiting).prefill_budget, 12);
 }
 
 // What the builder asks of a model: its config (eos) and the width of a step's tables; pure

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "server/engine/request.h"
 
@@ -65,6 +66,9 @@ Status EngineConfig::validate() const {
   if (max_num_seqs < 1) return invalid_argument("engine: max_num_seqs must be >= 1");
   if (max_waiting < 1) return invalid_argument("engine: max_waiting must be >= 1");
   if (max_model_len < 0) return invalid_argument("engine: max_model_len must be >= 0");
+  if (max_prefill_tokens < 0) return invalid_argument("engine: max_prefill_tokens must be >= 0");
+  if (!(tpot_target_s >= 0) || !std::isfinite(tpot_target_s))
+    return invalid_argument("engine: tpot_target_s must be a finite number >= 0");
   return Status::Ok();
 }
 
@@ -78,9 +82,22 @@ Engine::Engine(const EngineConfig& config, std::unique_ptr<model::Model> model)
         kc.enable_prefix_caching = config.enable_prefix_caching;
         return kc;
       }()),
-      scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, &cache_),
+      scheduler_(
+          [&] {
+            SchedulerConfig sc;
+            sc.max_num_batched_tokens = config.max_num_batched_tokens;
+            sc.max_num_seqs = config.max_num_seqs;
+            sc.max_prefill_tokens = config.max_prefill_tokens;
+            sc.tpot_target_s = config.tpot_target_s;
+            sc.prefill_floor = std::max(16, config.block_size);
+            return sc;
+          }(),
+          &cache_, &step_cost_),
       builder_(model_.get()) {
   if (config_.max_model_len == 0) config_.max_model_len = model_->config().max_position_embeddings;
+  stats_.prefill_budget_tokens = config_.max_prefill_tokens > 0
+                                     ? std::min(config_.max_prefill_tokens, config_.max_num_batched_tokens)
+                                     : config_.max_num_batched_tokens;
 }
 
 Status Engine::create(const EngineConfig& config, std::unique_ptr<model::Model> model, std::unique_ptr<Engine>* out) {
@@ -259,6 +276,8 @@ bool Engine::step() {
   drop_cancelled(waiting_);
 
   const StepPlan plan = scheduler_.schedule(running_, waiting_);
+  const StepShape shape = plan.shape();  // before deliver() appends the sampled tokens
+  if (!plan.decodes.empty()) stats_.prefill_budget_tokens = plan.prefill_budget;
   stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
   for (const auto& [s, st] : plan.failed) finish(request_of(s), FinishReason::kError, st);
   const auto t_scheduled = Clock::now();
@@ -290,9 +309,12 @@ bool Engine::step() {
                          std::to_string(logprobs.size()) + " logprobs for " +
                          std::to_string(builder_.rows().size()) + " rows");
   const auto t_forward = Clock::now();
+  if (fst.ok()) step_cost_.observe(shape, seconds(t_built, t_forward));
   lock.lock();
   deliver(plan, fst, sampled, logprobs);
   stats_.step_forward_s += seconds(t_built, t_forward);
+  stats_.step_cost = step_cost_.coefficients();
+  stats_.step_cost_samples = step_cost_.num_samples();
   stats_.step_deliver_s += seconds(t_forward, Clock::now());
   return true;
 }

@@ -85,6 +85,12 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   int32_t max_num_batched_tokens = 256;  // tokens per step (decodes + prefill chunks)
   int32_t max_num_seqs = 64;             // running requests
+  // Prompt-chunk tokens a step that has decodes may take (SchedulerConfig, issue 27): at most
+  // max_prefill_tokens (0: no limit but the token budget), and with tpot_target_s > 0 what the
+  // step cost model (fitted on this engine's steps, step_cost.h) predicts keeps the forward pass
+  // within it, at least max(16, block_size) tokens.
+  int32_t max_prefill_tokens = 0;
+  double tpot_target_s = 0;
   int32_t max_waiting = 1024;            // queue limit: RESOURCE_EXHAUSTED past it
   int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
   Status validate() const;
@@ -103,6 +109,12 @@ struct EngineStats {
   // and delivering (the engine lock taken back, the tokens pushed to the streams). The host's
   // share of a step is all but the forward. /metrics: flashserve:step_seconds_total{phase}.
   double step_schedule_s = 0, step_build_s = 0, step_forward_s = 0, step_deliver_s = 0;
+  // The prefill budget of the latest step that had decodes (before one: the configured limit),
+  // and the step cost model's fit (StepCostModel::coefficients; zeros until it is ready).
+  // /metrics: flashserve:prefill_budget_tokens, flashserve:step_cost_seconds{term}.
+  int32_t prefill_budget_tokens = 0;
+  StepCostModel::Coefficients step_cost{};
+  int64_t step_cost_samples = 0;
 };
 
 struct Request;  // server/engine/request.h
@@ -145,7 +157,8 @@ class Engine {
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;
   KVCacheManager cache_;
-  Scheduler scheduler_;  // over cache_
+  StepCostModel step_cost_;  // the step thread's: fed each step's forward time
+  Scheduler scheduler_;  // over cache_ and step_cost_
   BatchBuilder builder_;  // for model_; its batch is the step thread's
 
   mutable std::mutex mu_;  // guards everything below (and the cache's stats reads)

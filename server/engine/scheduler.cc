@@ -30,6 +30,24 @@ bool Scheduler::schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* 
   return true;
 }
 
+StepShape StepPlan::shape() const {
+  StepShape s;
+  s.decode_tokens = static_cast<int32_t>(decodes.size());
+  for (const ScheduledSequence& d : decodes) s.decode_context_tokens += static_cast<int64_t>(d.seq->tokens.size());
+  for (const ScheduledSequence& p : prefills) s.prefill_tokens += p.num_tokens;
+  return s;
+}
+
+// What prompt chunks may take once the decodes have `left` of the token budget.
+int32_t Scheduler::prefill_budget(const StepPlan& plan, int32_t left) const {
+  if (plan.decodes.empty()) return left;
+  int32_t cap = left;
+  if (config_.max_prefill_tokens > 0) cap = std::min(cap, config_.max_prefill_tokens);
+  if (config_.tpot_target_s > 0 && cost_ != nullptr)
+    cap = cost_->prefill_budget(plan.shape(), config_.tpot_target_s, config_.prefill_floor, cap);
+  return cap;
+}
+
 StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
   StepPlan plan;
   int32_t budget = config_.max_num_batched_tokens;
@@ -56,7 +74,10 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
     --budget;
   }
 
-  // 2. Prompt chunks: running sequences mid-prompt, then waiting ones (admission by blocks).
+  // 2. Prompt chunks: running sequences mid-prompt, then waiting ones (admission by blocks),
+  // within the step's prefill budget.
+  plan.prefill_budget = prefill_budget(plan, budget);
+  budget = plan.prefill_budget;
   for (const SequencePtr& s : running)
     if (budget > 0 && !s->decode_pending) schedule_chunk(s, &budget, &plan);
   while (budget > 0 && !waiting.empty() && static_cast<int32_t>(running.size()) < config_.max_num_seqs) {

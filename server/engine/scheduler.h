@@ -11,9 +11,14 @@
 //     or the sequence itself was the one preempted (then so were all newer ones: decoding stops).
 //  2. Prompt chunks: running sequences mid-prompt in running order, then waiting ones in queue
 //     order (admission) while fewer than max_num_seqs run. A waiting one first takes its longest
-//     cached prefix. Each chunk is as long as the rest of the budget allows, halved (down to 16
-//     tokens, then one at a time) until its blocks are free. A waiting sequence that cannot get a
-//     single token stops admission: first come, first served, no later one overtakes it.
+//     cached prefix. When decodes run, the chunks together take at most the step's prefill
+//     budget (max_prefill_tokens; with a TPOT target, what the step cost model allows, at least
+//     prefill_floor, so prompts always move); in a step without decodes, the whole rest of the
+//     token budget (nobody waits on that step). Each chunk is as long as the rest of the budget
+//     allows, halved (down to 16 tokens, then one at a time) until its blocks are free. A waiting
+//     sequence that cannot get a single token stops admission: first come, first served, no later
+//     one overtakes it. The chunks go to the oldest first, so a budget slows prompts but starves
+//     none: the one ahead finishes its prompt in a bounded number of steps.
 //  3. Nothing scheduled and more than one running: the newest is preempted, so that the others
 //     can go on (sequences mid-prompt can hold every block between them). The engine rejects a
 //     request that would not fit the pool alone, so this always ends.
@@ -27,6 +32,7 @@
 
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
+#include "server/engine/step_cost.h"
 
 namespace flashserve::engine {
 
@@ -63,6 +69,8 @@ struct StepPlan {
   std::vector<int64_t> slot_mapping;        // [tokens of the step] where each new token's K/V goes
   std::vector<BlockCopy> copies;            // copy-on-write pairs, applied before the step writes
   bool made_room = false;                   // nothing fit, so the newest running one was preempted (3.)
+  int32_t prefill_budget = 0;               // the most prompt-chunk tokens this step could take (2.)
+  StepShape shape() const;                  // what the step cost model is told about the step
   bool empty() const { return decodes.empty() && prefills.empty(); }
   // f(const ScheduledSequence&) for each in batch order: the decodes, then the prefills.
   template <class F>
@@ -75,12 +83,22 @@ struct StepPlan {
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 256;  // tokens a step (decodes + prompt chunks)
   int32_t max_num_seqs = 64;             // running sequences
+  // The prefill budget of a step that has decodes (issue 27): prompt-chunk tokens at most, on
+  // top of what the decodes leave of max_num_batched_tokens. 0: no limit but that.
+  int32_t max_prefill_tokens = 0;
+  // > 0 (seconds), with a cost model: the budget is the most prompt tokens whose predicted
+  // forward time, with the step's decodes, stays <= this (StepCostModel::prefill_budget), at least
+  // prefill_floor.
+  double tpot_target_s = 0;
+  int32_t prefill_floor = 16;
 };
 
 class Scheduler {
  public:
-  // The cache must outlive the scheduler; both belong to the engine's step thread.
-  Scheduler(const SchedulerConfig& config, KVCacheManager* cache) : config_(config), cache_(cache) {}
+  // The cache (and the cost model, which a TPOT target reads) must outlive the scheduler; all
+  // belong to the engine's step thread.
+  Scheduler(const SchedulerConfig& config, KVCacheManager* cache, const StepCostModel* cost = nullptr)
+      : config_(config), cache_(cache), cost_(cost) {}
 
   // Plans one step and applies its bookkeeping: admitted sequences move from waiting to running
   // (with a cache sequence), preempted ones back (without), failed ones leave both; the slots of
@@ -93,9 +111,11 @@ class Scheduler {
  private:
   void preempt(RunningQueue& running, WaitingQueue& waiting, StepPlan* plan);
   bool schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* plan);
+  int32_t prefill_budget(const StepPlan& plan, int32_t left) const;
 
   SchedulerConfig config_;
   KVCacheManager* cache_;
+  const StepCostModel* cost_;
   int64_t next_seq_id_ = 1;
 };
 

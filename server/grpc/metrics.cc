@@ -86,6 +86,20 @@ std::string Metrics::render() const {
                                  {"deliver", s.step_deliver_s}})
     out += std::string("flashserve:step_seconds_total{phase=\"") + phase + "\"} " + fmt(v) + "\n";
   counter("flashserve:steps_total", "Engine steps run.", static_cast<double>(s.steps));
+  // Mixed steps (issue 27): the prefill budget and the step cost model it may follow.
+  gauge("flashserve:prefill_budget_tokens", "Prompt-chunk tokens the latest step with decodes could take.",
+        s.prefill_budget_tokens);
+  if (engine != nullptr)
+    gauge("flashserve:tpot_target_seconds", "The TPOT target the prefill budget follows (0: none).",
+          engine->config().tpot_target_s);
+  out += "# HELP flashserve:step_cost_seconds The step cost model: forward seconds = intercept + decode_token x "
+         "decode tokens + prefill_token x prompt tokens + decode_context_token x the decodes' cached tokens (0 "
+         "until fitted).\n# TYPE flashserve:step_cost_seconds gauge\n";
+  for (int j = 0; j < engine::StepCostModel::kTerms; ++j) {
+    static constexpr const char* kTerm[] = {"intercept", "decode_token", "prefill_token", "decode_context_token"};
+    out += std::string("flashserve:step_cost_seconds{term=\"") + kTerm[j] + "\"} " + fmt(s.step_cost[j]) + "\n";
+  }
+  gauge("flashserve:step_cost_samples", "Steps in the step cost model's window.", static_cast<double>(s.step_cost_samples));
   if (engine != nullptr) {  // vLLM's cache_config_info: the cache's configuration as labels, value 1
     const KVStorageShape& kv = engine->kv_shape();
     out += "# HELP vllm:cache_config_info Information of the KV cache's configuration (the labels).\n"
