@@ -12,8 +12,12 @@
 // refitted) and a little ridge damping (damping × the feature's own sum of squares, as
 // Levenberg-Marquardt scales it), so that a feature that does not vary in the window (all decodes
 // the same context, no prompt in any step) leaves the others' fit alone instead of making the
-// system singular. Worked example: SmolLM2-135M Q4_1 on this repository's 2-core CPU fits about
-// c0 ≈ 10 ms, c_decode ≈ 1 ms, c_prefill ≈ 0.6 ms (bench/NOTES.md, issue 27).
+// system singular. Worked example (bench/NOTES.md "Mixed steps (issue 27)"): the CPU server with
+// SmolLM2-135M Q4_1 on a 2-core machine, 8 streams of ~300-token prompts, fits c0 = 36-49 ms (the
+// weights, dequantized to fp32, read once a step) and c_prefill = 1.8-2.8 ms a prompt token; the
+// decode rows' cost goes to c_decode (4.4-4.7 ms a row) or to c_context (4-12 µs a cached token),
+// never both, since the decodes' count and lengths move together. A target of 120 ms with 8
+// decodes of ~400 tokens then gives (120 - 49 - 8·400·4.3e-3 ms) / 2.2 ms = 26 prompt tokens.
 //
 // No thread, no clock: the engine's step thread feeds it, tests feed it synthetic samples.
 #pragma once
