@@ -636,6 +636,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   const bool last_wg = cw == kConsumers - 1;
   const bool o16 = ((reinterpret_cast<uintptr_t>(p.o) | static_cast<uintptr_t>(p.o_row_stride * 2) |
                      static_cast<uintptr_t>(p.o_head_stride * 2)) & 15) == 0;  // 16-byte stores of o
+  // The low words of the operands' descriptors at stage 0 (issue_s, issue_pv).
+  const uint32_t q_lo0 = kmajor_desc_lo(q_wg), k_lo0 = kmajor_desc_lo(smem_k);
+  const uint32_t v_lo0 = static_cast<uint32_t>(Tr::kBlocks == 1 ? mnmajor_desc(smem_v) : mnmajor_desc_blocks(smem_v, kBN * 128));
   PipeState<1> sq;
   State sk, sv;
   const bool stamper = ctid % 128 == 0;  // one thread a consumer warpgroup stamps (WsTrace)
@@ -684,31 +687,28 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     const LogitArgs la(p.mask, h);
 
     float s[kBN / 2];
+    // Descriptors from their low words (start address / 16, leading offset), made once: each
+    // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
+    // (prefill v4.11). Made at each issue from the address, a K or V descriptor took an add, a
+    // mask, a shift and an or, a dependent chain before each wgmma inside the ping-pong's issue
+    // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
+    // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
     auto issue_s = [&](int stage) {
-      const T* skt = smem_k + stage * Tr::kTileElems;
-      if constexpr (kHeadDim == 256) {
-        // Q's 16 descriptors, hoisted out of the tile loop by the compiler, were 32 live
-        // registers beside O, S and P, and spilled (with the next barrier id). Here each
-        // descriptor is one add to a low word made at each issue: the volatile move keeps Q's
-        // from being hoisted, the broadcast makes it warp-uniform, so the adds run in uniform
-        // registers. The d 64 / d 128 consumers do not spill: left as they were.
-        uint32_t q_lo = kmajor_desc_lo(q_wg);
-        asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
-        q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
-        const uint32_t k_lo = kmajor_desc_lo(skt);
+      const uint32_t k_lo = k_lo0 + stage * (Tr::kTileElems / 8);
+      // Q's descriptors: hoisted out of the tile loop by the compiler they were 16 live
+      // registers (d 128; 32 at d 256, where they spilled with the next barrier id) moved to
+      // uniform registers before each wgmma. Here each is one add to a low word made at each
+      // issue: the volatile move keeps it from being hoisted, the broadcast makes it
+      // warp-uniform (the compiler issues it before the ping-pong's barrier), so the adds run in
+      // uniform registers.
+      uint32_t q_lo = q_lo0;
+      asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
+      q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
 #pragma unroll
-        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-          const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
-          wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
-                           kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
-        }
-      } else {
-#pragma unroll
-        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-          const int blk = ks / 4, col = (ks % 4) * 16;
-          wgmma_ss<kBN, T>(s, kmajor_desc(q_wg + blk * Tr::kBlockM * 64 + col), kmajor_desc(skt + blk * kBN * 64 + col),
-                           ks > 0);
-        }
+      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+        const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
+        wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
+                         kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
       }
       wgmma_commit();
     };
@@ -723,16 +723,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       }
     };
     auto issue_pv = [&](int stage) {
-      const T* svt = smem_v + stage * Tr::kTileElems;
+      const uint32_t v_lo = v_lo0 + stage * (Tr::kTileElems / 8);
       // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
       // kBN rows apart), not one a column block.
 #pragma unroll
       for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+        const uint64_t b = sw128_desc_from_lo(v_lo + kk * 16 * 64 / 8);
         if constexpr (Tr::kBlocks == 1) {
-          wgmma_rs_n64<T>(o[0], pa[kk], mnmajor_desc(svt + kk * 16 * 64));
+          wgmma_rs_n64<T>(o[0], pa[kk], b);
         } else {
-          wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk],
-                                mnmajor_desc_blocks(svt + kk * 16 * 64, kBN * 128));
+          wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk], b);
         }
       }
       wgmma_commit();

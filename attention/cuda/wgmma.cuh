@@ -45,6 +45,10 @@ __device__ __forceinline__ uint32_t kmajor_desc_lo(const void* smem) { return st
 __device__ __forceinline__ uint64_t kmajor_desc_from_lo(uint32_t lo) {
   return (sw128_desc_fields(16, 1024) & 0xFFFFFFFF00000000ull) | lo;
 }
+// Any SW128 descriptor from its low word: the leading offset is in the low word, and the high
+// word (the 1024-byte stride offset, the swizzle mode) is the same for the K-major and MN-major
+// ones made here, so kmajor_desc_from_lo's serves both.
+__device__ __forceinline__ uint64_t sw128_desc_from_lo(uint32_t lo) { return kmajor_desc_from_lo(lo); }
 // MN-major over several column blocks (N > 64): the leading offset is the stride between the
 // 64-column blocks along N, the stride offset the 8-key groups' 1024 bytes.
 __device__ __forceinline__ uint64_t mnmajor_desc_blocks(const void* smem, uint32_t block_bytes) {
