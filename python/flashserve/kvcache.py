@@ -10,9 +10,20 @@
     k_cache, v_cache = kv.layer(0)                   # [blocks, Hkv, block_size, D] views of layer 0
     o = flashserve.decode(q, k_cache, v_cache, block_table, seq_lens)
 
-On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch); on CUDA they are
-torch tensors over the storage's memory (through __cuda_array_interface__). Errors from the
-library raise FlashserveError; running out of blocks raises OutOfBlocks (nothing changed).
+On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch; FP8 caches,
+dtype "fp8_e4m3" / "fp8_e5m2", are uint8 arrays of the codes); on CUDA they are torch tensors over
+the storage's memory (through __cuda_array_interface__). An FP8 cache keeps a scale per (layer,
+kv head) for K and for V (1.0 until set_scales), quantizes float32 / float16 / bfloat16 K/V on
+append (round to nearest even, saturating; NaN stays NaN), and page_args(layer) gives decode and
+paged_prefill what they need to read it:
+
+    kv = flashserve.KVCache(32, 1024, 8, 128, dtype="fp8_e4m3")
+    kv.set_scales(0, k_amax / 448, v_amax / 448)     # float32 [num_kv_heads], before appending
+    kv.append(k_new_bf16, v_new_bf16, slots)
+    o = flashserve.decode(q, *kv.layer(0), block_table, seq_lens, **kv.page_args(0))
+
+Errors from the library raise FlashserveError; running out of blocks raises OutOfBlocks (nothing
+changed).
 """
 import ctypes
 
@@ -20,8 +31,10 @@ import numpy as np
 
 from . import _capi
 
-_DTYPES = {"float32": _capi.FS_FLOAT32, "float16": _capi.FS_FLOAT16, "bfloat16": _capi.FS_BFLOAT16}
-_ITEMSIZE = {_capi.FS_FLOAT32: 4, _capi.FS_FLOAT16: 2, _capi.FS_BFLOAT16: 2}
+_DTYPES = {"float32": _capi.FS_FLOAT32, "float16": _capi.FS_FLOAT16, "bfloat16": _capi.FS_BFLOAT16,
+           "fp8_e4m3": _capi.FS_FP8_E4M3, "fp8_e5m2": _capi.FS_FP8_E5M2}
+_FP8 = ("fp8_e4m3", "fp8_e5m2")
+_FLOATS = (_capi.FS_FLOAT32, _capi.FS_FLOAT16, _capi.FS_BFLOAT16)
 FS_RESOURCE_EXHAUSTED = 4
 
 
@@ -192,6 +205,10 @@ class KVCache:
 
     def _wrap(self, ptr):
         shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
+        if self.dtype in _FP8:  # the codes (CPU only: the library refuses FP8 storage on CUDA)
+            buf = (ctypes.c_uint8 * n).from_address(ptr)
+            buf._owner = self._storage
+            return np.ctypeslib.as_array(buf).reshape(shape)
         if self.device == "cpu":
             # The views keep this cache (and so the memory) alive through their buffer.
             buf = ((ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16) * n).from_address(ptr)
@@ -214,10 +231,44 @@ class KVCache:
         pool = self._wrap(pages.k_pages)
         return pool[:, 0], pool[:, 1]
 
+    def set_scales(self, layer, k_scales, v_scales):
+        """An FP8 cache's scales for one layer: float32 [num_kv_heads] each, finite and > 0 (one
+        value repeated is a per-tensor scale). Set them before appending that layer's K/V: the
+        pages keep the codes already written (key = k_scales[h] * fp8(code))."""
+        if self.dtype not in _FP8:
+            raise TypeError(f"set_scales: the cache is {self.dtype}, not FP8")
+        arrs = []
+        for name, x in (("k_scales", k_scales), ("v_scales", v_scales)):
+            a = _host_1d(x, np.float32)
+            if a.shape != (self.shape.num_kv_heads,):
+                raise ValueError(f"{name}: expected float32 [{self.shape.num_kv_heads}], got shape {list(a.shape)}")
+            arrs.append(a)
+        _check(_lib().fs_kv_set_scales(self._h, int(layer), arrs[0].ctypes.data, arrs[1].ctypes.data), "set_scales")
+
+    def scales(self, layer):
+        """An FP8 cache's (k_scales, v_scales) of one layer: float32 [num_kv_heads] copies."""
+        if self.dtype not in _FP8:
+            raise TypeError(f"scales: the cache is {self.dtype}, not FP8")
+        pages = _capi.Pages()
+        _check(_lib().fs_kv_storage_pages(self._h, int(layer), ctypes.byref(pages)), "scales")
+        hk = self.shape.num_kv_heads
+        return tuple(np.ctypeslib.as_array((ctypes.c_float * hk).from_address(p)).copy()
+                     for p in (pages.k_scales, pages.v_scales))
+
+    def page_args(self, layer):
+        """What decode and paged_prefill need besides the pools to read one layer: for an FP8 cache
+        kv_dtype and that layer's scales, else nothing."""
+        if self.dtype not in _FP8:
+            return {}
+        k_scales, v_scales = self.scales(layer)
+        return {"kv_dtype": self.dtype, "k_scales": k_scales, "v_scales": v_scales}
+
     def append(self, k_new, v_new, slots, first_layer=0, check=True):
         """Writes n tokens' K and V: k_new, v_new [num_layers, n, Hkv, D] (or [n, Hkv, D] for one
-        layer) contiguous, in the cache's dtype, on its device; slots int64 [n] on its device
-        (-1 = padding). check=True checks the slots on the host first (a copy from the GPU)."""
+        layer) contiguous, on the cache's device, in the cache's dtype or, into an FP8 cache,
+        float32 / float16 / bfloat16, quantized with that layer's scales (and, on the CPU, float32
+        into a 16-bit cache); slots int64 [n] on its device (-1 = padding). check=True checks the
+        slots on the host first (a copy from the GPU)."""
         from . import _T
         tk, tv, ts = _T(k_new, "k_new"), _T(v_new, "v_new"), _T(slots, "slots")
         if len(tk.shape) == 3:
@@ -230,9 +281,16 @@ class KVCache:
         if tuple(shape[1:]) != (s.num_kv_heads, s.head_dim) or tv.shape != tk.shape:
             raise ValueError(f"k_new {list(tk.shape)}, v_new {list(tv.shape)}: expected [..., n, {s.num_kv_heads}, "
                              f"{s.head_dim}] both")
+        if tk.dtype != tv.dtype:
+            raise TypeError(f"k_new {tk.dtype_name} and v_new {tv.dtype_name} differ")
+        src = tk.dtype
+        convert = (self.dtype in _FP8 and src in _FLOATS) or (
+            self.device == "cpu" and src == _capi.FS_FLOAT32 and self.dtype in ("float16", "bfloat16"))
         for t in (tk, tv):
-            if t.dtype != s.dtype:
-                raise TypeError(f"{t.name}: expected {self.dtype}, got {t.dtype_name}")
+            if t.dtype != s.dtype and not convert:
+                allowed = "float32, float16 or bfloat16" if self.dtype in _FP8 else (
+                    f"{self.dtype} or float32" if self.device == "cpu" and self.dtype != "float32" else self.dtype)
+                raise TypeError(f"{t.name}: expected {allowed}, got {t.dtype_name}")
             if t.device != self._dev or (self._index >= 0 and t.device_index != self._index):
                 raise ValueError(f"{t.name}: expected on {self.device}"
                                  + (f":{self._index}" if self._index >= 0 else ""))
@@ -252,8 +310,8 @@ class KVCache:
             host = _host_1d(slots, np.int64)
             _check(_lib().fs_kv_check_slots(self._h, host.ctypes.data, n), "append")
         with self._on_device():
-            _check(_lib().fs_kv_append(self._h, int(first_layer), num_layers, tk.ptr, tv.ptr, ts.ptr, n,
-                                       self._stream()), "append")
+            _check(_lib().fs_kv_append_from(self._h, int(first_layer), num_layers, src, tk.ptr, tv.ptr, ts.ptr, n,
+                                            self._stream()), "append")
 
     def copy_blocks(self, pairs):
         """Copies block src to dst in every layer, K and V, for each (src, dst): copy-on-write."""

@@ -294,5 +294,94 @@ def decode_and_paged_prefill_over_fp8_codes():
            "k_scales/v_scales are for FP8 caches")
 
 
+@case
+def fp8_kv_cache_quantizes_and_decodes():
+    # KVCache in FP8: per-(layer, kv head) scales from amax, float32 / float16 K/V quantized on
+    # append, decode through page_args against float64 over the dequantized pages (the kernel)
+    # and over the original values (what quantization costs); copy-on-write copies codes.
+    L, NB, BS, n = 2, 24, 16, 45
+    for fmt, fmax, rel in (("fp8_e4m3", 448.0, 2.0 ** -4), ("fp8_e5m2", 57344.0, 2.0 ** -3)):
+        values, good = fp8_values(fmt)
+        values = np.where(np.isin(np.arange(256), good), values, np.nan)  # NaN codes decode to NaN
+        bm = flashserve.BlockManager(NB, BS)
+        kv = flashserve.KVCache(L, NB, HK, D, block_size=BS, dtype=fmt)
+        k = (rng.standard_normal((L, n, HK, D)) * rng.uniform(0.5, 3.0, (1, 1, HK, 1))).astype(np.float32)
+        v = rng.standard_normal((L, n, HK, D)).astype(np.float32)
+        k[0, 3, 1, 5] = np.nan  # NaN stays NaN in its code; that key's row is then NaN for head 1
+        for layer in range(L):
+            assert np.array_equal(kv.scales(layer)[0], np.ones(HK, np.float32))  # 1.0 until set
+            ka, va = np.nanmax(np.abs(k[layer]), axis=(0, 2)), np.abs(v[layer]).max(axis=(0, 2))
+            kv.set_scales(layer, ka / fmax, va / fmax)
+            ks, vs = kv.scales(layer)
+            assert np.allclose(ks, ka / fmax) and np.allclose(vs, va / fmax)
+        assert bm.add_sequence(3, rng.integers(0, 30000, n).astype(np.int32)) == 0
+        slots, _ = bm.allocate_slots(3, n)
+        kv.append(k, v, slots)
+        table = bm.block_table(3)[None, :].astype(np.int32)
+        seq = np.array([n], dtype=np.int32)
+        for layer in range(L):
+            kc, vc = kv.layer(layer)
+            assert kc.dtype == np.uint8 and kc.shape == (NB, HK, BS, D)
+            ks, vs = kv.scales(layer)
+            rows = [(b, t) for b in table[0] for t in range(BS)][:n]
+            kd = np.stack([values[kc[b, :, t]] for b, t in rows]) * ks[None, :, None]  # [n, HK, D] float64
+            vd = np.stack([values[vc[b, :, t]] for b, t in rows]) * vs[None, :, None]
+            orig_k, orig_v = k[layer].astype(np.float64), v[layer].astype(np.float64)
+            finite = np.isfinite(orig_k)
+            assert np.isnan(kd[~finite]).all() and (layer == 0) == (not finite.all())
+            # Round to nearest: within half a step (relative rel) of the original, or the
+            # subnormal step near zero.
+            for d, x, sc in ((kd, orig_k, ks), (vd, orig_v, vs)):
+                ok = np.isfinite(x)
+                tiny = sc[None, :, None] * np.nanmin(values[values > 0])
+                err = np.abs(d - x)
+                bound = rel * np.abs(x) + np.broadcast_to(tiny, x.shape)
+                assert (err[ok] <= bound[ok] * (1 + 1e-6)).all(), (fmt, float((err - bound)[ok].max()))
+            q = rng.standard_normal((1, 1, H, D)).astype(np.float32)
+            o = flashserve.decode(q, kc, vc, table, seq, **kv.page_args(layer))
+            heads_ok = [h for h in range(H) if np.isfinite(kd[:, h * HK // H]).all()]
+            ro, _ = reference(q.reshape(-1, H, D), np.nan_to_num(kd), vd, [1], [n], True, 1 / np.sqrt(D))
+            o = o.reshape(-1, H, D)
+            assert np.abs(o[:, heads_ok] - ro[:, heads_ok]).max() < 1e-4, (fmt, layer)
+            if layer == 0:
+                assert np.isnan(o[:, [h for h in range(H) if h not in heads_ok]]).all()
+            else:
+                rq, _ = reference(q.reshape(-1, H, D), orig_k, orig_v, [1], [n], True, 1 / np.sqrt(D))
+                print(f"  {fmt} decode vs float64 over the original values: max |o| error "
+                      f"{np.abs(o - rq).max():.4f}")
+        # float16 K/V into the same cache; copy-on-write copies the codes of every layer.
+        bm.fork(3, 4)
+        s4, copies = bm.allocate_slots(4, 1, new_tokens=[77])
+        kv.copy_blocks(copies)
+        kv.append(k[:, :1].astype(np.float16), v[:, :1].astype(np.float16), s4)
+        for layer in range(L):
+            kc, _ = kv.layer(layer)
+            (src, dst), = copies
+            assert np.array_equal(kc[dst, :, :(n % BS)], kc[src, :, :(n % BS)])
+        # Bad input: clear errors, nothing written.
+        before = kv.layer(1)[0].copy()
+        raises(ValueError, lambda: kv.set_scales(0, np.ones(HK + 1, np.float32), np.ones(HK, np.float32)),
+               f"k_scales: expected float32 [{HK}]")
+        raises(flashserve.FlashserveError, lambda: kv.set_scales(0, -np.ones(HK, np.float32), np.ones(HK, np.float32)),
+               "scale")
+        raises(flashserve.FlashserveError, lambda: kv.set_scales(0, np.full(HK, np.nan, np.float32),
+                                                                 np.ones(HK, np.float32)), "scale")
+        raises(TypeError, lambda: kv.append(k.astype(np.float64), v.astype(np.float64), slots),
+               "expected float32, float16 or bfloat16")
+        raises(TypeError, lambda: kv.append(k, v.astype(np.float16), slots), "differ")
+        assert np.array_equal(kv.layer(1)[0], before)
+    raises(TypeError, lambda: flashserve.KVCache(1, 4, HK, D, dtype="float32").set_scales(0, [1.0], [1.0]),
+           "not FP8")
+    assert flashserve.KVCache(1, 4, HK, D, dtype="float32").page_args(0) == {}
+    # float32 into a float16 cache on the CPU (the library's conversion): the same as appending
+    # the float16 values.
+    a, b = flashserve.KVCache(1, 4, HK, D, block_size=BS, dtype="float16"), \
+        flashserve.KVCache(1, 4, HK, D, block_size=BS, dtype="float16")
+    x = rng.standard_normal((1, 5, HK, D)).astype(np.float32)
+    sl = np.arange(BS, BS + 5, dtype=np.int64)
+    a.append(x, x, sl)
+    b.append(x.astype(np.float16), x.astype(np.float16), sl)
+    assert np.array_equal(a.layer(0)[0], b.layer(0)[0])
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
