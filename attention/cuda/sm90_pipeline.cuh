@@ -41,35 +41,33 @@ struct MBarrier {
   __device__ static void arrive_on_cp_async(uint64_t* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
   }
-  __device__ static void wait(uint64_t* bar, uint32_t parity) {
-    const uint32_t addr = smem_u32(bar);
-    uint32_t done = 0;
-    do {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity)
-          : "memory");
-    } while (!done);
-  }
-  // wait, with a suspend-time hint: each try_wait may park the thread until the phase completes
-  // (or the hint's time passes) instead of returning after the hardware's short default limit.
+  // kParked: each try_wait carries a suspend-time hint, so it may park the thread until the phase
+  // completes (or kParkNs pass) instead of returning after the hardware's short default limit.
   // For the producer's waits on empty stages, usually long: its retry loop ran ~77 times a tile
   // at d 128 1x16k (the producer issued 117M of the kernel's 1.22G instructions on ncu, issue
   // slots taken from the consumer warps on its sub-partition; 29M with the hint:
   // bench/history/prefill.md "prefill v4.11").
-  __device__ static void wait_parked(uint64_t* bar, uint32_t parity) {
+  static constexpr uint32_t kParkNs = 1000000;  // 1 ms: far past any stage's wait
+  template <bool kParked = false>
+  __device__ static void wait(uint64_t* bar, uint32_t parity) {
     const uint32_t addr = smem_u32(bar);
     uint32_t done = 0;
     do {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-          : "=r"(done)
-          : "r"(addr), "r"(parity), "n"(kParkNs)
-          : "memory");
+      if constexpr (kParked) {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(addr), "r"(parity), "n"(kParkNs)
+            : "memory");
+      } else {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(addr), "r"(parity)
+            : "memory");
+      }
     } while (!done);
   }
-  static constexpr uint32_t kParkNs = 1000000;  // 1 ms: far past any stage's wait
 };
 
 // A 3-d box of a tensor map into shared memory (coordinates innermost first), completing as
@@ -140,7 +138,7 @@ struct Pipeline {
     }
   }
   __device__ __forceinline__ void producer_acquire(const PipeState<kStages>& st) const {
-    MBarrier::wait_parked(empty + st.index, st.phase ^ 1);
+    MBarrier::wait<true>(empty + st.index, st.phase ^ 1);
   }
   __device__ __forceinline__ uint64_t* full_barrier(const PipeState<kStages>& st) const { return full + st.index; }
   __device__ __forceinline__ void consumer_wait(const PipeState<kStages>& st) const {

@@ -205,17 +205,15 @@ class KVCache:
 
     def _wrap(self, ptr):
         shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
-        if self.dtype in _FP8:  # the codes (CPU only: the library refuses FP8 storage on CUDA)
-            buf = (ctypes.c_uint8 * n).from_address(ptr)
-            buf._owner = self._storage
-            return np.ctypeslib.as_array(buf).reshape(shape)
-        if self.device == "cpu":
+        if self.device == "cpu":  # FP8 caches (the codes, uint8) exist only here: CUDA refuses them
             # The views keep this cache (and so the memory) alive through their buffer.
-            buf = ((ctypes.c_float if self.dtype == "float32" else ctypes.c_uint16) * n).from_address(ptr)
+            ctype = {"float32": ctypes.c_float, "fp8_e4m3": ctypes.c_uint8, "fp8_e5m2": ctypes.c_uint8}.get(
+                self.dtype, ctypes.c_uint16)
+            buf = (ctype * n).from_address(ptr)
             buf._owner = self._storage
             if self.dtype != "bfloat16":
                 a = np.ctypeslib.as_array(buf).reshape(shape)
-                return a if self.dtype == "float32" else a.view(np.float16)
+                return a.view(np.float16) if self.dtype == "float16" else a
             import torch
             return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
         import torch
