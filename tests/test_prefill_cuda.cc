@@ -112,6 +112,19 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"},
                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}});
+  // On a persistent grid of 3 CTAs (FLASHSERVE_PREFILL_WS_GRID): each walks several items, items
+  // without keys between (the grid above has a CTA an SM: on these small problems mostly one
+  // item a CTA), by the dynamic and the static walk; packed or, paged, by the row gather, and
+  // below by TMA page boxes or the older gather.
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
+                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "dynamic" : "static"}}});
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
+                   {"FLASHSERVE_PREFILL_WS_PAGED", p.seed % 2 ? "tma" : "gather"}},
+                  true});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);

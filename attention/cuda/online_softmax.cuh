@@ -126,6 +126,40 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
   return f;
 }
 
+// softmax_row (not lazy) for a thread's two fragment rows at once (at(i, nt, e): row i), phase
+// by phase, so that the rows' dependency chains (the lane max, the quad's two shuffles, the
+// running max and its exp, then each element's FFMA and EX2) interleave: one after the other,
+// each row's shuffles and the exps that wait on them were exposed in turn, with only two
+// consumer warps a scheduler to cover them (prefill v4.12). The same arithmetic as two
+// softmax_row calls.
+template <int kNTiles, typename At>
+__device__ __forceinline__ void softmax_row_pair(At at, const LogitArgs& a, int key0, int tig, const int (&row_pos)[2],
+                                                 const int (&row_lo)[2], const int (&row_hi)[2], bool masked,
+                                                 float (&m_run)[2], float (&l_run)[2], float (&f)[2]) {
+  float to_log2[2], mx[2], m_use[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    to_log2[i] = logits_row<kNTiles>([&](int nt, int e) -> float& { return at(i, nt, e); }, a, key0, tig, row_pos[i],
+                                     row_lo[i], row_hi[i], masked);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) mx[i] = lane_max<kNTiles>([&](int nt, int e) -> float& { return at(i, nt, e); });
+#pragma unroll
+  for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float m_new = fmaxf(m_run[i], mx[i] * to_log2[i]);  // to_log2 > 0: the max commutes
+    m_use[i] = m_new == -INFINITY ? 0.f : m_new;               // nothing visible yet: all p = 0
+    f[i] = fast_exp2(m_run[i] - m_use[i]);                     // 0 when m_run was -inf
+    m_run[i] = m_new;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    l_run[i] = l_run[i] * f[i] +
+               exp_row<kNTiles>([&](int nt, int e) -> float& { return at(i, nt, e); }, to_log2[i], m_use[i]);
+}
+
 // As softmax_row<kNTiles, true>, with the decision whether any max moves taken by a warp vote
 // on each lane's own values before any shuffle: on the usual tile (no value of the warp's rows
 // above its row's max + kLazyMargin) the quad's max reduction, the rescale factor's exp and the

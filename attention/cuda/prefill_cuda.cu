@@ -432,6 +432,10 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
+      // FLASHSERVE_PREFILL_WS_GRID=N caps the persistent grid at N CTAs (tests: small problems
+      // then walk several items a CTA, the rings' stages and phases carried from item to item).
+      if (const char* cap = std::getenv("FLASHSERVE_PREFILL_WS_GRID"); cap != nullptr && std::atoi(cap) > 0)
+        sms = std::min(sms, std::atoi(cap));
     }
     const bool wide = ws_wide(p);
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {

@@ -741,11 +741,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     auto softmax = [&](int tile) {
       const int key0 = key_base + tile * kBN;
       const bool masked = cta.masked(key0, kBN);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        auto at = [&](int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; };
-        f[i] = softmax_row<kBN / 8>(at, la, key0, tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i]);
-      }
+      softmax_row_pair<kBN / 8>([&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
+                                row_pos, row_lo, row_hi, masked, m_run, l_run, f);
     };
     auto rescale_o = [&] {
 #pragma unroll
