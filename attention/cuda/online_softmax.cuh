@@ -100,6 +100,29 @@ __device__ __forceinline__ float exp_row(At at, float to_log2, float m_use) {
   return (r4[0] + r4[1]) + (r4[2] + r4[3]);
 }
 
+// The lazy rescale's margin (base 2): softmax_row<kNTiles, true> below.
+inline constexpr float kLazyMargin = 8.f;
+
+// The row's max over the quad's four lanes (the fragment row's other columns).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+// The running max's step: m_run moves to cover the tile's max mx (a stored value; to_log2 > 0,
+// so the max commutes with the scale), m_use is the max the tile's exps subtract, and the
+// result the factor the row's O and sum are scaled by.
+template <bool kLazy>
+__device__ __forceinline__ float running_max_step(float& m_run, float mx, float to_log2, float& m_use) {
+  float m_new = fmaxf(m_run, mx * to_log2);
+  if (kLazy && m_new <= m_run + kLazyMargin) m_new = m_run;
+  m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
+  float f = fast_exp2(m_run - m_use);        // 0 when m_run was -inf
+  if (kLazy && m_new == m_run) f = 1.f;
+  m_run = m_new;
+  return f;
+}
+
 // One fragment row of a tile of kNTiles·8 keys: raw scores become probabilities against the
 // running max (base 2), masked to [row_lo, row_hi) when `masked` (logits_row); m_run (base-2
 // logit units) and l_run (this lane's part of the sum) are updated. Returns the factor the
@@ -108,20 +131,13 @@ __device__ __forceinline__ float exp_row(At at, float to_log2, float m_use) {
 // (base 2), so p <= 2^kLazyMargin and most tiles return exactly 1 (the caller may skip its
 // rescale); m_run stays a bound the result is exact against. A row that has seen nothing
 // returns 1 as well (its accumulator is zero).
-inline constexpr float kLazyMargin = 8.f;
 template <int kNTiles, bool kLazy = false, typename At>
 __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
                                              int row_hi, bool masked, float& m_run, float& l_run) {
   const float to_log2 = logits_row<kNTiles>(at, a, key0, tig, row_pos, row_lo, row_hi, masked);
-  float mx = lane_max<kNTiles>(at);
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  float m_new = fmaxf(m_run, mx * to_log2);              // to_log2 > 0: the max commutes
-  if (kLazy && m_new <= m_run + kLazyMargin) m_new = m_run;
-  const float m_use = m_new == -INFINITY ? 0.f : m_new;  // nothing visible yet: all p = 0
-  float f = fast_exp2(m_run - m_use);                    // 0 when m_run was -inf
-  if (kLazy && m_new == m_run) f = 1.f;
-  m_run = m_new;
+  const float mx = quad_max(lane_max<kNTiles>(at));
+  float m_use;
+  const float f = running_max_step<kLazy>(m_run, mx, to_log2, m_use);
   l_run = l_run * f + exp_row<kNTiles>(at, to_log2, m_use);
   return f;
 }
@@ -146,14 +162,9 @@ __device__ __forceinline__ void softmax_row_pair(At at, const LogitArgs& a, int 
 #pragma unroll
   for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
 #pragma unroll
-  for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+  for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));  // quad_max, in step
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float m_new = fmaxf(m_run[i], mx[i] * to_log2[i]);  // to_log2 > 0: the max commutes
-    m_use[i] = m_new == -INFINITY ? 0.f : m_new;               // nothing visible yet: all p = 0
-    f[i] = fast_exp2(m_run[i] - m_use[i]);                     // 0 when m_run was -inf
-    m_run[i] = m_new;
-  }
+  for (int i = 0; i < 2; ++i) f[i] = running_max_step<false>(m_run[i], mx[i], to_log2[i], m_use[i]);
 #pragma unroll
   for (int i = 0; i < 2; ++i)
     l_run[i] = l_run[i] * f[i] +
@@ -176,8 +187,7 @@ __device__ __forceinline__ bool softmax_row_voted(At at, const LogitArgs& a, int
   const bool slow = __any_sync(0xffffffffu, mx > m_run + kLazyMargin);
   f = 1.f;
   if (slow) {
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = quad_max(mx);
     float m_new = fmaxf(m_run, mx);
     if (m_new <= m_run + kLazyMargin) m_new = m_run;
     if (m_new != m_run) f = fast_exp2(m_run - m_new);  // 0 when m_run was -inf
