@@ -387,14 +387,27 @@ def limits():
     def one():
         results.append(srv.raw("POST", "/v1/completions", {"prompt": "Count to ten:", "max_tokens": 64,
                                                              "ignore_eos": True}))
+
+    def until(name, value):  # the gauge reached, within 60 s (a loaded 2-core machine, ASan)
+        t0 = time.time()
+        while time.time() - t0 < 60 and srv.metric(name) != value:
+            time.sleep(0.02)
+        return srv.metric(name) == value
+    # One request running, then one waiting (each seen on /metrics before the next is sent: six at
+    # once raced, all but the first refused while it still sat in the one waiting slot), then four
+    # that find the queue full.
     threads = [threading.Thread(target=one) for _ in range(6)]
-    for t in threads:
+    threads[0].start()
+    seen = until("vllm:num_requests_running", 1)
+    threads[1].start()
+    seen = until("vllm:num_requests_waiting", 1) and seen
+    for t in threads[2:]:
         t.start()
     for t in threads:
         t.join()
     codes = sorted(s for s, _ in results)
     check("the queue full: 429 with OpenAI's error JSON (1 running + 1 waiting served)",
-          codes.count(200) >= 2 and codes.count(429) >= 1 and
+          seen and codes == [200, 200, 429, 429, 429, 429] and
           all(is_error(s, b, 429) for s, b in results if s == 429), codes)
     box = {}
     t = threading.Thread(target=lambda: box.update(r=srv.raw("POST", "/v1/completions", {
