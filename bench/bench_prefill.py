@@ -323,8 +323,7 @@ def main():
                         qs, ks, vs = (t.view(B, L, heads, dim).transpose(1, 2) for t in (q, k, v))
                         for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                             def peer(be=be, qs=qs, ks=ks, vs=vs, causal=causal):
-                                with sdpa_kernel(be):
-                                    return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+                                return _sdpa(be, qs, ks, vs, causal)
                             peers.append((name, lambda peer=peer: peer))
                     peers += varlen_peers(q, k, v, cu, cu, max(lens), max(lens), causal)
                     extra, pages = [], None
@@ -405,7 +404,7 @@ def main():
         run, _ = ours_fn(lib, q, k, v, o, lse, cu, [L], heads, dim, True, fdt, kv_heads=kvh)
         peers = varlen_peers(q, k, v, cu, cu, L, L, True)
         qs, ks, vs = q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2), v.unsqueeze(0).transpose(1, 2)
-        peers.append(("cudnn", lambda: (lambda: _sdpa(SDPBackend.CUDNN_ATTENTION, qs, ks, vs))))
+        peers.append(("cudnn", lambda: (lambda: _sdpa(SDPBackend.CUDNN_ATTENTION, qs, ks, vs, gqa=True))))
         measure(r, flops, run, peers)
         run()
         if fa3 is not None:
@@ -432,9 +431,10 @@ def main():
               f"{f(100 * max([v for k, v in r.items() if k.endswith('_spread')] or [0]), 7)}%")
 
 
-def _sdpa(be, qs, ks, vs):
+def _sdpa(be, qs, ks, vs, causal=True, gqa=False):
+    """torch SDPA by one backend (FLASH_ATTENTION, CUDNN_ATTENTION) over [B, H, L, D] views."""
     with sdpa_kernel(be):
-        return F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=True)
+        return F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, enable_gqa=gqa)
 
 
 if __name__ == "__main__":
