@@ -78,7 +78,9 @@ struct PrefillParams {
   int64_t k_row_stride = 0, k_head_stride = 0;
   int64_t v_row_stride = 0, v_head_stride = 0;
   const int32_t* cu_seqlens_k = nullptr; // [batch + 1], like cu_seqlens_q
-  int64_t total_k = 0;
+  int64_t total_k = 0;                   // rows of k and v. Paged: a hint, the sum of seq_lens
+                                         // where the host knows it, else 0 (CUDA picks its key
+                                         // tile by it; never read as a bound)
   // ... or in pages (paged == true): sequence b has pages.seq_lens[b] keys, of which its
   // q_len queries are the last ones (a prompt chunk attends to its cached prefix), so
   // seq_lens[b] >= q_len.

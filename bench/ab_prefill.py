@@ -24,6 +24,8 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (64, [16384], False, 0), (64, [1024] * 16, True, 0), (64, [4096] * 4, True, 16),
     # 20-: d 128 8×2k, non-causal and causal (between 16×1k and 4×4k: where the wide key tile starts to pay)
     (128, [2048] * 8, False, 0), (128, [2048] * 8, True, 0),
+    # 22-: d 128 paged 16 beside packed rows 2 and 5 (the rows where paged takes the wide key tile)
+    (128, [4096] * 4, False, 16), (128, [16384], True, 16),
 ]
 
 

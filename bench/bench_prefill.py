@@ -92,6 +92,7 @@ def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=Non
         pg.num_blocks, pg.block_size = kp.shape[0], bs
         pg.block_table, pg.block_table_stride = table.data_ptr(), table.shape[1]
         pg.seq_lens = seq_lens.data_ptr()
+        a.total_k = int(seq_lens.sum())  # the hint the server gives (its key tile)
     a.mask.softmax_scale, a.mask.causal = 1.0 / math.sqrt(dim), int(causal)
     a.mask.window_left = a.mask.window_right = -1
     a.o, a.o_row_stride, a.o_head_stride = o.data_ptr(), heads * dim, dim

@@ -158,7 +158,8 @@ typedef struct fs_prefill_args {
   const void* v;
   int64_t k_row_stride, k_head_stride, v_row_stride, v_head_stride;
   const int32_t* cu_seqlens_k;   /* [batch + 1] when !paged */
-  int64_t total_k;
+  int64_t total_k;               /* rows of k, v; paged: the sum of seq_lens if known, else 0
+                                    (a hint for the CUDA kernel's key tile) */
   fs_pages pages;                /* when paged */
   fs_mask mask;
   void* o;                       /* [total_q, num_heads, head_dim] */

@@ -189,13 +189,13 @@ PrefillParams prefill_params(const Problem& p, ProblemData& d, Outputs& out) {
   pp.cu_seqlens_q = d.cu_seqlens_q.data();
   pp.total_q = p.total_q();
   pp.paged = p.block_size > 0;
+  pp.total_k = p.total_k();  // paged: the hint (the sum of seq_lens)
   if (pp.paged) {
     pp.pages = pages_of(p, d);
   } else {
     pp.k = d.k_buf.data();
     pp.v = d.v_buf.data();
     pp.cu_seqlens_k = d.cu_seqlens_k.data();
-    pp.total_k = p.total_k();
   }
   pp.mask = mask_of(p, d);
   pp.o = out.o.data();

@@ -100,6 +100,7 @@ TEST(AttentionStep, PositionsCuSeqlensLastRowsAndTables) {
     // Worked out from the lengths alone: the new tokens are each sequence's last q_len keys.
     std::vector<int32_t> positions, cu_prefill = {0}, last_rows;
     int32_t row = 0, max_q = 0;
+    int64_t prefill_keys = 0;
     for (size_t q = 0; q < k.seqs.size(); ++q) {
       for (int32_t i = k.seqs[q].k_len - k.seqs[q].q_len; i < k.seqs[q].k_len; ++i) positions.push_back(i);
       row += k.seqs[q].q_len;
@@ -107,6 +108,7 @@ TEST(AttentionStep, PositionsCuSeqlensLastRowsAndTables) {
       if (static_cast<int32_t>(q) >= k.num_decode) {
         cu_prefill.push_back(cu_prefill.back() + k.seqs[q].q_len);
         max_q = std::max(max_q, k.seqs[q].q_len);
+        prefill_keys += k.seqs[q].k_len;
       }
     }
     EXPECT_EQ(s.batch, static_cast<int32_t>(k.seqs.size()));
@@ -117,6 +119,7 @@ TEST(AttentionStep, PositionsCuSeqlensLastRowsAndTables) {
     EXPECT_EQ(s.cu_prefill, cu_prefill);
     EXPECT_EQ(s.last_rows, last_rows);
     EXPECT_EQ(s.max_prefill_q, max_q);
+    EXPECT_EQ(s.prefill_keys, prefill_keys);
     ASSERT_EQ(s.block_table_stride, width);
     if (k.extra_width == 0) {
       EXPECT_EQ(s.block_tables, b.block_tables.data()) << "tables at their width are copied";
@@ -160,6 +163,7 @@ TEST(AttentionStep, PositionsCuSeqlensLastRowsAndTables) {
     EXPECT_EQ(p.total_q, s.num_tokens - k.num_decode);
     EXPECT_EQ(p.max_seqlen_q, max_q);
     EXPECT_TRUE(p.paged);
+    EXPECT_EQ(p.total_k, prefill_keys);  // the key tile's hint
     EXPECT_EQ(p.pages.block_table, s.block_tables + k.num_decode * width);
     EXPECT_EQ(p.pages.block_table_stride, width);
     EXPECT_EQ(p.pages.seq_lens, b.seq_lens.data() + k.num_decode);

@@ -102,7 +102,16 @@ void check_problem(const Problem& p) {
             {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "gather"}}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"},
                     {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}, true}};
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}, true},
+            // The row gather's 176-key tile (a lane stages two rows a tile), one CTA an item and
+            // on a 3-CTA persistent grid.
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_PAGED", "rows"}}, true},
+            {"ws",
+             {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"},
+              {"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
+              {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+              {"FLASHSERVE_PREFILL_WS_GRID", "3"}},
+             true}};
   if (p.head_dim == 256)
     runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};

@@ -90,6 +90,14 @@ WsPaged ws_paged_choice() {
   if (force != nullptr && std::strcmp(force, "gather") == 0) return WsPaged::kGather;
   return WsPaged::kRows;
 }
+// The row gather by default; it stages a row's offset in the pool in 16-byte units in 32 bits,
+// so pools below 64 GiB (else WsGather).
+bool ws_row_gather(const PrefillParams& p) {
+  const int64_t elem = 2;
+  const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
+                           (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
+  return ws_paged_choice() == WsPaged::kRows && last_row / 16 <= UINT32_MAX;
+}
 bool ws_page_tma(const PrefillParams& p, int block_n) {
   const int bs = p.pages.block_size;
   const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
@@ -206,22 +214,23 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
 }
 
 // Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
-// packed K/V without a window (a window sees fewer keys; paged only where forced and the pages
-// go by TMA: 176 keys fit pages of 8 or 16 tokens, and the gather takes 128-key tiles,
-// WsGather), and only where sequences have on average 2k keys or more (non-causal) or 8k or more
-// (causal: the diagonal costs a 176-key tile more; with fewer items an SM, the 128-key tile's
-// finer grain balances better). Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
+// without a window (a window sees fewer keys), and only where sequences have on average 2k keys
+// or more (non-causal) or 8k or more (causal: the diagonal costs a 176-key tile more; with fewer
+// items an SM, the 128-key tile's finer grain balances better). Packed: by total_k. Paged: by the
+// caller's total_k hint (the keys of all sequences; 0, not known on the host: 128 keys), where
+// the pages go by the row gather or by TMA boxes that tile 176 keys (pages of 8 or 16 tokens);
+// WsGather takes 128-key tiles. Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
 // (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608 against
 // 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497; 8×2k
 // 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
 // causal 303 against 342; GQA 32/8 128k causal 616 against 566. FLASHSERVE_PREFILL_WS_BLOCK_N=128
 // or 176 forces the choice at d 128 (A/B benchmarks, cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
-  if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176))) return false;
+  if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176) && !ws_row_gather(p))) return false;
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
-  if (p.paged || p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
+  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
   return p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch);
 }
 
@@ -253,11 +262,15 @@ int ws_section(const PrefillParams& p) {
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or,
 // where ws_page_tma, paged (else a gather: page_box 0; the row gather by default, ws_paged_choice). False
-// where the maps cannot describe the tensors, or the tile cannot be gathered (176 keys: WsGather,
-// WsRowGather) and the pages fail to encode.
+// where the maps cannot describe the tensors, or the tile cannot be gathered (176 keys by WsGather)
+// and the pages fail to encode.
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
+  // FLASHSERVE_PREFILL_WS_PROXY_FENCE=0: gathered stages without the consumers' proxy fence, a
+  // bench-only A/B of its cost (the memory model asks for it; FA3's cp.async path has none).
+  const char* fence = std::getenv("FLASHSERVE_PREFILL_WS_PROXY_FENCE");
+  maps->proxy_fence = fence != nullptr && std::strcmp(fence, "0") == 0 ? 0 : 1;
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   if (p.paged) {
@@ -265,13 +278,8 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
         encode_pages(&maps->v, p, p.pages.v_pages, box))
       maps->page_box = box;
-    // The row gather stages a row's offset in the pool in 16-byte units in 32 bits: pools below
-    // 64 GiB (else WsGather).
-    const int64_t elem = 2;
-    const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
-                             (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
-    maps->row_gather = maps->page_box == 0 && ws_paged_choice() == WsPaged::kRows && last_row / 16 <= UINT32_MAX ? 1 : 0;
-    return maps->page_box > 0 || tiles.block_n != 176;
+    maps->row_gather = maps->page_box == 0 && ws_row_gather(p) ? 1 : 0;
+    return maps->page_box > 0 || maps->row_gather != 0 || tiles.block_n != 176;  // WsGather: up to 128 keys
   }
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);

@@ -55,6 +55,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
+  int proxy_fence = 1;  // gathered stages: the consumers' proxy fence (0: bench-only A/B of its cost)
   // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
   unsigned* sched = nullptr;
@@ -136,6 +137,9 @@ struct WsWorkOrder {
   }
 };
 
+template <int kHeadDim, int kBlockN>
+struct WsRowGather;  // below
+
 // Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and, at
 // d 128, whether the call takes the wide key tile (`wide`: see prefill_cuda.cu):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
@@ -180,7 +184,7 @@ struct PrefillWsTraits {
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
-  static constexpr int kRowSlotBytes = kBlockN <= 128 ? 2 * (16 * ((kBlockN / 16 + 3) / 4 * 4) * 4 + 16) : 0;
+  static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
   // + 16: the dynamic walk's slots (the item the producer hands the consumers, two claims the
   // producer threads share).
   static constexpr int kBaseSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
@@ -198,8 +202,8 @@ struct PrefillWsTraits {
 // zero-filled at or past the keys and on page ids outside the pool. A thread's rows are kPass
 // apart, so where kPass is a multiple of 8 they share the swizzle phase and their shared-memory
 // offsets are one base plus constants (few live registers: the producer has 24). Where a warp's
-// keys of a tile are more than its lanes (176-key tiles at d 128) there is no gather: the host
-// then takes 128-key tiles.
+// keys of a tile are more than its lanes (176-key tiles at d 128) there is no WsGather: such
+// tiles go by the row gather or TMA page boxes (make_tma_maps).
 template <int kHeadDim, int kBlockN>
 struct WsGather {
   static constexpr int kChunks = kHeadDim / 8;
@@ -236,43 +240,65 @@ struct WsGather {
 // tid % 8 of each 128-byte column block of keys tid / 8 + 16·i (i < kPasses), so its rows share
 // one swizzle phase (shared-memory offsets: one base plus immediates) and a row's column blocks
 // are immediate offsets from one global address. The rows' offsets in the pool, in 16-byte units
-// (32 bits: the host takes this path only for pools below 64 GiB), are made a tile ahead, one row
-// a lane by the warp that copies them (lane l of warp w: row 16·(l / 4) + 4·w + l % 4), into a
+// (32 bits: the host takes this path only for pools below 64 GiB), are made a tile ahead by the
+// warp that copies them, one row a lane a half (lane l of warp w, half j: row 16·(l / 4 + 8·j) +
+// 4·w + l % 4; a second half only where a tile has more than 8 passes, the 176-key tile), into a
 // slot of shared memory laid out so that a thread's kPasses offsets are adjacent (16-byte loads),
-// with a ballot of the valid rows (in range, page id in the pool; the others are zero-filled).
-// Two slots: tile t's serve K(t) and V(t). A tile's page ids are read a tile before their
-// offsets are staged, so no copy waits behind a table read. A pass then costs its share of a
-// shared load, a bit test, one IMAD.WIDE and the copies, where WsGather spent ~15 instructions a
-// row on 16 rows a thread. kFits: a warp's rows of a tile are at most its lanes (tiles of up to
-// 128 keys).
+// with a ballot of the valid rows a half (in range, page id in the pool; the others are
+// zero-filled). Two slots: tile t's serve K(t) and V(t). A tile's page ids are read a tile before
+// their offsets are staged, so no copy waits behind a table read. A pass then costs its share of
+// a shared load, a bit test, one IMAD.WIDE and the copies, where WsGather spent ~15 instructions
+// a row on 16 rows a thread. kFits: tiles of whole passes, up to 16 of them (256 keys).
 template <int kHeadDim, int kBlockN>
 struct WsRowGather {
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
   static constexpr int kPasses = kBlockN / 16;   // 16 rows a pass of the 128 threads
+  static constexpr int kHalves = kPasses > 8 ? 2 : 1;  // rows a lane stages (8 passes a half)
   static constexpr int kPad = (kPasses + 3) / 4 * 4;  // offsets a thread's run in the slot
-  static constexpr bool kFits = kBlockN % 16 == 0 && 4 * kPasses <= 32;
-  static constexpr int kSlotBytes = 16 * kPad * 4 + 16;  // [16 rows of a pass][kPad] offsets, 4 warps' masks
+  static constexpr bool kFits = kBlockN % 16 == 0 && kPasses <= 16;
+  // [16 rows of a pass][kPad] offsets, then the 4 warps' masks a half.
+  static constexpr int kSlotBytes = 16 * kPad * 4 + 16 * kHalves;
   static constexpr int kSmemBytes = kFits ? 2 * kSlotBytes : 0;
+  struct Ids {
+    int32_t id[kHalves];  // -1: none
+  };
 
-  // This lane's row of a tile (one where lane / 4 < kPasses).
-  __device__ __forceinline__ static int staged_row(unsigned tid) {
-    return static_cast<int>(16 * ((tid % 32) / 4) + 4 * (tid / 32) + tid % 4);
+  // This lane's pass and row of a tile in half j (a row where the pass is < kPasses).
+  __device__ __forceinline__ static int staged_pass(unsigned tid, int j) { return static_cast<int>((tid % 32) / 4) + 8 * j; }
+  __device__ __forceinline__ static int staged_row(unsigned tid, int j) {
+    return 16 * staged_pass(tid, j) + static_cast<int>(4 * (tid / 32) + tid % 4);
   }
-  // The page id of this lane's row of the tile at key0 (-1: none, past hi or a lane without a row).
-  __device__ __forceinline__ static int32_t read_id(const KVSource& s, int key0, int hi, unsigned tid) {
-    const int key = key0 + staged_row(tid);
-    return (tid % 32) / 4 < kPasses && key < hi ? s.table[key >> s.block_shift] : -1;
+  // The page ids of this lane's rows of the tile at key0 (-1: none, past hi or a lane without a row).
+  __device__ __forceinline__ static Ids read_ids(const KVSource& s, int key0, int hi, unsigned tid) {
+    Ids ids;
+#pragma unroll
+    for (int j = 0; j < kHalves; ++j) {
+      const int key = key0 + staged_row(tid, j);
+      ids.id[j] = staged_pass(tid, j) < kPasses && key < hi ? s.table[key >> s.block_shift] : -1;
+    }
+    return ids;
   }
-  // Stages the offsets of the tile at key0 from the ids read_id gave; all 32 lanes of the warp.
-  __device__ __forceinline__ static void stage(const KVSource& s, unsigned char* slot, int32_t id, int key0,
+  __device__ __forceinline__ static Ids no_ids() {
+    Ids ids;
+#pragma unroll
+    for (int j = 0; j < kHalves; ++j) ids.id[j] = -1;
+    return ids;
+  }
+  // Stages the offsets of the tile at key0 from the ids read_ids gave; all 32 lanes of the warp.
+  __device__ __forceinline__ static void stage(const KVSource& s, unsigned char* slot, const Ids& ids, int key0,
                                                unsigned tid) {
     const unsigned lane = tid % 32;
-    const bool valid = static_cast<uint32_t>(id) < static_cast<uint32_t>(s.num_blocks);  // -1 too
-    const uint32_t in_block = static_cast<uint32_t>((key0 + staged_row(tid)) & s.block_mask) * (s.token_bytes >> 4);
-    const uint32_t off = valid ? static_cast<uint32_t>(id) * (s.block_bytes >> 4) + in_block : 0u;
-    const uint32_t mask = __ballot_sync(0xffffffffu, valid);
-    if (lane / 4 < kPasses) reinterpret_cast<uint32_t*>(slot)[(4 * (tid / 32) + lane % 4) * kPad + lane / 4] = off;
-    if (lane == 0) reinterpret_cast<uint32_t*>(slot + 16 * kPad * 4)[tid / 32] = mask;
+#pragma unroll
+    for (int j = 0; j < kHalves; ++j) {
+      const int32_t id = ids.id[j];
+      const bool valid = static_cast<uint32_t>(id) < static_cast<uint32_t>(s.num_blocks);  // -1 too
+      const uint32_t in_block = static_cast<uint32_t>((key0 + staged_row(tid, j)) & s.block_mask) * (s.token_bytes >> 4);
+      const uint32_t off = valid ? static_cast<uint32_t>(id) * (s.block_bytes >> 4) + in_block : 0u;
+      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+      const int pass = staged_pass(tid, j);
+      if (pass < kPasses) reinterpret_cast<uint32_t*>(slot)[(4 * (tid / 32) + lane % 4) * kPad + pass] = off;
+      if (lane == 0) reinterpret_cast<uint32_t*>(slot + 16 * kPad * 4)[4 * j + tid / 32] = mask;
+    }
   }
   // This thread's chunk of the kv head's K or V base (block 0, token 0), for copy: behind a
   // volatile move, else the compiler splits the sum between the K and V copies and each pass
@@ -295,8 +321,11 @@ struct WsRowGather {
   __device__ __forceinline__ static void copy(const unsigned char* slot, const char* g0, T* dst, unsigned tid) {
     const unsigned row0 = tid / 8, chunk = tid % 8;  // row0 = 4·warp + lane / 8
     const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot) + row0 * kPad;
-    // Bit 4·i of `valid`: row row0 + 16·i (the warp's lane 4·i + lane / 8 staged it).
-    const uint32_t valid = reinterpret_cast<const uint32_t*>(slot + 16 * kPad * 4)[tid / 32] >> ((tid % 32) / 8);
+    // Bit 4·(i % 8) of valid[i / 8]: row row0 + 16·i (the warp's lane 4·(i % 8) + lane / 8 staged it).
+    uint32_t valid[kHalves];
+#pragma unroll
+    for (int j = 0; j < kHalves; ++j)
+      valid[j] = reinterpret_cast<const uint32_t*>(slot + 16 * kPad * 4)[4 * j + tid / 32] >> ((tid % 32) / 8);
     const uint32_t d0 = smem_u32(dst + row0 * 64 + ((chunk ^ (row0 & 7)) << 3));
 #pragma unroll
     for (int q = 0; q < kPad / 4; ++q) {
@@ -308,7 +337,8 @@ struct WsRowGather {
         if (i >= kPasses) break;
         const char* g = g0 + static_cast<uint64_t>(ow[e]) * 16;  // one IMAD.WIDE.U32
 #pragma unroll
-        for (int c = 0; c < kBlocks; ++c) copy16(d0 + (c * kBlockN * 64 + i * 16 * 64) * 2, g + c * 128, valid, 1u << (4 * i));
+        for (int c = 0; c < kBlocks; ++c)
+          copy16(d0 + (c * kBlockN * 64 + i * 16 * 64) * 2, g + c * 128, valid[i / 8], 1u << (4 * (i % 8)));
       }
     }
   }
@@ -343,7 +373,6 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
   using Gather = WsGather<kHeadDim, kBN>;
   using RowGather = WsRowGather<kHeadDim, kBN>;
-  static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "row gather slots");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
@@ -361,7 +390,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
   // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
   // The row gather where the host asked for it (maps.row_gather: by default; it takes every tile
-  // of up to 128 keys); either gather arrives by cp.async.
+  // of this kernel); either gather arrives by cp.async.
   const bool rows = RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0;
   const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
   const bool cp_gather = gather || rows;
@@ -507,10 +536,10 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
           auto key0 = [&](int tile) { return key_base + tile * kBN; };
           const char* gk = RowGather::thread_base(cta.src.k_base, tid);
           const char* gv = RowGather::thread_base(cta.src.v_base, tid);
-          int32_t id = RowGather::read_id(cta.src, key0(0), cta.cta_hi, tid);
+          typename RowGather::Ids ids = RowGather::read_ids(cta.src, key0(0), cta.cta_hi, tid);
           __syncwarp();  // the last item's copies have read both slots
-          RowGather::stage(cta.src, slot(0), id, key0(0), tid);
-          id = num_tiles > 1 ? RowGather::read_id(cta.src, key0(1), cta.cta_hi, tid) : -1;
+          RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
+          ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
           __syncwarp();
           auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
             const unsigned j = static_cast<unsigned>(rows_done + tile);
@@ -525,8 +554,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
             if (t > 0) load_rows(pipe_v, true, t - 1);
             if (t + 1 < num_tiles) {  // slot (t + 1) % 2 held tile t - 1's offsets, read above
               __syncwarp();
-              RowGather::stage(cta.src, slot(t + 1), id, key0(t + 1), tid);
-              id = t + 2 < num_tiles ? RowGather::read_id(cta.src, key0(t + 2), cta.cta_hi, tid) : -1;
+              RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
+              ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
               __syncwarp();
             }
           }
@@ -625,7 +654,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // proxy) by a proxy fence after the barrier's acquire.
   auto wait_stage = [&](const auto& pipe, const auto& st) {
     pipe.consumer_wait(st);
-    if (cp_gather) fence_proxy_async();
+    if (cp_gather && maps.proxy_fence != 0) fence_proxy_async();
   };
   // Ping-pong round the ring: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and
   // then lets the next one go by arriving on its barrier. In each item each warpgroup has

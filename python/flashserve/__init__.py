@@ -203,7 +203,7 @@ def _pages(args_pages, kc, vc, block_table, seq_lens, page_dtype=(0, None, None)
 # ---- the functions ----------------------------------------------------------------------------
 
 def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window, alibi_slopes,
-             softcap, out, return_lse, seq_lens, kv_dtype=None, k_scales=None, v_scales=None):
+             softcap, out, return_lse, seq_lens, kv_dtype=None, k_scales=None, v_scales=None, total_k=None):
     paged = seq_lens is not None  # pages: k, v are the caches and cu_seqlens_k the block table
     tq = _T(q, "q").need(3, "float")
     tk = _T(k, "k_cache" if paged else "k").need(4 if paged else 3, "pages" if paged else "float")
@@ -246,6 +246,9 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         _same_device(tq, ts)
         a.paged = 1
         _pages(a.pages, tk, tv, ck, ts, page_dtype)
+        # The keys of all sequences: only a hint (the CUDA kernel's key tile), read from seq_lens
+        # like max_seqlen_q from cu_seqlens_q when not given.
+        a.total_k = int(_host(seq_lens, np.int64).sum()) if total_k is None else int(total_k)
     else:
         if ck.shape[0] != batch + 1:
             raise ValueError(f"cu_seqlens_k: expected {batch + 1} entries, got {ck.shape[0]}")
@@ -271,13 +274,15 @@ def varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, *, ca
 
 def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, seq_lens, max_seqlen_q=None, *, causal=True,
                   softmax_scale=None, window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False,
-                  kv_dtype=None, k_scales=None, v_scales=None):
+                  kv_dtype=None, k_scales=None, v_scales=None, total_k=None):
     """Varlen prefill over the paged cache: the queries of sequence b are the last q_len_b of its
     seq_lens[b] keys (a prompt chunk attending to its cached prefix). FP8 caches (as decode's)
-    take k_scales, v_scales float32 [Hkv]."""
+    take k_scales, v_scales float32 [Hkv]. total_k: sum(seq_lens) where the caller knows it (a
+    hint for the CUDA kernel's key tile; None reads seq_lens, a copy to the host as for
+    max_seqlen_q)."""
     return _prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, max_seqlen_q, causal, softmax_scale, window,
                     alibi_slopes, softcap, out, return_lse, seq_lens=seq_lens, kv_dtype=kv_dtype,
-                    k_scales=k_scales, v_scales=v_scales)
+                    k_scales=k_scales, v_scales=v_scales, total_k=total_k)
 
 
 def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_scale=None, window=(-1, -1),

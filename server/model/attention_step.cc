@@ -35,6 +35,7 @@ Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, const D
   s->num_decode = nd;
   s->num_tokens = static_cast<int64_t>(b.tokens.size());
   s->max_prefill_q = 0;
+  s->prefill_keys = 0;
   s->positions.resize(static_cast<size_t>(s->num_tokens));
   s->last_rows.resize(static_cast<size_t>(B));
   s->cu_prefill.clear();
@@ -42,7 +43,10 @@ Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, const D
     const int32_t begin = b.cu_seqlens_q[q], q_len = b.cu_seqlens_q[q + 1] - begin;
     for (int32_t i = 0; i < q_len; ++i) s->positions[begin + i] = b.seq_lens[q] - q_len + i;
     s->last_rows[q] = begin + q_len - 1;
-    if (q >= nd) s->max_prefill_q = std::max(s->max_prefill_q, q_len);
+    if (q >= nd) {
+      s->max_prefill_q = std::max(s->max_prefill_q, q_len);
+      s->prefill_keys += b.seq_lens[q];
+    }
   }
   for (int32_t q = nd; q <= B; ++q) s->cu_prefill.push_back(b.cu_seqlens_q[q] - b.cu_seqlens_q[nd]);
 
@@ -117,6 +121,7 @@ PrefillParams AttentionStep::prefill_params(const void* q, void* o, const int32_
   p.total_q = num_prefill_tokens();
   p.max_seqlen_q = max_prefill_q;
   p.paged = true;
+  p.total_k = prefill_keys;
   p.pages = pages;
   p.pages.block_table += num_decode * pages.block_table_stride;
   p.pages.seq_lens += num_decode;

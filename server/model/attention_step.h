@@ -48,6 +48,7 @@ struct AttentionStep {
   int32_t num_decode = 0;      // sequences 0 .. num_decode-1: one token each
   int64_t num_tokens = 0;
   int32_t max_prefill_q = 0;   // the longest prefill chunk (0: none)
+  int64_t prefill_keys = 0;    // the prefill rows' seq_lens summed (the prefill's total_k hint)
   std::vector<int32_t> positions;   // [num_tokens]: token i of sequence b at seq_lens[b] - q_len_b + i
   std::vector<int32_t> cu_prefill;  // [num_prefill() + 1]: the prefill rows' cu_seqlens, from 0
   std::vector<int32_t> last_rows;   // [batch]: the row of each sequence's last new token
