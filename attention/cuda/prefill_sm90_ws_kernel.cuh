@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/cuda/prefill_common.cuh"
 #include "attention/cuda/sm90_pipeline.cuh"
@@ -651,10 +652,10 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   const int wrow0 = cw * 64 + ((ctid / 32) % 4) * 16;
   const T* q_wg = smem_q + cw * 64 * 64;  // this warpgroup's 64 rows in each column block
   // Paged stages gathered by cp.async (the generic proxy) are made visible to wgmma (the async
-  // proxy) by a proxy fence after the barrier's acquire.
-  auto wait_stage = [&](const auto& pipe, const auto& st) {
+  // proxy) by a proxy fence after the barrier's acquire: in the consumers' fenced walk (below).
+  auto wait_stage = [&](const auto& pipe, const auto& st, auto fenced) {
     pipe.consumer_wait(st);
-    if (cp_gather && maps.proxy_fence != 0) fence_proxy_async();
+    if constexpr (decltype(fenced)::value) fence_proxy_async();
   };
   // Ping-pong round the ring: warpgroup cw issues its GEMMs after syncing on barrier 1 + cw and
   // then lets the next one go by arriving on its barrier. In each item each warpgroup has
@@ -675,235 +676,245 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   auto stamp = [&](int event) {
     if (stamper) trace.stamp(traced, 8 * cw + event);
   };
-  for (int w = blockIdx.x;; w += gridDim.x) {
-    if (dynamic) {
-      pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-      // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
-      // rewrite it: so the read is ordered before that rewrite in every lane's own program order.
-      int slot = 0;
-      if (lane == 0) slot = *item_slot;
-      w = __shfl_sync(0xffffffffu, slot, 0);
-    }
-    if (w >= total) break;
-    PrefillCta cta;
-    int h, b, key_base, num_tiles;
-    if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
-    if (dynamic && num_tiles == 0) {
-      pipe_q.consumer_release(sq, lane);  // a hand-over without Q
-      sq.advance();
-    }
-    stamp(0);
-    if (ctid == 0) {
-      trace.value(traced, 24, w);
-      trace.value(traced, 25, num_tiles);
-    }
-    int row_pos[2], row_lo[2], row_hi[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = wrow0 + gid + 8 * i;
-      row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
-      int64_t lo = 0, hi = 0;
-      if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
-      row_lo[i] = static_cast<int>(lo);
-      row_hi[i] = static_cast<int>(hi);
-    }
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    float o[Tr::kBlocks][32];
-#pragma unroll
-    for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-      for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
-    const LogitArgs la(p.mask, h);
-
-    float s[kBN / 2];
-    // Descriptors from their low words (start address / 16, leading offset), made once: each
-    // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
-    // (prefill v4.11). Made at each issue from the address, a K or V descriptor took an add, a
-    // mask, a shift and an or, a dependent chain before each wgmma inside the ping-pong's issue
-    // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
-    // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
-    auto issue_s = [&](int stage) {
-      const uint32_t k_lo = k_lo0 + stage * (Tr::kTileElems / 8);
-      // Q's descriptors: hoisted out of the tile loop by the compiler they were 16 live
-      // registers (d 128; 32 at d 256, where they spilled with the next barrier id) moved to
-      // uniform registers before each wgmma. Here each is one add to a low word made at each
-      // issue: the volatile move keeps it from being hoisted, the broadcast makes it
-      // warp-uniform (the compiler issues it before the ping-pong's barrier), so the adds run in
-      // uniform registers.
-      uint32_t q_lo = q_lo0;
-      asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
-      q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
-#pragma unroll
-      for (int ks = 0; ks < Tr::kKSteps; ++ks) {
-        const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
-        wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
-                         kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
+  auto walk = [&](auto fenced) {
+    for (int w = blockIdx.x;; w += gridDim.x) {
+      if (dynamic) {
+        pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+        // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
+        // rewrite it: so the read is ordered before that rewrite in every lane's own program order.
+        int slot = 0;
+        if (lane == 0) slot = *item_slot;
+        w = __shfl_sync(0xffffffffu, slot, 0);
       }
-      wgmma_commit();
-    };
-    uint32_t pa[Tr::kKeySteps][4];
-    auto pack_p = [&] {
-#pragma unroll
-      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
-        pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      if (w >= total) break;
+      PrefillCta cta;
+      int h, b, key_base, num_tiles;
+      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      if (dynamic && num_tiles == 0) {
+        pipe_q.consumer_release(sq, lane);  // a hand-over without Q
+        sq.advance();
       }
-    };
-    auto issue_pv = [&](int stage) {
-      const uint32_t v_lo = v_lo0 + stage * (Tr::kTileElems / 8);
-      // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
-      // kBN rows apart), not one a column block.
-#pragma unroll
-      for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
-        const uint64_t b = sw128_desc_from_lo(v_lo + kk * 16 * 64 / 8);
-        if constexpr (Tr::kBlocks == 1) {
-          wgmma_rs_n64<T>(o[0], pa[kk], b);
-        } else {
-          wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk], b);
-        }
+      stamp(0);
+      if (ctid == 0) {
+        trace.value(traced, 24, w);
+        trace.value(traced, 25, num_tiles);
       }
-      wgmma_commit();
-    };
-    float f[2] = {1.f, 1.f};
-    auto softmax = [&](int tile) {
-      const int key0 = key_base + tile * kBN;
-      const bool masked = cta.masked(key0, kBN);
-      softmax_row_pair<kBN / 8>([&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                                row_pos, row_lo, row_hi, masked, m_run, l_run, f);
-    };
-    auto rescale_o = [&] {
+      int row_pos[2], row_lo[2], row_hi[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            o[c][4 * n + 2 * i] *= f[i];
-            o[c][4 * n + 2 * i + 1] *= f[i];
-          }
-    };
-    int slots_left = num_tiles + 1;
-    auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
-    auto sched_arrive = [&] {
-      if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
-    };
-
-    if (num_tiles > 0) {
-      if (last_wg) named_barrier_arrive(next_bar, 256);
-      pipe_q.consumer_wait(sq);
-      stamp(1);
-      wait_stage(pipe_k, sk);
-      stamp(2);
-      sched_wait();
-      stamp(3);
-      wgmma_fence();
-      issue_s(sk.index);
-      sched_arrive();
-      wgmma_wait<0>();
-      fence_regs(s);
-      pipe_k.consumer_release(sk, lane);
-      sk.advance();
-      if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
-      softmax(0);
-      pack_p();
-      stamp(4);
-      for (int t = 1; t < num_tiles; ++t) {
-        wait_stage(pipe_k, sk);
-        sched_wait();
-        wgmma_fence();
-        issue_s(sk.index);
-        rescale_o();
-        wait_stage(pipe_v, sv);
-        wgmma_fence();
-        issue_pv(sv.index);
-        sched_arrive();
-        wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
-        fence_regs(s);
-        pipe_k.consumer_release(sk, lane);
-        sk.advance();
-        if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
-        softmax(t);
-        fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
-        wgmma_wait<0>();
-        fence_regs(pa);
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
-        pipe_v.consumer_release(sv, lane);
-        sv.advance();
-        pack_p();
+      for (int i = 0; i < 2; ++i) {
+        const int r = wrow0 + gid + 8 * i;
+        row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
+        int64_t lo = 0, hi = 0;
+        if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
+        row_lo[i] = static_cast<int>(lo);
+        row_hi[i] = static_cast<int>(hi);
       }
-      stamp(5);
-      sq.advance();
-      rescale_o();
-      wait_stage(pipe_v, sv);
-      // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
-      // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by all
-      // consumer warpgroups, then made visible to wgmma.
-      const int tail = key_base + num_tiles * kBN - cta.cta_hi;  // keys of the last tile past the range
-      if (tma_pages && tail > 0) {
-        T* sv_last = smem_v + sv.index * Tr::kTileElems;
-        for (int i = ctid; i < tail * Tr::kBlocks * 8; i += kConsumerThreads) {  // 16-byte pieces of the rows
-          const int row = kBN - tail + i / (Tr::kBlocks * 8), c = (i / 8) % Tr::kBlocks, piece = i % 8;
-          *reinterpret_cast<uint4*>(sv_last + c * kBN * 64 + row * 64 + piece * 8) = make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async();
-        named_barrier_sync(kConsumers + 1, kConsumerThreads);
-      }
-      sched_wait();
-      wgmma_fence();
-      issue_pv(sv.index);
-      sched_arrive();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
-      stamp(6);
-      pipe_v.consumer_release(sv, lane);
-      sv.advance();
-    }
-
-    // Normalise and store: o in the storage type, lse in natural log (the producer is loading
-    // the next item meanwhile). Where o allows (o16), 16 bytes a store (quad_transpose: thread
-    // tig writes columns 8·(4g + tig) .. + 7 of each column block, g = 0, 1; a quad 64 contiguous
-    // bytes): a store of 4 bytes a thread, 8 rows a warp instruction, took 1.3-1.5 us an item at
-    // d 128 and held up the next item's loads (session 17's trace); else 4 bytes a store.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float lse;
-      const float inv = finish_row(m_run[i], l_run[i], &lse);
-      const int r = wrow0 + gid + 8 * i;
-      const int64_t row = cta.q0 + cta.row0 + r;
-      T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
-      if (!o16) {
-        if (r < cta.block_rows) {
-#pragma unroll
-          for (int c = 0; c < Tr::kBlocks; ++c)
-#pragma unroll
-            for (int n = 0; n < 8; ++n)
-              *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
-                  pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
-        }
-      } else {
+      float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+      float o[Tr::kBlocks][32];
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
-        for (int g = 0; g < 2; ++g) {
-          uint32_t w4[4];
+        for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
+      const LogitArgs la(p.mask, h);
+
+      float s[kBN / 2];
+      // Descriptors from their low words (start address / 16, leading offset), made once: each
+      // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
+      // (prefill v4.11). Made at each issue from the address, a K or V descriptor took an add, a
+      // mask, a shift and an or, a dependent chain before each wgmma inside the ping-pong's issue
+      // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
+      // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
+      auto issue_s = [&](int stage) {
+        const uint32_t k_lo = k_lo0 + stage * (Tr::kTileElems / 8);
+        // Q's descriptors: hoisted out of the tile loop by the compiler they were 16 live
+        // registers (d 128; 32 at d 256, where they spilled with the next barrier id) moved to
+        // uniform registers before each wgmma. Here each is one add to a low word made at each
+        // issue: the volatile move keeps it from being hoisted, the broadcast makes it
+        // warp-uniform (the compiler issues it before the ping-pong's barrier), so the adds run in
+        // uniform registers.
+        uint32_t q_lo = q_lo0;
+        asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
+        q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int n = 4 * g + j;
-            w4[j] = pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
-          }
-          quad_transpose(w4, tig);  // all lanes: the shuffles take the whole warp
-          if (r < cta.block_rows)
-            *reinterpret_cast<uint4*>(out + c * 64 + (4 * g + tig) * 8) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+        for (int ks = 0; ks < Tr::kKSteps; ++ks) {
+          const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
+          wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
+                           kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
         }
+        wgmma_commit();
+      };
+      uint32_t pa[Tr::kKeySteps][4];
+      auto pack_p = [&] {
+#pragma unroll
+        for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+          pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+          pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+          pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+          pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+      };
+      auto issue_pv = [&](int stage) {
+        const uint32_t v_lo = v_lo0 + stage * (Tr::kTileElems / 8);
+        // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
+        // kBN rows apart), not one a column block.
+#pragma unroll
+        for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+          const uint64_t b = sw128_desc_from_lo(v_lo + kk * 16 * 64 / 8);
+          if constexpr (Tr::kBlocks == 1) {
+            wgmma_rs_n64<T>(o[0], pa[kk], b);
+          } else {
+            wgmma_rs<kHeadDim, T>(reinterpret_cast<float(&)[kHeadDim / 2]>(o), pa[kk], b);
+          }
+        }
+        wgmma_commit();
+      };
+      float f[2] = {1.f, 1.f};
+      auto softmax = [&](int tile) {
+        const int key0 = key_base + tile * kBN;
+        const bool masked = cta.masked(key0, kBN);
+        softmax_row_pair<kBN / 8>([&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
+                                  row_pos, row_lo, row_hi, masked, m_run, l_run, f);
+      };
+      auto rescale_o = [&] {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+            for (int n = 0; n < 8; ++n) {
+              o[c][4 * n + 2 * i] *= f[i];
+              o[c][4 * n + 2 * i + 1] *= f[i];
+            }
+      };
+      int slots_left = num_tiles + 1;
+      auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
+      auto sched_arrive = [&] {
+        if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
+      };
+
+      if (num_tiles > 0) {
+        if (last_wg) named_barrier_arrive(next_bar, 256);
+        pipe_q.consumer_wait(sq);
+        stamp(1);
+        wait_stage(pipe_k, sk, fenced);
+        stamp(2);
+        sched_wait();
+        stamp(3);
+        wgmma_fence();
+        issue_s(sk.index);
+        sched_arrive();
+        wgmma_wait<0>();
+        fence_regs(s);
+        pipe_k.consumer_release(sk, lane);
+        sk.advance();
+        if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
+        softmax(0);
+        pack_p();
+        stamp(4);
+        for (int t = 1; t < num_tiles; ++t) {
+          wait_stage(pipe_k, sk, fenced);
+          sched_wait();
+          wgmma_fence();
+          issue_s(sk.index);
+          rescale_o();
+          wait_stage(pipe_v, sv, fenced);
+          wgmma_fence();
+          issue_pv(sv.index);
+          sched_arrive();
+          wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
+          fence_regs(s);
+          pipe_k.consumer_release(sk, lane);
+          sk.advance();
+          if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
+          softmax(t);
+          fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
+          wgmma_wait<0>();
+          fence_regs(pa);
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+          pipe_v.consumer_release(sv, lane);
+          sv.advance();
+          pack_p();
+        }
+        stamp(5);
+        sq.advance();
+        rescale_o();
+        wait_stage(pipe_v, sv, fenced);
+        // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
+        // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by all
+        // consumer warpgroups, then made visible to wgmma.
+        const int tail = key_base + num_tiles * kBN - cta.cta_hi;  // keys of the last tile past the range
+        if (tma_pages && tail > 0) {
+          T* sv_last = smem_v + sv.index * Tr::kTileElems;
+          for (int i = ctid; i < tail * Tr::kBlocks * 8; i += kConsumerThreads) {  // 16-byte pieces of the rows
+            const int row = kBN - tail + i / (Tr::kBlocks * 8), c = (i / 8) % Tr::kBlocks, piece = i % 8;
+            *reinterpret_cast<uint4*>(sv_last + c * kBN * 64 + row * 64 + piece * 8) = make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async();
+          named_barrier_sync(kConsumers + 1, kConsumerThreads);
+        }
+        sched_wait();
+        wgmma_fence();
+        issue_pv(sv.index);
+        sched_arrive();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+        stamp(6);
+        pipe_v.consumer_release(sv, lane);
+        sv.advance();
       }
-      if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
+
+      // Normalise and store: o in the storage type, lse in natural log (the producer is loading
+      // the next item meanwhile). Where o allows (o16), 16 bytes a store (quad_transpose: thread
+      // tig writes columns 8·(4g + tig) .. + 7 of each column block, g = 0, 1; a quad 64 contiguous
+      // bytes): a store of 4 bytes a thread, 8 rows a warp instruction, took 1.3-1.5 us an item at
+      // d 128 and held up the next item's loads (session 17's trace); else 4 bytes a store.
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float lse;
+        const float inv = finish_row(m_run[i], l_run[i], &lse);
+        const int r = wrow0 + gid + 8 * i;
+        const int64_t row = cta.q0 + cta.row0 + r;
+        T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
+        if (!o16) {
+          if (r < cta.block_rows) {
+#pragma unroll
+            for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+              for (int n = 0; n < 8; ++n)
+                *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
+                    pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+          }
+        } else {
+#pragma unroll
+        for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+          for (int g = 0; g < 2; ++g) {
+            uint32_t w4[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const int n = 4 * g + j;
+              w4[j] = pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+            }
+            quad_transpose(w4, tig);  // all lanes: the shuffles take the whole warp
+            if (r < cta.block_rows)
+              *reinterpret_cast<uint4*>(out + c * 64 + (4 * g + tig) * 8) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
+          }
+        }
+        if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
+      }
+      stamp(7);
+      ++traced;
     }
-    stamp(7);
-    ++traced;
+  };
+  // The walk compiled twice, with and without the proxy fence: behind a runtime branch in one
+  // loop, the fence's asm (a memory clobber) cost the packed rows 1.5-3% (session 21 call 4:
+  // 8×2k 511/513/516 against 527/532/527 with it compiled out of the 176-key instance).
+  if (cp_gather && maps.proxy_fence != 0) {
+    walk(std::true_type{});
+  } else {
+    walk(std::false_type{});
   }
   if (ctid == 0) trace.exit(traced);
 #else
