@@ -115,7 +115,8 @@ void check_problem(const Problem& p) {
   if (p.head_dim == 256)
     runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
-  runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"}}, true});
+  // Paged K/V walk dynamically by default; one CTA an item (PERSISTENT=0) is what a graph capture runs.
+  runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"}, {"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}, true});
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},

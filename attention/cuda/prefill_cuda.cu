@@ -310,7 +310,7 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 // The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
 // one zeroed allocation a device, handed out round robin. Each launch leaves its pair at zero
 // (the kernel's last CTA), and a pair comes back 4096 launches later: the bound is that fewer
-// than 4096 packed prefill launches of a device are queued or running at once (over all
+// than 4096 prefill launches of a device are queued or running at once (over all
 // streams; launches on one stream run one after another). Null (a persistent grid then walks
 // statically, else one CTA an item) while the stream is being captured into a graph, where a
 // replay could run beside a later launch that took the same pair, where
@@ -428,14 +428,17 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // has no counters (a graph capture), the static walk only where items are short and alike
     // (d 128, not causal, 4k keys a sequence or fewer on average: 4×4k 625/586 against 609/569); it balances
     // causal items badly (4×4k causal 422/434 against 501/507; bench/history/prefill.md,
-    // "prefill v4.8"). Paged: one CTA an item (the dynamic walk where the grid is forced: A/B).
+    // "prefill v4.8"). Paged likewise by the dynamic walk, since v4.15 (session 22 call 2, four
+    // passes, medians, against one CTA an item: 4×4k causal in 16-token pages 476/460, in 64-token
+    // pages 476/459, 4×4k 527/515, 1×16k causal 549/537, d 64 4×4k causal 354/335; 2k over 30k
+    // level; sessions 18-21 had read it level in two passes); one CTA an item under graph capture.
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
     // takes the dynamic walk's counters away (A/B: a persistent grid then walks statically).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
     const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
-    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : (sched != nullptr && !p.paged) || alike) {
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
