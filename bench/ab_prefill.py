@@ -26,13 +26,31 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [2048] * 8, False, 0), (128, [2048] * 8, True, 0),
     # 22-: d 128 paged 16 beside packed rows 2 and 5 (the rows where paged takes the wide key tile)
     (128, [4096] * 4, False, 16), (128, [16384], True, 16),
+    # 24-: varlen batches, one 8k prompt among 63 short ones (64-511 tokens, seeded): d 128 causal
+    # packed and in 16-token pages, non-causal packed, d 64 causal; 32 prompts of 17-4000 tokens
+    # causal in 16-token pages (a server's prefill step; the grid order's items mostly do not exist)
+    (128, "skew", True, 0), (128, "skew", True, 16), (128, "skew", False, 0), (64, "skew", True, 0),
+    (128, "mix", True, 16),
 ]
+
+
+def row_lens(lens):
+    """A row's q lengths: a list, or a seeded varlen batch by name."""
+    if lens == "skew":
+        g = torch.Generator().manual_seed(4)
+        return [8192] + [int(x) for x in torch.randint(64, 512, (63,), generator=g)]
+    if lens == "mix":
+        g = torch.Generator().manual_seed(6)
+        return [int(x) for x in torch.randint(17, 4001, (32,), generator=g)]
+    return lens
 
 
 def setup_row(row, libs, gen):
     """A row's inputs (random, from gen) and our call over them for each library in libs: (runs by
     the libs' keys, FLOPs, label, the tensors to keep alive)."""
     dim, lens, causal, bs = row[:4]
+    name = lens if isinstance(lens, str) else None
+    lens = row_lens(lens)
     prefix = row[4] if len(row) > 4 else 0
     heads, total = 2048 // dim, sum(lens)
     klens = [l + prefix for l in lens]
@@ -50,7 +68,7 @@ def setup_row(row, libs, gen):
                             cu_k=cu_k)[0] for key, lb in libs.items()}
     # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
     pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
-    label = f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
+    label = name or f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
     return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged)
 
 

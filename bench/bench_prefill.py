@@ -293,17 +293,21 @@ def main():
     for tdt, fdt in dtypes:
         for dim in dims:
             heads = 2048 // dim
-            for lens in shapes + [None]:
-                label = f"{len(lens)}x{lens[0] // 1024}k" if lens else "varlen mixed"
-                if args.paged_only and not (label.startswith("4x") and dim == 128):
+            for lens in shapes + ["varlen mixed", "varlen skew"]:
+                label = f"{len(lens)}x{lens[0] // 1024}k" if not isinstance(lens, str) else lens
+                paged_row = (label.startswith("4x") or label == "varlen skew") and dim == 128
+                if args.paged_only and not paged_row:
                     continue
                 if dim == 256 and label != "1x16k":
                     continue
-                if args.quick and label == "varlen mixed":
+                if args.quick and (label == "varlen mixed" or (label == "varlen skew" and dim != 128)):
                     continue
-                if lens is None:
+                if label == "varlen mixed":
                     g = torch.Generator().manual_seed(3)
                     lens = [int(x) for x in torch.randint(64, 4096, (8,), generator=g)] + [7, 1, 257, 1025]
+                elif label == "varlen skew":  # a long prompt among short ones, as a server's prefill step
+                    g = torch.Generator().manual_seed(4)
+                    lens = [8192] + [int(x) for x in torch.randint(64, 512, (63,), generator=g)]
                 uniform = len(set(lens)) == 1
                 total = sum(lens)
                 q = torch.randn(total, heads, dim, dtype=tdt, device="cuda", generator=gen)
@@ -328,7 +332,7 @@ def main():
                             peers.append((name, lambda peer=peer: peer))
                     peers += varlen_peers(q, k, v, cu, cu, max(lens), max(lens), causal)
                     extra, pages = [], None
-                    if label.startswith("4x") and dim == 128:
+                    if paged_row:
                         pages = to_pages(k, v, lens, heads, dim, 16, gen, args.pool)
                         kp, vp, table, sl = pages
                         run_p, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt,

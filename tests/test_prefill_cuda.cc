@@ -228,6 +228,48 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
   check_problem(p);
 }
 
+// Varlen batches whose q lengths are far apart (one long sequence among short ones, a sequence
+// without queries, one query), packed and paged, every head dim, both masks, and batches of
+// more sequences than a persistent CTA caches (257 at d 64 and 128, 112 at d 256: their views
+// then read the offsets from global memory). Every run of check_problem, against the
+// reference, mma.sync and the CPU.
+TEST(PrefillCuda, SkewedVarlenBatches) {
+  FS_SKIP_WITHOUT_CUDA();
+  int seed = 1600;
+  for (int dim : {64, 128, 256}) {
+    if (dim == 256 && !kHeadDim256Built) continue;
+    for (int bs : {0, 16}) {
+      Problem p;
+      p.num_heads = 6;
+      p.num_kv_heads = 2;
+      p.head_dim = dim;
+      p.dtype = bs ? DType::kBFloat16 : DType::kFloat16;
+      p.causal = (seed % 2) == 0;
+      p.block_size = bs;
+      p.seed = seed++;
+      p.seqs = {{1, 7}, {1100, 1100}, {0, 5}, {7, 7}, {130, 300}, {1, 1}, {257, 1025}, {64, 64}, {3, 40}};
+      check_problem(p);
+    }
+  }
+  // More sequences than the cache: 300 (d 128), 120 (d 256), lengths 1 to 40.
+  for (int dim : {128, 256}) {
+    if (dim == 256 && !kHeadDim256Built) continue;
+    Problem p;
+    p.num_heads = 4;
+    p.num_kv_heads = 1;
+    p.head_dim = dim;
+    p.dtype = DType::kBFloat16;
+    p.causal = true;
+    p.block_size = dim == 128 ? 16 : 0;
+    p.seed = seed++;
+    for (int i = 0; i < (dim == 128 ? 300 : 120); ++i) {
+      const int q = 1 + (i * 37) % 40;
+      p.seqs.push_back({q, q + (i * 11) % 9});
+    }
+    check_problem(p);
+  }
+}
+
 // The status of one small call (4 heads over 2, one 7×7 sequence) with this head_dim and dtype.
 Status status_of_small_call(int head_dim, DType dtype) {
   Problem p;

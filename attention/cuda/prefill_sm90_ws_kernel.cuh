@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "attention/cuda/prefill_common.cuh"
+#include "attention/cuda/prefill_work_order.h"
 #include "attention/cuda/sm90_pipeline.cuh"
 #include "attention/cuda/wgmma.cuh"
 #include "attention/params.h"
@@ -117,25 +118,6 @@ struct WsTrace {
   __device__ __forceinline__ void stamp(int, int) const {}
   __device__ __forceinline__ void value(int, int, long long) const {}
 #endif
-};
-
-// The order of the work items w = 0, 1, ... (CTAs are dispatched in that order; the persistent
-// walk takes them in it too): the (query head, sequence) pairs in sections of `section` pairs,
-// chosen on the host so that a section's K and V fit in the L2 (prefill_cuda.cu); inside a
-// section the q tiles longest first (causal: the most keys; FA3's longest-processing-time
-// order), the section's pairs fastest. The CTAs running at one time then share their K/V
-// through the L2: with the q tile slowest over all pairs (section = all), 16×1k at d 128 read
-// each sequence's K/V from HBM once a CTA (16 MB of K/V against 60 MB of L2, 2048 CTAs).
-struct WsWorkOrder {
-  int num_m, pairs, section;
-  __device__ __forceinline__ void item(int w, int& m_tile, int& pair) const {
-    const int per_section = section * num_m;
-    const int sec = w / per_section, first = sec * section;
-    const int n = min(section, pairs - first);  // the last section may be short
-    const int within = w - sec * per_section;
-    m_tile = num_m - 1 - within / n;
-    pair = first + within % n;
-  }
 };
 
 template <int kHeadDim, int kBlockN>

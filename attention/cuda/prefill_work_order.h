@@ -1,0 +1,76 @@
+// The warp-specialized prefill kernel's work orders (prefill_sm90_ws_kernel.cuh): which item
+// (q tile, query head, sequence) the walk takes at each step. Pure functions of a few integers,
+// host and device alike, so that tests/test_prefill_work_order.cc checks them without a GPU.
+#pragma once
+
+#include "common/host_device.h"
+
+namespace flashserve::cuda {
+
+FS_HOST_DEVICE int ws_min(int a, int b) { return a < b ? a : b; }
+
+// The q tiles of block_m rows of a sequence of q_len queries, at most num_m (the grid's: rows
+// past max_seqlen_q are not computed) and none for q_len <= 0.
+FS_HOST_DEVICE int ws_q_tiles(int q_len, int block_m, int num_m) {
+  return q_len > 0 ? ws_min(num_m, (q_len + block_m - 1) / block_m) : 0;
+}
+
+// The grid order of the work items w = 0, 1, ... < num_m · pairs (CTAs are dispatched in that
+// order; the persistent walk takes them in it too): the (query head, sequence) pairs (pair = b ·
+// heads + h) in sections of `section` pairs, chosen on the host so that a section's K and V fit
+// in the L2 (prefill_cuda.cu); inside a section the q tiles longest first (causal: the most keys;
+// FA3's longest-processing-time order), the section's pairs fastest. The CTAs running at one
+// time then share their K/V through the L2: with the q tile slowest over all pairs (section =
+// all), 16×1k at d 128 read each sequence's K/V from HBM once a CTA (16 MB of K/V against 60 MB
+// of L2, 2048 CTAs). num_m is the longest sequence's q tiles, so a shorter sequence's items past
+// its queries are in the order too (the kernel skips them).
+struct WsWorkOrder {
+  int num_m, pairs, section;
+  FS_HOST_DEVICE void item(int w, int& m_tile, int& pair) const {
+    const int per_section = section * num_m;
+    const int sec = w / per_section, first = sec * section;
+    const int n = ws_min(section, pairs - first);  // the last section may be short
+    const int within = w - sec * per_section;
+    m_tile = num_m - 1 - within / n;
+    pair = first + within % n;
+  }
+  // The item w of (m_tile, pair): item's inverse.
+  FS_HOST_DEVICE int index(int m_tile, int pair) const {
+    const int sec = pair / section, first = sec * section;
+    const int n = ws_min(section, pairs - first);
+    return sec * section * num_m + (num_m - 1 - m_tile) * n + (pair - first);
+  }
+};
+
+// A varlen batch's order (q lengths not all alike; the kernel's dynamic walk takes it): only the
+// q tiles that exist, w = 0, 1, ... < tiles[batch] · heads, mapped by a prefix sum over the
+// sequences' tiles. Sequence by sequence in batch order, each in sections of min(section, heads)
+// of its query heads, q tiles longest first in a section, the section's heads fastest. The grid
+// order holds items past a shorter sequence's queries, which a walk claims and skips one by
+// one: one 8k sequence among 63 of 256 tokens, 32 heads of 128, is 131072 items of which 6080
+// exist. A sequence's item w maps by a binary search over tiles (log2(batch) steps).
+struct WsVarlenOrder {
+  const int* tiles;  // [batch + 1]: q tiles of the sequences before b (ws_q_tiles), tiles[batch] the sum
+  int batch, heads, section;
+  FS_HOST_DEVICE void item(int w, int& m_tile, int& pair) const {
+    const int u = w / heads;  // tiles[b] <= u < tiles[b + 1]: the largest such b of [0, batch)
+    int lo = 0, hi = batch;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (tiles[mid] <= u) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    const int m_b = tiles[lo + 1] - tiles[lo];
+    const int local = w - tiles[lo] * heads;
+    const int g = ws_min(section, heads), per_section = g * m_b;
+    const int sec = local / per_section, within = local - sec * per_section;
+    const int n = ws_min(g, heads - sec * g);  // the last section may be short
+    m_tile = m_b - 1 - within / n;
+    pair = lo * heads + sec * g + within % n;
+  }
+};
+
+}  // namespace flashserve::cuda

@@ -1,0 +1,162 @@
+// The warp-specialized prefill kernel's work orders (attention/cuda/prefill_work_order.h), on
+// the host: every item once, in the order each promises, and the grid order's index as the
+// inverse of its item (the varlen walk hands its items to the consumers by that index).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attention/cuda/prefill_work_order.h"
+
+namespace flashserve::cuda {
+namespace {
+
+TEST(PrefillWorkOrder, GridOrderVisitsEveryItemOnceLongestFirstAndIndexInvertsItem) {
+  for (int num_m : {1, 3, 8}) {
+    for (int pairs : {1, 5, 12, 33}) {
+      for (int section : {1, 2, 5, 7, pairs}) {
+        if (section > pairs) continue;
+        const WsWorkOrder order{num_m, pairs, section};
+        std::set<std::pair<int, int>> seen;
+        int last_sec = -1, last_m = 0;
+        for (int w = 0; w < num_m * pairs; ++w) {
+          int m = -1, pair = -1;
+          order.item(w, m, pair);
+          const std::string at = "num_m " + std::to_string(num_m) + " pairs " + std::to_string(pairs) + " section " +
+                                 std::to_string(section) + " w " + std::to_string(w);
+          ASSERT_TRUE(m >= 0 && m < num_m && pair >= 0 && pair < pairs) << at;
+          EXPECT_TRUE(seen.insert({m, pair}).second) << at;
+          EXPECT_EQ(order.index(m, pair), w) << at;
+          const int sec = pair / section;
+          EXPECT_GE(sec, last_sec) << at;  // sections one after another
+          if (sec == last_sec) EXPECT_LE(m, last_m) << at;  // q tiles longest first in a section
+          last_sec = sec;
+          last_m = m;
+        }
+        EXPECT_EQ(static_cast<int>(seen.size()), num_m * pairs);
+      }
+    }
+  }
+}
+
+// The kernel's prefix (a scan of ws_q_tiles), written plainly.
+std::vector<int> tile_prefix(const std::vector<int>& q_lens, int block_m, int num_m) {
+  std::vector<int> tiles(q_lens.size() + 1, 0);
+  for (size_t b = 0; b < q_lens.size(); ++b) tiles[b + 1] = tiles[b] + ws_q_tiles(q_lens[b], block_m, num_m);
+  return tiles;
+}
+
+// Checks the varlen order over one batch: each existing (sequence, head, q tile) exactly once,
+// sequences in batch order, q tiles longest first in a (sequence, head section), the section's
+// heads fastest, and the item's grid-order index mapping back to it. Returns the items.
+int check_varlen(const std::vector<int>& q_lens, int heads, int block_m, int num_m, int section, const std::string& at) {
+  const int batch = static_cast<int>(q_lens.size());
+  const std::vector<int> tiles = tile_prefix(q_lens, block_m, num_m);
+  const WsVarlenOrder order{tiles.data(), batch, heads, section};
+  const WsWorkOrder grid{num_m, batch * heads, section};
+  const int items = tiles[batch] * heads;
+  std::set<std::tuple<int, int, int>> seen;
+  int last_b = -1, last_sec = -1, last_m = 0, last_h = -1;
+  for (int w = 0; w < items; ++w) {
+    int m = -1, pair = -1;
+    order.item(w, m, pair);
+    const int b = pair / heads, h = pair % heads;
+    const std::string where = at + " w " + std::to_string(w);
+    if (!(b >= 0 && b < batch && m >= 0 && m < tiles[b + 1] - tiles[b])) {
+      ADD_FAILURE() << where << ": item (b " << b << ", m " << m << ") does not exist";
+      return items;
+    }
+    EXPECT_TRUE(seen.insert({b, h, m}).second) << where;
+    EXPECT_GE(b, last_b) << where;
+    const int sec = h / std::min(section, heads);
+    if (b == last_b && sec == last_sec) {
+      EXPECT_LE(m, last_m) << where;
+      if (m == last_m) EXPECT_EQ(h, last_h + 1) << where;  // the section's heads fastest
+    } else if (b == last_b) {
+      EXPECT_GT(sec, last_sec) << where;
+    }
+    // The consumers take the item by its grid-order index.
+    int gm = -1, gpair = -1;
+    const int gw = grid.index(m, pair);
+    if (gw < 0 || gw >= num_m * batch * heads) {
+      ADD_FAILURE() << where << ": grid index " << gw << " out of range";
+      return items;
+    }
+    grid.item(gw, gm, gpair);
+    EXPECT_EQ(gm, m) << where;
+    EXPECT_EQ(gpair, pair) << where;
+    last_b = b;
+    last_sec = sec;
+    last_m = m;
+    last_h = h;
+  }
+  int expected = 0;
+  for (int b = 0; b < batch; ++b) expected += ws_q_tiles(q_lens[b], block_m, num_m) * heads;
+  EXPECT_EQ(static_cast<int>(seen.size()), expected) << at;
+  return items;
+}
+
+TEST(PrefillWorkOrder, VarlenOrderVisitsEveryExistingTileOnce) {
+  std::mt19937 rng(2311);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 300 : 20));
+    const int heads = 1 + static_cast<int>(rng() % 32);
+    const int block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
+    std::vector<int> q_lens(batch);
+    for (int& q : q_lens) {
+      const unsigned kind = rng() % 8;  // zeros, single tokens, short, one long
+      q = kind == 0 ? 0 : kind == 1 ? 1 : kind == 7 ? 1 + static_cast<int>(rng() % 5000) : 1 + static_cast<int>(rng() % 300);
+    }
+    const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
+    // num_m as the kernel makes it from max_seqlen_q, and once from a max below the longest
+    // sequence (its tiles past num_m are not computed, as in the grid order).
+    int num_m = (std::max(1, max_q) + block_m - 1) / block_m;
+    if (trial % 7 == 3) num_m = std::max(1, num_m / 2);
+    const int section = 1 + static_cast<int>(rng() % (heads + 3));
+    const std::string at = "trial " + std::to_string(trial) + " batch " + std::to_string(batch) + " heads " +
+                           std::to_string(heads) + " block_m " + std::to_string(block_m) + " num_m " +
+                           std::to_string(num_m) + " section " + std::to_string(section);
+    check_varlen(q_lens, heads, block_m, num_m, section, at);
+    if (HasFailure()) return;
+  }
+}
+
+// The comment's example: one 8k prompt among 63 of 256 tokens, 32 heads, 128-row q tiles.
+TEST(PrefillWorkOrder, SkewedBatchHasFewItemsOfTheGridOrders) {
+  std::vector<int> q_lens = {8192};
+  q_lens.resize(64, 256);
+  const int num_m = 8192 / 128, heads = 32;
+  EXPECT_EQ(check_varlen(q_lens, heads, 128, num_m, 32, "skew"), 6080);
+  EXPECT_EQ(num_m * heads * static_cast<int>(q_lens.size()), 131072);
+  // Uniform lengths: the same items as the grid order, and with one section of all heads a
+  // single sequence's order is the grid order itself.
+  const std::vector<int> one = {1000};
+  const std::vector<int> tiles = tile_prefix(one, 128, 8);
+  const WsVarlenOrder v{tiles.data(), 1, 16, 16};
+  const WsWorkOrder g{8, 16, 16};
+  for (int w = 0; w < 8 * 16; ++w) {
+    int vm, vp, gm, gp;
+    v.item(w, vm, vp);
+    g.item(w, gm, gp);
+    EXPECT_EQ(vm, gm);
+    EXPECT_EQ(vp, gp);
+  }
+}
+
+TEST(PrefillWorkOrder, QTilesOfASequence) {
+  EXPECT_EQ(ws_q_tiles(0, 128, 10), 0);
+  EXPECT_EQ(ws_q_tiles(-3, 128, 10), 0);
+  EXPECT_EQ(ws_q_tiles(1, 128, 10), 1);
+  EXPECT_EQ(ws_q_tiles(128, 128, 10), 1);
+  EXPECT_EQ(ws_q_tiles(129, 128, 10), 2);
+  EXPECT_EQ(ws_q_tiles(193, 192, 10), 2);
+  EXPECT_EQ(ws_q_tiles(5000, 128, 10), 10);  // capped at the grid's num_m
+}
+
+}  // namespace
+}  // namespace flashserve::cuda
