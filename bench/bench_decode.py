@@ -16,6 +16,7 @@ output's max difference from the main library's is printed as well.)"""
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -172,9 +173,26 @@ class Case:
                 self.packed.append((packed(self.k_pool), packed(self.v_pool)))
 
 
-def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None):
+def fp8_pages(case, fmt="e4m3"):
+    """The case's pools in FP8 (issue 25): codes of K and V quantized per kv head with scales
+    amax / the format's max (vLLM's calculate_kv_scales), saturating; returned with the scales
+    (float32 [kv_heads] each) and the C ABI's dtype. The same blocks, so every copy's block table
+    serves."""
+    dt, mx, fs = ((torch.float8_e4m3fn, 448.0, fsc.FS_FP8_E4M3) if fmt == "e4m3"
+                  else (torch.float8_e5m2, 57344.0, fsc.FS_FP8_E5M2))
+    codes, scales = [], []
+    for pool in (case.k_pool, case.v_pool):
+        scale = (pool.float().abs().amax(dim=(0, 2, 3)) / mx).clamp_min(1e-12).contiguous()  # [kv_heads]
+        codes.append((pool.float() / scale[None, :, None, None]).clamp(-mx, mx).to(dt))
+        scales.append(scale)
+    kv = torch.stack(codes, dim=1).contiguous()  # the project's one pool [blocks, 2, kv_heads, page, head_dim]
+    return kv[:, 0], kv[:, 1], scales[0], scales[1], fs
+
+
+def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None, fp8=None):
     """Our calls on the case's input copies, as planned for num_workers (splits: that many even
-    splits instead of the plan's: the planner's graph mode for the longest sequence)."""
+    splits instead of the plan's: the planner's graph mode for the longest sequence); fp8: the
+    pages as fp8_pages gives them instead of the case's 16-bit pools."""
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
     fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS,
@@ -190,9 +208,12 @@ def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None):
         a.num_heads, a.num_kv_heads, a.head_dim = HEADS, KV_HEADS, HEAD_DIM
         a.q, a.q_row_stride, a.q_head_stride = case.qs[c].data_ptr(), HEADS * HEAD_DIM, HEAD_DIM
         pg = a.pages
-        pg.k_pages, pg.v_pages = case.k_pool.data_ptr(), case.v_pool.data_ptr()
-        pg.block_stride, pg.head_stride, pg.token_stride = case.k_pool.stride(0), case.k_pool.stride(1), HEAD_DIM
-        pg.num_blocks, pg.block_size = case.k_pool.shape[0], case.page
+        k_pool, v_pool = (fp8[0], fp8[1]) if fp8 else (case.k_pool, case.v_pool)
+        pg.k_pages, pg.v_pages = k_pool.data_ptr(), v_pool.data_ptr()
+        pg.block_stride, pg.head_stride, pg.token_stride = k_pool.stride(0), k_pool.stride(1), HEAD_DIM
+        pg.num_blocks, pg.block_size = k_pool.shape[0], case.page
+        if fp8:
+            pg.dtype, pg.k_scales, pg.v_scales = fp8[4], fp8[2].data_ptr(), fp8[3].data_ptr()
         pg.block_table, pg.block_table_stride = case.tables[c].data_ptr(), case.max_pages
         pg.seq_lens = case.seq_lens.data_ptr()
         a.mask.softmax_scale, a.mask.causal = 1.0 / math.sqrt(HEAD_DIM), 1
@@ -356,6 +377,10 @@ def main():
     ap.add_argument("--split-sweep", action="store_true", help="the batch rows at 1-4 even splits, next to cuDNN")
     ap.add_argument("--q8-sweep", action="store_true", help="the q8 rows at the planner's and 1-8 even splits")
     ap.add_argument("--only", action="append", default=[], metavar="LABEL", help="only the rows with this label")
+    ap.add_argument("--fp8", choices=["e4m3", "e5m2"],
+                    help="also time ours over FP8 pages of each bf16 row (issue 25): the same keys quantized per kv "
+                         "head, in the same process right after the bf16 call; GB/s counts the FP8 bytes, x16 "
+                         "is the token-rate gain over our bf16 pages")
     ap.add_argument("--page-order", choices=["scattered", "sequential", "grouped", "ingroup", "sorted"],
                     default="scattered",
                     help="block ids of the pages: a random permutation (the benchmark), each sequence's pages "
@@ -409,7 +434,8 @@ def main():
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
-             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants)
+             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants) + \
+             (f"{'fp8 us':>9}{'fp8 GB/s':>9}{'%copy':>6}{'x16':>6}{'fp8 diff':>9}" if args.fp8 else "")
     for shape, page, dtype, *rest in rows:
         q_len = rest[0] if rest else 1
         if shape == "mixed":
@@ -428,6 +454,16 @@ def main():
         t_eager = eager_time(fns)
         r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
+        if args.fp8 and dtype == bf16:
+            os.environ["FLASHSERVE_CUDA_FP8"] = "1"  # until the FP8 kernel has run on a GPU (decode.cc)
+            ref = case.os[0].float().clone()
+            pages8 = fp8_pages(case, args.fp8)
+            f8, k8, _ = ours(lib, case, workers, fp8=pages8)
+            t8 = graph_time(f8)
+            r["fp8_s"], r["fp8_gbps"] = t8, case.kv_bytes / 2 / t8 / 1e9
+            r["fp8_speedup"] = t_ours / t8
+            r["fp8_diff"] = (case.os[0].float() - ref).abs().max().item()  # against bf16 pages: quantization
+            del f8, k8, pages8
         if args.breakdown:
             r["kernels_us"] = kernel_breakdown(fns[:1])
         for name, vlib, vctas in variants:
@@ -468,7 +504,9 @@ def main():
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
               f"{fmt(ratio, 8, 3)}{fmt(r.get('maxerr'), 9, 4)}" +
-              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants))
+              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants) +
+              (f"{fmt(r['fp8_s'] * 1e6, 9, 1)}{fmt(r['fp8_gbps'], 9)}{fmt(100 * r['fp8_gbps'] * 1e9 / copy_bw, 6)}"
+               f"{fmt(r['fp8_speedup'], 6, 2)}{fmt(r['fp8_diff'], 9, 4)}" if args.fp8 and "fp8_s" in r else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_bandwidth": copy_bw, "pool": args.pool, "page_order": args.page_order, "rows": results}, f,

@@ -31,34 +31,6 @@ struct GpuRun {
   Status status;
 };
 
-// Sets dp's split count and chunk (num_splits 0: the planner's choice for this GPU's launch
-// shape) and, with more than one split, a poisoned workspace in ws.
-void configure_splits(DecodeParams& dp, const Problem& p, const ProblemData& d, int32_t num_splits,
-                      int32_t pages_per_split, DeviceBuffer& ws) {
-  if (num_splits == 0) {
-    DecodePlanInput in;
-    in.batch = dp.batch;
-    in.seq_lens = d.seq_lens.data();
-    in.q_len = dp.q_len;
-    in.num_heads = dp.num_heads;
-    in.num_kv_heads = dp.num_kv_heads;
-    in.head_dim = dp.head_dim;
-    in.block_size = p.block_size;
-    EXPECT_TRUE(decode_launch_shape(Device::kCUDA, dp.head_dim, dp.dtype, &in.shape).ok());
-    DecodePlan plan;
-    EXPECT_TRUE(plan_decode(in, &plan).ok());
-    num_splits = plan.num_splits;
-    pages_per_split = plan.pages_per_split;
-  }
-  dp.num_splits = num_splits;
-  dp.pages_per_split = pages_per_split;
-  if (num_splits > 1) {
-    dp.workspace_bytes = decode_workspace_bytes(num_splits, dp.batch, dp.q_len, dp.num_heads, dp.head_dim);
-    ws.allocate(dp.workspace_bytes);
-    dp.workspace = ws.get();
-  }
-}
-
 // Runs decode on the GPU with the given split count and chunk (configure_splits), poisoned
 // outputs and workspace.
 GpuRun run_gpu(const Problem& p, ProblemData& d, int32_t num_splits, int32_t pages_per_split) {

@@ -15,16 +15,35 @@ namespace flashserve::cuda {
 
 // The instances built, one per file (decode_hd*_*.cu), declared here.
 using DecodeInstances = KernelInstances<HeadDims<64, 128>, DTypes<DType::kFloat16, DType::kBFloat16>>;
-#define FS_DECODE_INSTANCE(HD, T)                                                                          \
-  extern template cudaError_t launch_decode_split<HD, T>(const DecodeParams&, cudaStream_t, bool, int); \
-  extern template cudaError_t prepare_decode_split<HD, T>(int*);
-FS_DECODE_INSTANCE(64, __half)
-FS_DECODE_INSTANCE(64, __nv_bfloat16)
-FS_DECODE_INSTANCE(128, __half)
-FS_DECODE_INSTANCE(128, __nv_bfloat16)
+#define FS_DECODE_INSTANCE(HD, T, KV)                                                                          \
+  extern template cudaError_t launch_decode_split<HD, T, KV>(const DecodeParams&, cudaStream_t, bool, int); \
+  extern template cudaError_t prepare_decode_split<HD, T, KV>(int*);
+#define FS_DECODE_INSTANCES(HD, T)          \
+  FS_DECODE_INSTANCE(HD, T, T)              \
+  FS_DECODE_INSTANCE(HD, T, __nv_fp8_e4m3) \
+  FS_DECODE_INSTANCE(HD, T, __nv_fp8_e5m2)
+// Each (head_dim, dtype) with 16-bit pages of its own type and with FP8 pages of either format
+// (issue 25; decode_hd*_*_fp8.cu).
+FS_DECODE_INSTANCES(64, __half)
+FS_DECODE_INSTANCES(64, __nv_bfloat16)
+FS_DECODE_INSTANCES(128, __half)
+FS_DECODE_INSTANCES(128, __nv_bfloat16)
+#undef FS_DECODE_INSTANCES
 #undef FS_DECODE_INSTANCE
 
+
 namespace {
+
+// The pages' element type as a compile-time tag for a call of the instance with storage type T:
+// T itself (16-bit pages), or an FP8 format. pages is a call's KVPageView::dtype, validated.
+template <typename T, typename F>
+auto with_page_type(DType pages, F&& f) {
+  if (pages == DType::kFp8E4M3) return f(static_cast<__nv_fp8_e4m3*>(nullptr));
+  if (pages == DType::kFp8E5M2) return f(static_cast<__nv_fp8_e5m2*>(nullptr));
+  return f(static_cast<T*>(nullptr));
+}
+// The index of the pages' kind in LaunchFacts' table: 0 the call's own type, 1 e4m3, 2 e5m2.
+int page_kind(DType pages) { return pages == DType::kFp8E4M3 ? 1 : pages == DType::kFp8E5M2 ? 2 : 0; }
 
 // What a launch needs of the device, per device and instance: asked once (launch_facts).
 struct LaunchFacts {
@@ -36,21 +55,21 @@ struct LaunchFacts {
 
 constexpr int kMaxDevices = 64;
 constexpr int kInstances = instance_count<DecodeInstances>();
-LaunchFacts g_facts[kMaxDevices][kInstances];
+LaunchFacts g_facts[kMaxDevices][kInstances][3];  // [.][.][page_kind]
 std::mutex g_facts_mutex;  // held while a device is asked
 std::atomic<int64_t> g_queries{0};
 
 
-// The current device's facts for a built instance. After the first call for a device and
-// instance: cudaGetDevice and an atomic load.
-Status launch_facts(int32_t head_dim, DType dtype, const LaunchFacts** out) {
+// The current device's facts for a built instance (with pages of `pages`' type: the call's own,
+// or FP8). After the first call for a device and instance: cudaGetDevice and an atomic load.
+Status launch_facts(int32_t head_dim, DType dtype, DType pages, const LaunchFacts** out) {
   int device = 0;
   FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   if (device < 0 || device >= kMaxDevices)
     return unsupported("decode: device " + std::to_string(device) + " (the launch-shape cache holds " +
                        std::to_string(kMaxDevices) + ")");
   FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode on CUDA", head_dim, dtype));
-  LaunchFacts& f = g_facts[device][instance_index<DecodeInstances>(head_dim, dtype)];
+  LaunchFacts& f = g_facts[device][instance_index<DecodeInstances>(head_dim, dtype)][page_kind(pages)];
   if (!f.ready.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(g_facts_mutex);
     if (!f.ready.load(std::memory_order_relaxed)) {
@@ -60,8 +79,11 @@ Status launch_facts(int32_t head_dim, DType dtype, const LaunchFacts** out) {
       FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device));
       auto prepare = [&](auto hd, auto dt) {
         using T = cuda_storage_t<decltype(dt)::value>;
-        return cuda_status(prepare_decode_split<decltype(hd)::value, T>(&ctas_per_sm),
-                           "decode: the split kernel's shared memory and occupancy");
+        return with_page_type<T>(pages, [&](auto* kv) {
+          using KV = std::remove_pointer_t<decltype(kv)>;
+          return cuda_status(prepare_decode_split<decltype(hd)::value, T, KV>(&ctas_per_sm),
+                             "decode: the split kernel's shared memory and occupancy");
+        });
       };
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<DecodeInstances>("decode on CUDA", head_dim, dtype, prepare));
       if (ctas_per_sm < 1 || sms < 1)
@@ -85,7 +107,7 @@ Status decode_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* sha
   if (shape == nullptr) return invalid_argument("decode_launch_shape: shape is null");
   FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode_launch_shape", head_dim, dtype));
   const LaunchFacts* f = nullptr;
-  FS_RETURN_IF_ERROR(launch_facts(head_dim, dtype, &f));
+  FS_RETURN_IF_ERROR(launch_facts(head_dim, dtype, dtype, &f));
   shape->rows_per_cta = kRowsPerBlock;
   shape->ctas_per_sm = f->ctas_per_sm;
   shape->sm_count = f->sm_count;
@@ -99,7 +121,7 @@ int64_t decode_launch_shape_queries() { return g_queries.load(std::memory_order_
 Status validate_decode_cuda(const DecodeParams& p) {
   FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype));
   if (p.batch > 65535) return unsupported("decode: batch > 65535 on CUDA");
-  FS_RETURN_IF_ERROR(validate_page_view_cuda("decode", p.pages, dtype_size(p.dtype)));
+  FS_RETURN_IF_ERROR(validate_page_view_cuda("decode", p.pages, dtype_size(p.pages.dtype)));
   if (p.num_splits > 1 && reinterpret_cast<uintptr_t>(p.workspace) % 16)
     return invalid_argument("decode: workspace must be 16-byte aligned");
   return Status::Ok();
@@ -108,7 +130,7 @@ Status validate_decode_cuda(const DecodeParams& p) {
 Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const LaunchFacts* f = nullptr;
-  FS_RETURN_IF_ERROR(launch_facts(p.head_dim, p.dtype, &f));  // cached: no device query per call
+  FS_RETURN_IF_ERROR(launch_facts(p.head_dim, p.dtype, p.pages.dtype, &f));  // cached: no device query per call
   // Programmatic dependent launch exists from Hopper (sm_90) on: the split kernel follows the
   // previous kernel in the stream that way, and the merge follows the split kernel.
   const bool pdl = f->cc_major >= 9;
@@ -116,7 +138,11 @@ Status decode_cuda(const DecodeParams& p, void* stream_ptr) {
   const int first_wave = sms * f->ctas_per_sm;  // CTAs resident at once
   auto launch = [&](auto hd, auto dt) {
     using T = cuda_storage_t<decltype(dt)::value>;
-    return cuda_status(launch_decode_split<decltype(hd)::value, T>(p, stream, pdl, first_wave), "decode split kernel");
+    return with_page_type<T>(p.pages.dtype, [&](auto* kv) {
+      using KV = std::remove_pointer_t<decltype(kv)>;
+      return cuda_status(launch_decode_split<decltype(hd)::value, T, KV>(p, stream, pdl, first_wave),
+                         "decode split kernel");
+    });
   };
   FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<DecodeInstances>("decode on CUDA", p.head_dim, p.dtype, launch));
   if (p.num_splits == 1) return Status::Ok();

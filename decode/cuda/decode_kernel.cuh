@@ -24,6 +24,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -77,20 +78,64 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 #define FLASHSERVE_DECODE_PREFETCH_TILES 3
 #endif
 
-template <int kHeadDim, typename T>
+// FP8 pages (issue 25): KV is __nv_fp8_e4m3 or __nv_fp8_e5m2 (the pages' codes), T the call's
+// type (q, o). The tiles hold codes, 16 a 16-byte chunk; the MMAs run in fp16 (an FP8 code is
+// exactly an fp16 value, e4m3 and e5m2 alike): K and V fragments converted in registers, q
+// converted once scaled by a power of two into fp16's range, P packed as fp16. K's scale and that
+// power of two fold into the logits' scale, V's scale multiplies the output.
+template <typename T, typename KV>
+inline constexpr bool kFp8Pages = !std::is_same_v<T, KV>;
+
+template <int kHeadDim, typename T, typename KV = T>
 struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "decode: head_dim 64 or 128");
-  static constexpr int kElemsPerChunk = 16 / sizeof(T);           // 8
-  static constexpr int kChunks = kHeadDim / kElemsPerChunk;       // 16-byte chunks per key row
+  static constexpr bool kFp8 = kFp8Pages<T, KV>;
+  static_assert(!kFp8 || sizeof(KV) == 1, "FP8 pages: one byte an element");
+  static constexpr int kElemsPerChunk = 16 / sizeof(T);           // q: 8
+  static constexpr int kChunks = kHeadDim / kElemsPerChunk;       // q: 16-byte chunks per row
+  static constexpr int kKvChunks = kHeadDim * sizeof(KV) / 16;    // 16-byte chunks per key row
+  // FP8: a tile is half the bytes, so twice the tiles stay in flight for the same bytes (3 stages
+  // of 16-bit tiles keep 2 in flight, 5 of FP8 ones 4).
+  static constexpr int kStages = kFp8 ? 2 * ::flashserve::cuda::kStages - 1 : ::flashserve::cuda::kStages;
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
-  static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(T);
+  static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(KV);
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
-  static constexpr int kSmemBytes = kSmemKV + kSmemQ;
+  static constexpr int kSmemBytes = kSmemKV + kSmemQ + (kFp8 ? 16 : 0);  // FP8: the warps' max |q|
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
   static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
-  static_assert(kChunks >= 8, "the K swizzle needs 8 chunks per row");
+  static_assert(kChunks >= 8, "the q swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
+
+// Offset (bytes) of 16-byte chunk `chunk` of key `row` in a swizzled FP8 tile of kHeadDim-byte
+// rows: 8 rows read at one chunk column (ldmatrix) hit 32 banks. 128-byte rows: chunks XOR row
+// mod 8; 64-byte rows (two a 128-byte line): chunks XOR (row / 2) mod 4, so the even rows take
+// four distinct chunk slots of their half of the line, the odd rows the other half's.
+template <int kHeadDim>
+__device__ __forceinline__ int swz_fp8(int row, int chunk) {
+  if constexpr (kHeadDim == 128) {
+    return row * 128 + ((chunk ^ (row & 7)) << 4);
+  } else {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  }
+}
+
+// Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
+template <typename KV>
+__device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x >> 16), kFmt);
+  lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+  hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
+}
+// Two FP8 codes (bits 0..15 of x) as an fp16 pair.
+template <typename KV>
+__device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t x) {
+  constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
+  return static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+}
 
 // This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the CTA at
 // linear launch index cta (blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
@@ -144,17 +189,19 @@ __device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta
   }
 }
 
-template <int kHeadDim, typename T>
+template <int kHeadDim, typename T, typename KV = T>
 __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int resident) {
-  using Tr = DecodeTraits<kHeadDim, T>;
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  constexpr bool kFp8 = Tr::kFp8;
+  constexpr int kStages = Tr::kStages;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
   constexpr int kWarpKeys = kTileKeys / kDecodeWarps;  // 16 keys of each tile per warp
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* smem_k = reinterpret_cast<T*>(smem_raw);
-  T* smem_v = smem_k + kStages * Tr::kTileElems;
-  T* smem_q = smem_v + kStages * Tr::kTileElems;  // [16][kHeadDim], swizzled
+  KV* smem_k = reinterpret_cast<KV*>(smem_raw);
+  KV* smem_v = smem_k + kStages * Tr::kTileElems;
+  T* smem_q = reinterpret_cast<T*>(smem_v + kStages * Tr::kTileElems);  // [16][kHeadDim], swizzled
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Let the merge kernel (a programmatic dependent) be launched now; it waits on the device
@@ -176,7 +223,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   const int64_t capacity = pv.block_table_stride * pv.block_size;
   const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
   KVSource src;
-  src.init_paged(pv, b, kv_head, sizeof(T));  // kernel parameters only
+  src.init_paged(pv, b, kv_head, sizeof(KV));  // kernel parameters only
   const int spec_lo = static_cast<int>(min(capacity, split * split_keys));
   const int spec_hi = static_cast<int>(min(capacity, (split + 1) * split_keys));
   // The queries' source: 16-byte copies where q's rows and heads are 16-byte aligned (one commit
@@ -217,7 +264,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   if (cta < resident) {
     const char* addr;
     uint32_t bytes;
-    first_tiles_piece<kHeadDim, T>(p, cta, tid, addr, bytes);
+    first_tiles_piece<kHeadDim, KV>(p, cta, tid, addr, bytes);
     if (bytes > 0) prefetch_l2(addr, bytes);
   }
 #endif
@@ -243,7 +290,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // copies then wait one L2 round trip, not two (seq_lens, then the table). Block ids are
   // fetched one tile ahead of the copies that use them afterwards (ncu at (1,32k) before
   // that: 64% of DRAM bandwidth, each iteration's copies issued an L2 round trip late).
-  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kChunks>;
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kKvChunks>;
   Copier first[kStages];
 #pragma unroll
   for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, spec_lo, spec_hi, kStages, s, tid);
@@ -293,7 +340,14 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
     kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
         src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
-        [](int j, int c) { return swz<kHeadDim, T>(j, c); }, kv_policy);
+        [](int j, int c) {
+          if constexpr (kFp8) {
+            return swz_fp8<kHeadDim>(j, c);
+          } else {
+            return swz<kHeadDim, T>(j, c);
+          }
+        },
+        kv_policy);
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -336,11 +390,53 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
   // Q fragments (A operand), all k-steps, in registers for the whole split.
   uint32_t qf[kKSteps][4];
+  if constexpr (!kFp8) {
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
-    ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
+      ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
+    }
+  } else {
+    // fp16 fragments of q·2^e, e such that the block's max |q| · 2^e < 2^15 (fp16's max is 65504;
+    // 2^e is exact, and comes off the logits' scale below). A key's FP8 chunk of 16 dims is a
+    // k-step; ldmatrix gives lane (gid, tig) dims 4·tig .. 4·tig + 3 of it (the K loop below),
+    // which take the k positions 2·tig, 2·tig + 1 (b0) and 2·tig + 8, 2·tig + 9 (b1): q's
+    // fragments take the same dims at the same positions.
+    float mx = 0.f;
+    for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {  // every chunk once
+      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + i * Tr::kElemsPerChunk);
+      const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int j = 0; j < Tr::kElemsPerChunk; ++j) mx = fmaxf(mx, fabsf(static_cast<float>(e[j])));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float* warp_max = reinterpret_cast<float*>(smem_q + kRowsPerBlock * kHeadDim);  // 16 bytes after q
+    if (lane == 0) warp_max[warp] = mx;
+    __syncthreads();
+    mx = fmaxf(fmaxf(warp_max[0], warp_max[1]), fmaxf(warp_max[2], warp_max[3]));
+    float q_mul = 1.f;
+    // At most 2^64 up: q below 2^-50 everywhere keeps fold (below) a normal float.
+    if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // rows gid, gid + 8
+        const int d = 16 * ks + 4 * tig;  // dims d .. d + 3
+        const uint2 raw = *reinterpret_cast<const uint2*>(smem_q + swz<kHeadDim, T>(gid + 8 * i, d / 8) + d % 8);
+        const T* e = reinterpret_cast<const T*>(&raw);
+        qf[ks][i] = pack2<__half>(static_cast<float>(e[0]) * q_mul, static_cast<float>(e[1]) * q_mul);
+        qf[ks][2 + i] = pack2<__half>(static_cast<float>(e[2]) * q_mul, static_cast<float>(e[3]) * q_mul);
+      }
+    }
+    const float fold = pv.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      la[i].scale *= fold;
+      la[i].scale2 *= fold;
+    }
   }
+  using MmaT = std::conditional_t<kFp8, __half, T>;  // the MMAs' operand type
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   float acc[kNTiles][4];
@@ -359,8 +455,8 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
     if (FS_DECODE_SKIPS(compute)) continue;
     const int stage = tile % kStages;
-    const T* sk = smem_k + stage * Tr::kTileElems;
-    const T* sv = smem_v + stage * Tr::kTileElems;
+    const KV* sk = smem_k + stage * Tr::kTileElems;
+    const KV* sv = smem_v + stage * Tr::kTileElems;
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
     const int key0 = lo + tile * kTileKeys + wkey0;
 
@@ -369,16 +465,35 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
     // latency, not the tensor pipe, bounds this part with two warps a scheduler).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    if (!FS_DECODE_SKIPS(qk, s[0][0], lane, tile))
+    if constexpr (!kFp8) {
+      if (!FS_DECODE_SKIPS(qk, s[0][0], lane, tile))
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ks += 2) {
+      for (int ks = 0; ks < kKSteps; ks += 2) {
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
+          const int m = lane / 8;
+          ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
+          mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
+          mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
+        }
+      }
+    } else {
+      // FP8 K: matrix m of the x4 is keys (m / 2)·8 .. + 7 of the warp's 16 at chunk (k-step)
+      // ks + m % 2; lane (gid, tig) gets 4 codes of key gid, dims 4·tig .. + 3 of the chunk.
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ks += 2) {
+        uint32_t kf[4];
         const int m = lane / 8;
-        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
-        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
-        mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
+        ldmatrix_x4(kf, sk + swz_fp8<kHeadDim>(wkey0 + (m >> 1) * 8 + lane % 8, ks + (m & 1)));
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t b0, b1;
+          fp8x4_to_half2x2<KV>(kf[2 * nt], b0, b1);
+          mma_16816<__half>(s[nt], qf[ks], b0, b1);
+          fp8x4_to_half2x2<KV>(kf[2 * nt + 1], b0, b1);
+          mma_16816<__half>(s_odd[nt], qf[ks + 1], b0, b1);
+        }
       }
     }
 #pragma unroll
@@ -423,18 +538,40 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 
     // O += P·V: P (16 × 16 keys) as the A operand straight from the S fragments.
     uint32_t pa[4];
-    pa[0] = pack2<T>(p_val[0][0], p_val[0][1]);
-    pa[1] = pack2<T>(p_val[0][2], p_val[0][3]);
-    pa[2] = pack2<T>(p_val[1][0], p_val[1][1]);
-    pa[3] = pack2<T>(p_val[1][2], p_val[1][3]);
-    if (!FS_DECODE_SKIPS(pv, acc[0][0], pa))
+    pa[0] = pack2<MmaT>(p_val[0][0], p_val[0][1]);
+    pa[1] = pack2<MmaT>(p_val[0][2], p_val[0][3]);
+    pa[2] = pack2<MmaT>(p_val[1][0], p_val[1][1]);
+    pa[3] = pack2<MmaT>(p_val[1][2], p_val[1][3]);
+    if constexpr (!kFp8) {
+      if (!FS_DECODE_SKIPS(pv, acc[0][0], pa))
 #pragma unroll
-    for (int n = 0; n < kNTiles; n += 2) {
-      uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
-      const int m = lane / 8;
-      ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
-      mma_16816<T>(acc[n], pa, vf[0], vf[1]);
-      mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
+      for (int n = 0; n < kNTiles; n += 2) {
+        uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
+        const int m = lane / 8;
+        ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
+        mma_16816<T>(acc[n], pa, vf[0], vf[1]);
+        mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
+      }
+    } else {
+      // FP8 V: matrix m of the x4.trans is keys (m % 2)·8 .. + 7 at chunk c + m / 2, read as 8×8
+      // pairs of codes and transposed: lane (gid, tig) gets codes [key 2·tig][dims 2·gid, 2·gid + 1]
+      // and [key 2·tig + 1][the same dims] (bytes 0, 1, 2, 3). Bytes 0 and 2 are the B fragment
+      // of dim 2·gid (keys 2·tig, 2·tig + 1), bytes 1 and 3 that of dim 2·gid + 1: n-tile 2·c
+      // holds the chunk's even dims, 2·c + 1 its odd ones (the epilogue puts them back in order).
+#pragma unroll
+      for (int c = 0; c < Tr::kKvChunks; c += 2) {
+        uint32_t vf[4];
+        const int m = lane / 8;
+        ldmatrix_x4_trans(vf, sv + swz_fp8<kHeadDim>(wkey0 + (m & 1) * 8 + lane % 8, c + (m >> 1)));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // chunk c + h: keys 0-7 in vf[2h], 8-15 in vf[2h + 1]
+          const uint32_t k0 = vf[2 * h], k8 = vf[2 * h + 1];
+          mma_16816<__half>(acc[2 * (c + h)], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0020)),
+                            fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0020)));
+          mma_16816<__half>(acc[2 * (c + h) + 1], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0031)),
+                            fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0031)));
+        }
+      }
     }
   }
   FS_DECODE_STAMP(t_loop);
@@ -457,10 +594,20 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   for (int i = 0; i < 2; ++i) {
     const int r = gid + 8 * i;
     if (r >= block_rows) continue;  // padding rows are never written out
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-      const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
-      *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
+      for (int n = 0; n < kNTiles; ++n) {
+        const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+        *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
+      }
+    } else {
+      // n-tiles 2·c (even dims) and 2·c + 1 (odd) of chunk c: this lane's dims 16·c + 4·tig .. + 3.
+#pragma unroll
+      for (int c = 0; c < Tr::kKvChunks; ++c) {
+        const float4 v = make_float4(acc[2 * c][2 * i], acc[2 * c + 1][2 * i], acc[2 * c][2 * i + 1],
+                                     acc[2 * c + 1][2 * i + 1]);
+        *reinterpret_cast<float4*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + 16 * c + 4 * tig) = v;
+      }
     }
     if (tig == 0) {
       red_m[warp * kRowsPerBlock + r] = m_run[i];
@@ -476,6 +623,7 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
   constexpr int kV = kHeadDim / 32;  // 4 or 2
+  const float v_mul = kFp8 ? pv.v_scales[kv_head] : 1.f;  // FP8: the values' scale on the output
   using VecF = std::conditional_t<kV == 4, float4, float2>;
   const int d0 = lane * kV;
   for (int r = warp; r < block_rows; r += kDecodeWarps) {
@@ -499,8 +647,9 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
 #pragma unroll
       for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
     }
+    const float norm = kFp8 ? inv * v_mul : inv;
 #pragma unroll
-    for (int d = 0; d < kV; ++d) out[d] *= inv;
+    for (int d = 0; d < kV; ++d) out[d] *= norm;
     const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
     const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
     if (p.num_splits == 1) {
@@ -530,10 +679,10 @@ inline int row_blocks_of(int rows) { return (rows + kRowsPerBlock - 1) / kRowsPe
 // dynamic shared memory, a setting of the device's context. Once a device (decode_cuda.cu
 // caches it, with the launch shape); launch_decode_split needs it done. Defined by the instance
 // files.
-template <int kHeadDim, typename T>
+template <int kHeadDim, typename T, typename KV = T>
 cudaError_t prepare_decode_split(int* ctas_per_sm) {
-  using Tr = DecodeTraits<kHeadDim, T>;
-  auto kernel = decode_split_kernel<kHeadDim, T>;
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  auto kernel = decode_split_kernel<kHeadDim, T, KV>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
@@ -544,13 +693,13 @@ cudaError_t prepare_decode_split(int* ctas_per_sm) {
 // previous kernel in the stream, so the launch and the CTAs' start overlap that kernel's tail
 // (the kernel waits on the device before reading). first_wave: the CTAs the device holds at
 // once (SMs × CTAs an SM holds), for the first tiles' prefetch.
-template <int kHeadDim, typename T>
+template <int kHeadDim, typename T, typename KV = T>
 cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool dependent_launch, int first_wave) {
-  using Tr = DecodeTraits<kHeadDim, T>;
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = row_blocks_of(p.q_len * group);
-  auto kernel = decode_split_kernel<kHeadDim, T>;
-  const int version = binary_version<decode_split_kernel<kHeadDim, T>>();  // the instance's architecture
+  auto kernel = decode_split_kernel<kHeadDim, T, KV>;
+  const int version = binary_version<decode_split_kernel<kHeadDim, T, KV>>();  // the instance's architecture
   dependent_launch = dependent_launch && version >= 90;
   LaunchConfig launch(dim3(p.num_splits, p.num_kv_heads * row_blocks, p.batch), dim3(kDecodeThreads),
                       Tr::kSmemBytes, stream, dependent_launch);

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 23 (no GPU) wrote the CUDA decode over FP8 pages (issue 25, decode_kernel.cuh's kFp8
+# branches; decode.md "FP8 pages in the split kernel"), never run. Its first GPU call, prepared
+# here: build with scripts/build_gpu.sh, carry build-gpu/tests/test_fp8_decode_cuda,
+# build-gpu/tests/test_decode_cuda and build-gpu/libflashserve_c.so, then
+#   bash bench/results/session23/next_call2_fp8.sh
+# Steps (~250 s): the FP8 decode tests (float64 over the dequantized values and the CPU, both
+# formats, bf16/fp16 q, d 64/128, groups 1-8, q_len 1-3, pages 1-256, 0/1/3 splits), the 16-bit
+# decode tests (their SASS is unchanged; a regression check), memcheck and racecheck on the FP8
+# test, then bench_decode.py --fp8 e4m3 on the issue's rows beside our bf16 pages.
+# Prediction: 1.7-1.9x our bf16 token rate at (64,8k), (128,2k), (256,1k); 1.4-1.6x at (1,32k).
+set -uo pipefail
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64" PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/o}; mkdir -p "$out" /tmp/w
+nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+B=build-gpu
+timeout 120 $B/tests/test_fp8_decode_cuda > /tmp/w/test_fp8.log 2>&1
+echo "fp8 decode rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_fp8.log | tr '\n' ' ')"
+grep -E "Failure|FAILED|Expected|Which is" /tmp/w/test_fp8.log | head -12
+timeout 150 $B/tests/test_decode_cuda --gtest_brief=1 > /tmp/w/test_decode.log 2>&1
+echo "decode rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_decode.log | tr '\n' ' ')"
+for tool in memcheck racecheck; do
+  timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool $tool $B/tests/test_fp8_decode_cuda > /tmp/w/san_$tool.log 2>&1
+  echo "$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/w/san_$tool.log | tail -1)"
+done
+timeout 200 python3 bench/bench_decode.py --lib $B/libflashserve_c.so --fp8 e4m3 --no-flex \
+  --only "(64,8k)" --only "(128,2k)" --only "(256,1k)" --only "(1,32k)" --json "$out/bench_decode_fp8.json" 2>&1 | tee "$out/bench_decode_fp8.log" | tail -8
+cd /tmp/w && tar cJf "$out/call2_logs.tar.xz" ./*.log

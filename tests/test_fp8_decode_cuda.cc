@@ -1,0 +1,123 @@
+// CUDA decode over FP8 pages (issue 25; label gpu). The pages are written by KVStorage::append on
+// the CPU (tests/fp8_support.h: bf16/fp16 K/V quantized with per-kv-head scales, free slots the
+// format's NaN code) and copied to the device with their scales; each case runs
+//   (a) against float64 attention over the dequantized values (scale·fp8(code)), with the
+//       tolerance of the call's 16-bit type, and
+//   (b) against the CPU decode over the same pages (itself checked in test_fp8_attention.cc),
+// both formats, bf16 and fp16 q/o, head dims 64 and 128, GQA groups 1 to 8 and q_len 1 to 3
+// (row blocks of one and of two), block sizes 1 to 256, planned, one and three splits, outputs
+// and workspace poisoned; large q (the kernel's fp16 q takes a power-of-two scale). Until this
+// kernel has run on a GPU, a call opts in with FLASHSERVE_CUDA_FP8=1 (decode.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/cuda_support.h"
+#include "tests/fp8_support.h"
+
+namespace flashserve::test {
+namespace {
+
+struct Fp8Case {
+  std::vector<int> lens;
+  int q_len, heads, kv_heads, head_dim, block_size;
+  float logit_scale = 1.f;  // multiplies q (Problem::logit_scale): 2e4 takes q past fp16's range (bf16 only)
+};
+
+// The GPU's decode over the device copy of cache's pool, with num_splits (0: the planner's);
+// no_v_scales: the view without its V scales (bad input).
+Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, DType t, int32_t num_splits, Status* st,
+                bool no_v_scales = false) {
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  const KVStorageShape& sh = cache.storage.shape();
+  DeviceBuffer pool, k_scales, v_scales, ws;
+  pool.allocate(sh.bytes());
+  pool.upload(cache.storage.k_pages(0), sh.bytes());
+  k_scales.allocate(4 * p.num_kv_heads);
+  v_scales.allocate(4 * p.num_kv_heads);
+  k_scales.upload(cache.storage.k_scales(0), 4 * p.num_kv_heads);
+  v_scales.upload(cache.storage.v_scales(0), 4 * p.num_kv_heads);
+  dp.pages = make_page_view(pool.get(), t, sh.num_blocks, p.num_kv_heads, p.block_size, p.head_dim,
+                            dp.pages.block_table, dp.pages.block_table_stride, dp.pages.seq_lens);
+  dp.pages.k_scales = k_scales.as<float>();
+  dp.pages.v_scales = no_v_scales ? nullptr : v_scales.as<float>();
+  const int32_t chunk = num_splits == 0 ? 0 : (max_pages(p) + num_splits - 1) / num_splits;
+  configure_splits(dp, p, d, num_splits, chunk, ws);  // a poisoned workspace
+  *st = decode(dp, nullptr);
+  const cudaError_t err = cudaDeviceSynchronize();
+  EXPECT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  return download_outputs(p, g);
+}
+
+TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const Fp8Case cases[] = {
+      {{1, 7, 77, 257}, 1, 12, 3, 64, 16},         // GQA 4, three kv heads
+      {{5, 33, 100, 1000}, 3, 8, 8, 128, 1},       // block size 1, q_len 3
+      {{300, 2}, 1, 8, 1, 128, 8},                 // MQA: a group of 8
+      {{129, 4097}, 2, 16, 2, 128, 64},            // groups of 8 × q_len 2: two row blocks
+      {{17, 1025}, 1, 32, 8, 128, 256},            // GQA 32/8, pages of 256
+      {{64, 65, 700}, 1, 4, 4, 64, 32, 2e4f},      // |q| up to ~1e5: the kernel's fp16 q takes 2^-2
+  };
+  uint64_t seed = 2500;
+  for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    for (const Fp8Case& k : cases) {
+      for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
+        if (k.logit_scale > 1e4f && q_dtype == DType::kFloat16) continue;  // fp16 q cannot hold it
+        Problem p = decode_problem(k.lens, k.q_len, k.heads, k.kv_heads, k.head_dim, q_dtype, k.block_size, seed++);
+        p.logit_scale = k.logit_scale;
+        ProblemData d = make_data(p);
+        Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
+        const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
+        const Reference ref = reference(p, cache.dequantized);
+        // As the 16-bit kernel's (test_decode_cuda.cc): softmax weights rounded before P·V (to
+        // fp16 here, finer than bf16), __expf, another summation order.
+        Tolerance tol = tolerance_for(p, ref);
+        tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+        tol.lse_abs += 1e-5;
+        Outputs cpu = make_outputs(p);
+        DecodeParams cp = decode_params(p, d, cpu);
+        cp.pages = view_of(cache.storage, d);
+        ASSERT_TRUE(decode(cp).ok()) << what;
+        for (int32_t splits : {0, 1, 3}) {
+          Status st;
+          Outputs gpu = run_gpu(p, d, cache, t, splits, &st);
+          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
+          EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << ", splits " << splits;
+          EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "")
+              << "vs CPU, " << what << ", splits " << splits;
+        }
+      }
+    }
+  }
+  unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+// Without the opt-in, and with a scale pointer missing: a clear status, nothing written.
+TEST(Fp8DecodeCuda, RefusedWithoutOptInOrScales) {
+  FS_SKIP_WITHOUT_CUDA();
+  Problem p = decode_problem({33, 70}, 1, 8, 2, 128, DType::kBFloat16, 16, 2600);
+  ProblemData d = make_data(p);
+  Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int) { return 1.f; });
+  unsetenv("FLASHSERVE_CUDA_FP8");
+  Status st;
+  Outputs out = run_gpu(p, d, cache, DType::kFp8E4M3, 1, &st);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
+  for (float x : out.lse) EXPECT_TRUE(std::isnan(x));  // as poisoned
+  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  out = run_gpu(p, d, cache, DType::kFp8E4M3, 1, &st, /*no_v_scales=*/true);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
+  for (float x : out.lse) EXPECT_TRUE(std::isnan(x));
+  unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+}  // namespace
+}  // namespace flashserve::test
