@@ -78,7 +78,7 @@ int fs_kv_storage_pages(const fs_kv_storage* s, int32_t layer, fs_pages* out) {
     out->num_blocks = v.num_blocks;
     out->block_size = v.block_size;
     out->dtype = static_cast<int32_t>(v.dtype);
-    out->k_scales = v.k_scales;  // FP8: the storage's host array (the CPU kernels read it there)
+    out->k_scales = v.k_scales;  // FP8: where the pool lives (a CPU pool's host array, a CUDA pool's device copy)
     out->v_scales = v.v_scales;
     return Status();
   });

@@ -38,6 +38,7 @@ KVStorage& KVStorage::operator=(KVStorage&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     scales_ = std::move(o.scales_);
     o.scales_.clear();
+    device_scales_ = std::exchange(o.device_scales_, nullptr);
     device_pairs_ = std::exchange(o.device_pairs_, nullptr);
     device_pairs_cap_ = std::exchange(o.device_pairs_cap_, 0);
   }
@@ -49,11 +50,13 @@ void KVStorage::release() {
 #if FLASHSERVE_WITH_CUDA
     cuda::free_device(data_);
     cuda::free_device(device_pairs_);
+    cuda::free_device(device_scales_);
 #endif
   } else {
     std::free(data_);
   }
   data_ = nullptr;
+  device_scales_ = nullptr;
   scales_.clear();
   device_pairs_ = nullptr;
   device_pairs_cap_ = 0;
@@ -62,9 +65,13 @@ void KVStorage::release() {
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
   FS_RETURN_IF_ERROR(shape.validate());
   if (!is_valid(device)) return invalid_argument("KVStorage: invalid device");
-  if (device == Device::kCUDA && is_fp8(shape.dtype))
-    return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
-                       " pages are not supported on CUDA yet (issue 25: CPU only until the FP8 kernels exist)");
+  if (device == Device::kCUDA && is_fp8(shape.dtype)) {
+    const char* opt_in = std::getenv("FLASHSERVE_CUDA_FP8");
+    if (opt_in == nullptr || std::strcmp(opt_in, "1") != 0)
+      return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
+                         " pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 "
+                         "takes them");
+  }
   KVStorage s;
   s.device_ = device;
   s.shape_ = shape;
@@ -84,7 +91,18 @@ Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* 
       return resource_exhausted("KVStorage: cannot allocate " + std::to_string(bytes) + " bytes");
     std::memset(s.data_, 0, rounded);
   }
-  if (is_fp8(shape.dtype)) s.scales_.assign(static_cast<size_t>(2) * shape.num_layers * shape.num_kv_heads, 1.f);
+  if (is_fp8(shape.dtype)) {
+    s.scales_.assign(static_cast<size_t>(2) * shape.num_layers * shape.num_kv_heads, 1.f);
+#if FLASHSERVE_WITH_CUDA
+    if (device == Device::kCUDA) {
+      const int64_t bytes = static_cast<int64_t>(s.scales_.size() * sizeof(float));
+      void* p = nullptr;
+      FS_RETURN_IF_ERROR(cuda::alloc_zeroed(bytes, &p));
+      s.device_scales_ = static_cast<float*>(p);
+      FS_RETURN_IF_ERROR(cuda::copy_to_device(s.device_scales_, s.scales_.data(), bytes));
+    }
+#endif
+  }
   *out = std::move(s);
   return Status::Ok();
 }
@@ -103,6 +121,10 @@ KVPageView KVStorage::view(int32_t layer, const int32_t* block_table, int64_t bl
                                 shape_.block_size, shape_.head_dim, block_table, block_table_stride, seq_lens);
   v.k_scales = k_scales(layer);
   v.v_scales = v_scales(layer);
+  if (device_scales_ != nullptr && v.k_scales != nullptr) {  // a CUDA pool: its kernels read the device copy
+    v.k_scales = device_scales_ + (v.k_scales - scales_.data());
+    v.v_scales = device_scales_ + (v.v_scales - scales_.data());
+  }
   return v;
 }
 
@@ -135,6 +157,14 @@ Status KVStorage::set_scales(int32_t layer, const float* k_scales, const float* 
     }
   }
   float* dst = scales_.data() + static_cast<size_t>(2 * layer) * shape_.num_kv_heads;
+#if FLASHSERVE_WITH_CUDA
+  if (device_scales_ != nullptr) {  // the device copy first: on failure nothing has changed
+    std::vector<float> both(k_scales, k_scales + shape_.num_kv_heads);
+    both.insert(both.end(), v_scales, v_scales + shape_.num_kv_heads);
+    FS_RETURN_IF_ERROR(cuda::copy_to_device(device_scales_ + (dst - scales_.data()), both.data(),
+                                            static_cast<int64_t>(both.size() * sizeof(float))));
+  }
+#endif
   std::memcpy(dst, k_scales, sizeof(float) * shape_.num_kv_heads);
   std::memcpy(dst + shape_.num_kv_heads, v_scales, sizeof(float) * shape_.num_kv_heads);
   return Status::Ok();
@@ -174,9 +204,10 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, DType src_dtyp
                             dtype_name(shape_.dtype) +
                             " pool (the pool's own type, fp32/fp16/bf16 into an FP8 pool, or fp32 into a 16-bit "
                             "pool on the CPU)");
-  if (src_dtype != shape_.dtype && device_ == Device::kCUDA)
+  if (src_dtype != shape_.dtype && !quantize && device_ == Device::kCUDA)
     return invalid_argument(std::string("KVStorage::append: on CUDA K/V come in the pool's type (") +
-                            dtype_name(shape_.dtype) + "), got " + dtype_name(src_dtype));
+                            dtype_name(shape_.dtype) + ", or fp32/fp16/bf16 into an FP8 pool), got " +
+                            dtype_name(src_dtype));
   if (n == 0) return Status::Ok();
   const int64_t elem = dtype_size(shape_.dtype), src_elem = dtype_size(src_dtype);
   FS_RETURN_IF_ERROR(check_pointer(where, "k_new", k_new, src_elem));
@@ -184,7 +215,7 @@ Status KVStorage::append(int32_t first_layer, int32_t num_layers, DType src_dtyp
   FS_RETURN_IF_ERROR(check_pointer(where, "slots", slots, 8));
   if (device_ == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
-    return cuda::append_kv(*this, first_layer, num_layers, k_new, v_new, slots, n, stream);
+    return cuda::append_kv(*this, first_layer, num_layers, src_dtype, k_new, v_new, slots, n, device_scales_, stream);
 #else
     return unsupported("KVStorage: built without CUDA");
 #endif

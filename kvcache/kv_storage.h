@@ -5,10 +5,11 @@
 // so a layer is exactly the [num_blocks, 2, num_kv_heads, block_size, head_dim] pool the
 // kernels read, and a block's K and V (every head) are one contiguous run.
 //
-// FP8 pools (dtype fp8_e4m3 / fp8_e5m2, issue 25; CPU only for now: create refuses them on
-// CUDA) hold one byte an element and, beside the pages, a scale per (layer, kv head) for K and
-// for V (1.0 until set_scales): element = scale·fp8(code). append quantizes the model's K/V,
-// code = sat_rne(x / scale); view() hands the layer's scales to the kernels.
+// FP8 pools (dtype fp8_e4m3 / fp8_e5m2, issue 25) hold one byte an element and, beside the
+// pages, a scale per (layer, kv head) for K and for V (1.0 until set_scales): element =
+// scale·fp8(code). append quantizes the model's K/V, code = sat_rne(x / scale); view() hands the
+// layer's scales to the kernels (a CUDA pool keeps a device copy of them). On CUDA, FP8 pools
+// are built but not yet run on a GPU: create takes them only with FLASHSERVE_CUDA_FP8=1.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +48,8 @@ class KVStorage {
   KVStorage& operator=(const KVStorage&) = delete;
 
   // Allocates (cudaMalloc on CUDA) and zero-fills. RESOURCE_EXHAUSTED when memory is short;
-  // UNSUPPORTED for an FP8 pool on CUDA (no FP8 kernels yet).
+  // UNSUPPORTED for an FP8 pool on CUDA unless FLASHSERVE_CUDA_FP8=1 (its kernels have not yet
+  // run on a GPU).
   static Status create(Device device, const KVStorageShape& shape, KVStorage* out);
 
   Device device() const { return device_; }
@@ -57,14 +59,15 @@ class KVStorage {
   void* k_pages(int32_t layer) const;
   void* v_pages(int32_t layer) const;
   // The view of one layer for a batch (block_table and seq_lens on the storage's device); FP8
-  // pools: with the layer's scales.
+  // pools: with the layer's scales where the pool lives (CUDA: the device copy).
   KVPageView view(int32_t layer, const int32_t* block_table, int64_t block_table_stride,
                   const int32_t* seq_lens) const;
 
   // FP8 pools: layer `layer`'s K and V scales, [num_kv_heads] fp32 each (host arrays; one
   // value in every head is a per-tensor scale). Every value must be finite and > 0, the layer
   // in range and the pool FP8: INVALID_ARGUMENT / OUT_OF_RANGE otherwise, and nothing changes.
-  // Set them before appending: the pages keep the codes written under the old scales.
+  // Set them before appending: the pages keep the codes written under the old scales. CUDA:
+  // the device copy is written at once (a synchronous copy), for the calls issued after.
   Status set_scales(int32_t layer, const float* k_scales, const float* v_scales);
   // The layer's scales ([num_kv_heads], host); null for pools that are not FP8.
   const float* k_scales(int32_t layer) const;
@@ -83,7 +86,8 @@ class KVStorage {
   // bf16 (what the model produces: the CPU model fp32, the CUDA model bf16), quantized as
   // code = sat_rne(x / scale[layer, kv head]) with x / scale in fp32; or fp32 into a bf16/fp16
   // pool (the CPU model with a 16-bit cache), rounded to nearest even. Any other pair is a
-  // mismatch: INVALID_ARGUMENT, nothing written. CUDA: the storage dtype only.
+  // mismatch: INVALID_ARGUMENT, nothing written. CUDA: the storage dtype, or fp32/fp16/bf16 into
+  // an FP8 pool (one launch, the same quantization bit for bit).
   Status append(int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new, const void* v_new,
                 const int64_t* slots, int64_t n, void* stream = nullptr);
   // OUT_OF_RANGE naming the first slot outside [-1, num_blocks·block_size) (host array).
@@ -100,6 +104,7 @@ class KVStorage {
   KVStorageShape shape_;
   char* data_ = nullptr;
   std::vector<float> scales_;  // FP8: [num_layers][K, V][num_kv_heads], host; empty otherwise
+  float* device_scales_ = nullptr;  // CUDA FP8: the device copy of scales_
   int64_t* device_pairs_ = nullptr;  // CUDA: staging for copy_blocks' pairs
   int32_t device_pairs_cap_ = 0;
 };

@@ -1,4 +1,6 @@
-// CUDA decode over FP8 pages (issue 25; label gpu). The pages are written by KVStorage::append on
+// FP8 on CUDA (issue 25; label gpu): KVStorage's CUDA FP8 pools (append quantizing bf16, fp16
+// and fp32 bit for bit as the CPU does, copy_blocks, the device scales), and decode over FP8
+// pages. For decode the pages are written by KVStorage::append on
 // the CPU (tests/fp8_support.h: bf16/fp16 K/V quantized with per-kv-head scales, free slots the
 // format's NaN code) and copied to the device with their scales; each case runs
 //   (a) against float64 attention over the dequantized values (scale·fp8(code)), with the
@@ -14,6 +16,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <random>
 
 #include "tests/cuda_support.h"
 #include "tests/fp8_support.h"
@@ -116,6 +120,121 @@ TEST(Fp8DecodeCuda, RefusedWithoutOptInOrScales) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
   for (float x : out.lse) EXPECT_TRUE(std::isnan(x));
+  unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+// Equal codes, or both NaN (the formats have several NaN codes; both sides keep NaN as NaN).
+bool same_code(uint8_t a, uint8_t b, DType t) {
+  const float x = load_as_float(&a, t, 0), y = load_as_float(&b, t, 0);
+  return a == b || (std::isnan(x) && std::isnan(y));
+}
+
+// A CUDA FP8 pool and a CPU one, the same scales (random per layer and kv head), the same K/V
+// appended (N(0, 3) with NaN, ±inf, ±1e30, 1e-30, -0 among them; padding slots; each slot
+// once), then the same copy_blocks: the pools agree byte for byte (or both hold a NaN code).
+TEST(Fp8StorageCuda, AppendAndCopyBlocksMatchTheCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  std::mt19937 rng(2700);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::uniform_real_distribution<float> scale_of(0.01f, 0.5f);
+  for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    for (DType src : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      KVStorageShape sh;
+      sh.num_layers = 2;
+      sh.num_blocks = 9;
+      sh.num_kv_heads = 3;
+      sh.block_size = 16;
+      sh.head_dim = 64;
+      sh.dtype = t;
+      KVStorage cpu, gpu;
+      ASSERT_TRUE(KVStorage::create(Device::kCPU, sh, &cpu).ok());
+      const Status created = KVStorage::create(Device::kCUDA, sh, &gpu);
+      ASSERT_TRUE(created.ok()) << created.to_string();
+      for (int32_t l = 0; l < sh.num_layers; ++l) {
+        std::vector<float> ks(sh.num_kv_heads), vs(sh.num_kv_heads);
+        for (auto* v : {&ks, &vs})
+          for (float& x : *v) x = scale_of(rng);
+        ASSERT_TRUE(cpu.set_scales(l, ks.data(), vs.data()).ok());
+        ASSERT_TRUE(gpu.set_scales(l, ks.data(), vs.data()).ok());
+        // The view's scales are the device copy, equal to the host's.
+        std::vector<float> back(sh.num_kv_heads);
+        FS_ASSERT_CUDA(cudaMemcpy(back.data(), gpu.view(l, nullptr, 0, nullptr).v_scales, 4 * back.size(),
+                                  cudaMemcpyDeviceToHost));
+        EXPECT_EQ(back, vs);
+      }
+      const int64_t n = 40, row = int64_t{sh.num_kv_heads} * sh.head_dim;
+      const int64_t elems = sh.num_layers * n * row;
+      std::vector<float> kf(elems), vf(elems);
+      const float specials[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 1e-30f, -0.f};
+      for (int64_t i = 0; i < elems; ++i) {
+        kf[i] = i % 97 < 7 ? specials[i % 97] : normal(rng);
+        vf[i] = i % 89 < 7 ? specials[i % 89] : normal(rng);
+      }
+      Buffer kb, vb;
+      kb.resize(elems * dtype_size(src));
+      vb.resize(elems * dtype_size(src));
+      convert_from_float(kf.data(), src, elems, kb.data());
+      convert_from_float(vf.data(), src, elems, vb.data());
+      std::vector<int64_t> slots(n);
+      std::vector<int64_t> all(static_cast<size_t>(sh.num_blocks) * sh.block_size);
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int64_t i = 0; i < n; ++i) slots[i] = i % 13 == 5 ? -1 : all[i];
+      ASSERT_TRUE(cpu.append(0, sh.num_layers, src, kb.data(), vb.data(), slots.data(), n).ok());
+      DeviceBuffer dk = to_device(kb), dv = to_device(vb), ds = to_device(slots);
+      const Status st = gpu.append(0, sh.num_layers, src, dk.get(), dv.get(), ds.as<int64_t>(), n);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const BlockCopy pairs[] = {{2, 7}, {5, 1}, {0, 8}};
+      ASSERT_TRUE(cpu.copy_blocks(pairs, 3).ok());
+      ASSERT_TRUE(gpu.copy_blocks(pairs, 3).ok());
+      FS_ASSERT_CUDA(cudaDeviceSynchronize());
+      std::vector<uint8_t> got(static_cast<size_t>(sh.bytes()));
+      FS_ASSERT_CUDA(cudaMemcpy(got.data(), gpu.k_pages(0), got.size(), cudaMemcpyDeviceToHost));
+      const auto* want = static_cast<const uint8_t*>(cpu.k_pages(0));
+      int64_t differ = 0, first = -1;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (!same_code(got[i], want[i], t) && differ++ == 0) first = static_cast<int64_t>(i);
+      EXPECT_EQ(differ, 0) << dtype_name(t) << " from " << dtype_name(src) << ": first at byte " << first << " ("
+                           << int{got[first < 0 ? 0 : first]} << " vs " << int{want[first < 0 ? 0 : first]} << ")";
+    }
+  }
+  unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+// The engine's path on the GPU: bf16 K/V appended into a CUDA FP8 pool, then CUDA decode over it,
+// against the CPU decode over the CPU pool the same append wrote.
+TEST(Fp8StorageCuda, DecodeOverAPoolTheGpuWrote) {
+  FS_SKIP_WITHOUT_CUDA();
+  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  Problem p = decode_problem({77, 300, 1025}, 1, 16, 4, 128, DType::kBFloat16, 16, 2800);
+  ProblemData d = make_data(p);
+  Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int h) { return 1.f + h; });  // the CPU pool
+  KVStorage gpu;
+  ASSERT_TRUE(KVStorage::create(Device::kCUDA, cache.storage.shape(), &gpu).ok());
+  ASSERT_TRUE(gpu.set_scales(0, cache.storage.k_scales(0), cache.storage.v_scales(0)).ok());
+  std::vector<int64_t> slots;
+  for (size_t b = 0; b < p.seqs.size(); ++b)
+    for (int64_t j = 0; j < p.seqs[b].k_len; ++j)
+      slots.push_back(int64_t{d.block_table[b * d.table_stride + j / p.block_size]} * p.block_size + j % p.block_size);
+  DeviceBuffer dk = to_device(d.k_buf), dv = to_device(d.v_buf), ds = to_device(slots);
+  ASSERT_TRUE(gpu.append(0, 1, p.dtype, dk.get(), dv.get(), ds.as<int64_t>(), static_cast<int64_t>(slots.size())).ok());
+  const Reference ref = reference(p, cache.dequantized);
+  Outputs cpu = make_outputs(p);
+  DecodeParams cp = decode_params(p, d, cpu);
+  cp.pages = view_of(cache.storage, d);
+  ASSERT_TRUE(decode(cp).ok());
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  DecodeParams dp = device_decode_params(p, d, host, g);
+  dp.pages = gpu.view(0, g.block_table.as<int32_t>(), d.table_stride, g.seq_lens.as<int32_t>());
+  DeviceBuffer ws;
+  configure_splits(dp, p, d, 0, 0, ws);
+  const Status st = decode(dp, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  const Outputs out = download_outputs(p, g);
+  EXPECT_EQ(compare_outputs(p, out, cpu, 2.0, 2 * ref.p_rounding_err), "");
   unsetenv("FLASHSERVE_CUDA_FP8");
 }
 

@@ -1,5 +1,8 @@
 // Append and copy-blocks on the GPU: 16-byte loads and stores, coalesced on both sides (a
 // token's head row of head_dim elements is contiguous in the new K/V and in the page).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -26,6 +29,11 @@ struct AppendArgs {
   int32_t elem;              // bytes an element
   int32_t chunks_per_head;   // 16-byte chunks in head_dim elements
   int32_t num_kv_heads;
+  // FP8 pools (append_fp8_kernel): the new K/V's type and the scales.
+  const float* scales;       // device: layer first_layer's [K, V][num_kv_heads], then the next layer's
+  int32_t src;               // 0 fp32, 1 fp16, 2 bf16
+  int32_t e5m2;              // 0 e4m3, 1 e5m2
+  int32_t head_dim;
 };
 
 // grid: (tokens, layers). Each thread copies 16-byte chunks of the token's K and V rows.
@@ -46,6 +54,56 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
     const int64_t dst = a.pages.offset(0, h, 0) * a.elem + cc * 16;
     *reinterpret_cast<uint4*>(kd + dst) = __ldg(reinterpret_cast<const uint4*>(ks) + c);
     *reinterpret_cast<uint4*>(vd + dst) = __ldg(reinterpret_cast<const uint4*>(vs) + c);
+  }
+}
+
+// An FP8 pool's append (issue 25): the new K/V in src (fp32, fp16 or bf16) quantized as code =
+// sat_rne(x / scale) with x / scale in fp32 (IEEE division), the host's convention (dtype.h:
+// round to nearest even, finite overflow and ±inf to ±max, NaN kept): cvt.rn.satfinite.
+__device__ __forceinline__ float load_src(const char* p, int32_t src, int i) {
+  if (src == 0) return reinterpret_cast<const float*>(p)[i];
+  if (src == 1) return __half2float(reinterpret_cast<const __half*>(p)[i]);
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+// 16 values from src (x / scale) as 16 codes.
+__device__ __forceinline__ uint4 quantize16(const char* src_row, int32_t src, float scale, bool e5m2) {
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float y = __fdiv_rn(load_src(src_row, src, 4 * q + j), scale);
+      const uint32_t code = __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+      word |= code << (8 * j);
+    }
+    w[q] = word;
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// grid: (tokens, layers). Each thread writes 16-code chunks of the token's K and V rows.
+__global__ void __launch_bounds__(kThreads) append_fp8_kernel(const __grid_constant__ AppendArgs a) {
+  const int64_t t = blockIdx.x;
+  const int layer = blockIdx.y;
+  const int64_t slot = a.slots[t];
+  if (slot < 0 || slot >= a.capacity) return;  // padding, or a bad slot: never written
+  const int64_t src_elem = a.src == 0 ? 4 : 2;
+  const int64_t row = static_cast<int64_t>(a.num_kv_heads) * a.head_dim;  // elements a token
+  const char* ks = a.k_new + (layer * a.n + t) * row * src_elem;
+  const char* vs = a.v_new + (layer * a.n + t) * row * src_elem;
+  char* kd = a.pool + layer * a.layer_bytes + a.pages.offset_of_slot(slot, 0);
+  char* vd = kd + a.v_bytes;
+  const float* k_scale = a.scales + static_cast<int64_t>(layer) * 2 * a.num_kv_heads;
+  const float* v_scale = k_scale + a.num_kv_heads;
+  const int chunks = a.num_kv_heads * a.chunks_per_head;
+  for (int c = threadIdx.x; c < chunks; c += kThreads) {
+    const int h = c / a.chunks_per_head, cc = c % a.chunks_per_head;
+    const int64_t dst = a.pages.offset(0, h, 0) + cc * 16;  // elements = bytes
+    const int64_t from = (static_cast<int64_t>(h) * a.head_dim + cc * 16) * src_elem;
+    *reinterpret_cast<uint4*>(kd + dst) = quantize16(ks + from, a.src, k_scale[h], a.e5m2 != 0);
+    *reinterpret_cast<uint4*>(vd + dst) = quantize16(vs + from, a.src, v_scale[h], a.e5m2 != 0);
   }
 }
 
@@ -84,10 +142,11 @@ void free_device(void* p) {
   if (p) cudaFree(p);
 }
 
-Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
-                 const int64_t* slots, int64_t n, void* stream) {
+Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new,
+                 const void* v_new, const int64_t* slots, int64_t n, const float* scales, void* stream) {
   const KVStorageShape& sh = s.shape();
   const int64_t elem = dtype_size(sh.dtype);
+  const bool quantize = src_dtype != sh.dtype;  // into an FP8 pool (KVStorage::append checked the pair)
   if ((sh.head_dim * elem) % 16 || reinterpret_cast<uintptr_t>(k_new) % 16 || reinterpret_cast<uintptr_t>(v_new) % 16)
     return invalid_argument("KVStorage::append: on CUDA, head_dim must fill whole 16-byte chunks and k_new, v_new be "
                             "16-byte aligned");
@@ -106,10 +165,22 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, co
   a.elem = static_cast<int32_t>(elem);
   a.chunks_per_head = static_cast<int32_t>(sh.head_dim * elem / 16);
   a.num_kv_heads = sh.num_kv_heads;
-  append_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(num_layers)), kThreads, 0,
-                  static_cast<cudaStream_t>(stream)>>>(a);
+  a.scales = scales == nullptr ? nullptr : scales + static_cast<int64_t>(first_layer) * 2 * sh.num_kv_heads;
+  a.src = src_dtype == DType::kFloat32 ? 0 : src_dtype == DType::kFloat16 ? 1 : 2;
+  a.e5m2 = sh.dtype == DType::kFp8E5M2 ? 1 : 0;
+  a.head_dim = sh.head_dim;
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(num_layers));
+  if (quantize) {
+    append_fp8_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  } else {
+    append_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  }
   FS_CUDA_CHECK_LAUNCH("append kernel");
   return Status::Ok();
+}
+
+Status copy_to_device(void* dst, const void* src, int64_t bytes) {
+  return cuda_status(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream) {

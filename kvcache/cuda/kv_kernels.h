@@ -10,8 +10,12 @@ namespace flashserve::cuda {
 
 Status alloc_zeroed(int64_t bytes, void** out);
 void free_device(void* p);
-Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, const void* k_new, const void* v_new,
-                 const int64_t* slots, int64_t n, void* stream);
+// k_new, v_new of the pool's type (copied), or of fp32, fp16, bf16 into an FP8 pool (quantized
+// with the device scales, [num_layers][K, V][num_kv_heads]).
+Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new,
+                 const void* v_new, const int64_t* slots, int64_t n, const float* scales, void* stream);
+// A synchronous host-to-device copy (cudaMemcpy).
+Status copy_to_device(void* dst, const void* src, int64_t bytes);
 // pairs: host; staging: device buffer of at least n int64 (BlockCopy's 8 bytes each).
 Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream);
 
