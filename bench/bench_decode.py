@@ -230,6 +230,31 @@ def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None, fp8=None)
     return fns, keep, plan
 
 
+def fa3_fns(case, fp8=None):
+    """FA3's paged decode (flash_attn_with_kvcache, the wheel of scripts/gpu_peers.sh) over the
+    case's keys copied into its page layout [blocks, page, kv_heads, head_dim] (the same block
+    ids, so the case's tables serve): bf16, or with fp8 (fp8_pages' result) FA3's FP8 path, which
+    takes q in e4m3 too (a per-tensor q scale a copy) and descales of shape (batch, kv_heads)."""
+    from flash_attn_interface import flash_attn_with_kvcache
+    to_fa3 = lambda pool: pool.permute(0, 2, 1, 3).contiguous()  # noqa: E731
+    k, v = (to_fa3(fp8[0]), to_fa3(fp8[1])) if fp8 else (to_fa3(case.k_pool), to_fa3(case.v_pool))
+    per_kv = lambda s: s[None, :].expand(case.batch, KV_HEADS).contiguous().float()  # noqa: E731
+    k_d, v_d = (per_kv(fp8[2]), per_kv(fp8[3])) if fp8 else (None, None)
+    fns, keep = [], [k, v, k_d, v_d]
+    for c in range(len(case.tables)):
+        q, q_d = case.qs[c], None
+        if fp8:
+            q_s = (q.float().abs().amax() / 448.0).clamp_min(1e-12)
+            q, q_d = (q.float() / q_s).to(torch.float8_e4m3fn), q_s.reshape(1, 1).expand(case.batch, KV_HEADS).contiguous()
+            keep += [q, q_d]
+
+        def run(q=q, t=case.tables[c], q_d=q_d):
+            return flash_attn_with_kvcache(q, k, v, cache_seqlens=case.seq_lens, page_table=t, causal=True,
+                                           q_descale=q_d, k_descale=k_d, v_descale=v_d)
+        fns.append(run)
+    return fns, keep
+
+
 def sdpa_fns(case, backend):
     fns = []
     for c in range(len(case.ks)):
@@ -435,7 +460,8 @@ def main():
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
              "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants) + \
-             (f"{'fp8 us':>9}{'fp8 GB/s':>9}{'%copy':>6}{'x16':>6}{'fp8 diff':>9}" if args.fp8 else "")
+             (f"{'fp8 us':>9}{'fp8 GB/s':>9}{'%copy':>6}{'x16':>6}{'fp8 diff':>9}{'fa3 us':>8}{'fa3 fp8':>8}"
+              f"{'x fa3fp8':>9}" if args.fp8 else "")
     for shape, page, dtype, *rest in rows:
         q_len = rest[0] if rest else 1
         if shape == "mixed":
@@ -463,6 +489,18 @@ def main():
             r["fp8_s"], r["fp8_gbps"] = t8, case.kv_bytes / 2 / t8 / 1e9
             r["fp8_speedup"] = t_ours / t8
             r["fp8_diff"] = (case.os[0].float() - ref).abs().max().item()  # against bf16 pages: quantization
+            # FA3 beside it, bf16 and FP8 pages (its FP8 path quantizes q too), where the wheel is here.
+            if args.fp8 == "e4m3" and q_len == 1:
+                for name, pages in (("fa3", None), ("fa3_fp8", pages8)):
+                    try:
+                        ff, fk = fa3_fns(case, pages)
+                        t = graph_time(ff)
+                        r[name + "_s"] = t
+                        r[name + "_diff"] = (ff[0]().float() - ref.reshape(ff[0]().shape)).abs().max().item()
+                        del ff, fk
+                    except Exception as e:  # noqa: BLE001  (no wheel, or a shape it does not take)
+                        r[name + "_s"] = None
+                        r[name + "_error"] = str(e).splitlines()[0][:120]
             del f8, k8, pages8
         if args.breakdown:
             r["kernels_us"] = kernel_breakdown(fns[:1])
@@ -506,7 +544,11 @@ def main():
               f"{fmt(ratio, 8, 3)}{fmt(r.get('maxerr'), 9, 4)}" +
               "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants) +
               (f"{fmt(r['fp8_s'] * 1e6, 9, 1)}{fmt(r['fp8_gbps'], 9)}{fmt(100 * r['fp8_gbps'] * 1e9 / copy_bw, 6)}"
-               f"{fmt(r['fp8_speedup'], 6, 2)}{fmt(r['fp8_diff'], 9, 4)}" if args.fp8 and "fp8_s" in r else ""))
+               f"{fmt(r['fp8_speedup'], 6, 2)}{fmt(r['fp8_diff'], 9, 4)}"
+               f"{fmt(r['fa3_s'] * 1e6 if r.get('fa3_s') else None, 8, 1)}"
+               f"{fmt(r['fa3_fp8_s'] * 1e6 if r.get('fa3_fp8_s') else None, 8, 1)}"
+               f"{fmt(r['fa3_fp8_s'] / r['fp8_s'] if r.get('fa3_fp8_s') else None, 9, 2)}"
+               if args.fp8 and "fp8_s" in r else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_bandwidth": copy_bw, "pool": args.pool, "page_order": args.page_order, "rows": results}, f,
