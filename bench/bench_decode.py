@@ -173,20 +173,23 @@ class Case:
                 self.packed.append((packed(self.k_pool), packed(self.v_pool)))
 
 
-def fp8_pages(case, fmt="e4m3"):
-    """The case's pools in FP8 (issue 25): codes of K and V quantized per kv head with scales
-    amax / the format's max (vLLM's calculate_kv_scales), saturating; returned with the scales
-    (float32 [kv_heads] each) and the C ABI's dtype. The same blocks, so every copy's block table
-    serves."""
+def fp8_pages(case, fmt="e4m3", per_tensor=False):
+    """The case's pools in FP8 (issue 25): codes of K and V quantized per kv head (per_tensor:
+    one scale for all heads, FlashInfer's kind) with scales amax / the format's max (vLLM's
+    calculate_kv_scales), saturating; returned as (K codes, V codes, K scales, V scales (float32
+    [kv_heads] each), the C ABI's dtype, the pool [blocks, 2, kv_heads, page, head_dim]). The same
+    blocks, so every copy's block table serves."""
     dt, mx, fs = ((torch.float8_e4m3fn, 448.0, fsc.FS_FP8_E4M3) if fmt == "e4m3"
                   else (torch.float8_e5m2, 57344.0, fsc.FS_FP8_E5M2))
     codes, scales = [], []
     for pool in (case.k_pool, case.v_pool):
         scale = (pool.float().abs().amax(dim=(0, 2, 3)) / mx).clamp_min(1e-12).contiguous()  # [kv_heads]
+        if per_tensor:
+            scale = scale.max().expand(KV_HEADS).contiguous()
         codes.append((pool.float() / scale[None, :, None, None]).clamp(-mx, mx).to(dt))
         scales.append(scale)
     kv = torch.stack(codes, dim=1).contiguous()  # the project's one pool [blocks, 2, kv_heads, page, head_dim]
-    return kv[:, 0], kv[:, 1], scales[0], scales[1], fs
+    return kv[:, 0], kv[:, 1], scales[0], scales[1], fs, kv
 
 
 def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None, fp8=None):
@@ -251,6 +254,34 @@ def fa3_fns(case, fp8=None):
         def run(q=q, t=case.tables[c], q_d=q_d):
             return flash_attn_with_kvcache(q, k, v, cache_seqlens=case.seq_lens, page_table=t, causal=True,
                                            q_descale=q_d, k_descale=k_d, v_descale=v_d)
+        fns.append(run)
+    return fns, keep
+
+
+def flashinfer_fns(case, fp8=None):
+    """FlashInfer's paged decode (BatchDecodeWithPagedKVCacheWrapper with tensor cores, its fa2
+    prefill path, whose JIT sources scripts/gpu_peers.sh carries) over our pool itself: its HND
+    layout with a page's K and V in one tensor is ours, [blocks, 2, kv_heads, page, head_dim].
+    fp8: fp8_pages(..., per_tensor=True) (FlashInfer's k_scale and v_scale are scalars)."""
+    import flashinfer_shim  # noqa: F401  (the GPU machine's stand-ins for deps flashinfer lacks there)
+    import flashinfer
+    kv = fp8[5] if fp8 else torch.stack([case.k_pool, case.v_pool], dim=1)  # a copy, in our layout
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    pages = [math.ceil(n / case.page) for n in case.lens]
+    indptr = torch.tensor([0] + pages, dtype=torch.int64).cumsum(0).to(torch.int32).cuda()
+    last = torch.tensor([n - (p - 1) * case.page for n, p in zip(case.lens, pages)], dtype=torch.int32, device="cuda")
+    fns, keep = [], [kv, ws]
+    for c in range(len(case.tables)):
+        indices = torch.cat([case.tables[c][b, :p] for b, p in enumerate(pages)]).contiguous()
+        w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="HND", use_tensor_cores=True, backend="fa2")
+        w.plan(indptr, indices, last, HEADS, KV_HEADS, HEAD_DIM, case.page, pos_encoding_mode="NONE",
+               q_data_type=case.dtype, kv_data_type=kv.dtype)
+        q = case.qs[c][:, 0].contiguous()  # [batch, heads, head_dim]
+        scales = dict(k_scale=float(fp8[2][0]), v_scale=float(fp8[3][0])) if fp8 else {}
+        keep += [indices, w, q]
+
+        def run(w=w, q=q, scales=scales):
+            return w.run(q, kv, **scales).unsqueeze(1)  # [batch, 1, heads, head_dim] like ours
         fns.append(run)
     return fns, keep
 
@@ -461,7 +492,7 @@ def main():
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
              "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants) + \
              (f"{'fp8 us':>9}{'fp8 GB/s':>9}{'%copy':>6}{'x16':>6}{'fp8 diff':>9}{'fa3 us':>8}{'fa3 fp8':>8}"
-              f"{'x fa3fp8':>9}" if args.fp8 else "")
+              f"{'fi us':>8}{'fi fp8':>8}{'x best fp8':>11}" if args.fp8 else "")
     for shape, page, dtype, *rest in rows:
         q_len = rest[0] if rest else 1
         if shape == "mixed":
@@ -489,11 +520,14 @@ def main():
             r["fp8_s"], r["fp8_gbps"] = t8, case.kv_bytes / 2 / t8 / 1e9
             r["fp8_speedup"] = t_ours / t8
             r["fp8_diff"] = (case.os[0].float() - ref).abs().max().item()  # against bf16 pages: quantization
-            # FA3 beside it, bf16 and FP8 pages (its FP8 path quantizes q too), where the wheel is here.
+            # FA3 and FlashInfer beside it, bf16 and FP8 pages (FA3's FP8 path quantizes q too;
+            # FlashInfer's takes per-tensor scales), where their wheels are here.
             if args.fp8 == "e4m3" and q_len == 1:
-                for name, pages in (("fa3", None), ("fa3_fp8", pages8)):
+                pages_pt = fp8_pages(case, args.fp8, per_tensor=True)
+                for name, make, pages in (("fa3", fa3_fns, None), ("fa3_fp8", fa3_fns, pages8),
+                                          ("fi", flashinfer_fns, None), ("fi_fp8", flashinfer_fns, pages_pt)):
                     try:
-                        ff, fk = fa3_fns(case, pages)
+                        ff, fk = make(case, pages)
                         t = graph_time(ff)
                         r[name + "_s"] = t
                         r[name + "_diff"] = (ff[0]().float() - ref.reshape(ff[0]().shape)).abs().max().item()
@@ -501,6 +535,7 @@ def main():
                     except Exception as e:  # noqa: BLE001  (no wheel, or a shape it does not take)
                         r[name + "_s"] = None
                         r[name + "_error"] = str(e).splitlines()[0][:120]
+                del pages_pt
             del f8, k8, pages8
         if args.breakdown:
             r["kernels_us"] = kernel_breakdown(fns[:1])
@@ -547,7 +582,9 @@ def main():
                f"{fmt(r['fp8_speedup'], 6, 2)}{fmt(r['fp8_diff'], 9, 4)}"
                f"{fmt(r['fa3_s'] * 1e6 if r.get('fa3_s') else None, 8, 1)}"
                f"{fmt(r['fa3_fp8_s'] * 1e6 if r.get('fa3_fp8_s') else None, 8, 1)}"
-               f"{fmt(r['fa3_fp8_s'] / r['fp8_s'] if r.get('fa3_fp8_s') else None, 9, 2)}"
+               f"{fmt(r['fi_s'] * 1e6 if r.get('fi_s') else None, 8, 1)}"
+               f"{fmt(r['fi_fp8_s'] * 1e6 if r.get('fi_fp8_s') else None, 8, 1)}"
+               f"{fmt(min([r[k] for k in ('fa3_fp8_s', 'fi_fp8_s') if r.get(k)], default=0) / r['fp8_s'] or None, 11, 2)}"
                if args.fp8 and "fp8_s" in r else ""))
     if args.json:
         with open(args.json, "w") as f:

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # Session 23 (no GPU) wrote the CUDA decode over FP8 pages (issue 25, decode_kernel.cuh's kFp8
 # branches; decode.md "FP8 pages in the split kernel"), never run. Its first GPU call, prepared
-# here: build with scripts/build_gpu.sh and `bash scripts/gpu_peers.sh prepare` (FA3, 23 MB), carry
-# build-gpu/tests/test_fp8_decode_cuda, build-gpu/tests/test_decode_cuda, build-gpu/libflashserve_c.so
-# and .whl/fa3, then
+# here: build with scripts/build_gpu.sh and `bash scripts/gpu_peers.sh prepare` and
+# `prepare-flashinfer` (FA3 23 MB, FlashInfer 14 MB), carry build-gpu/tests/test_fp8_decode_cuda,
+# build-gpu/tests/test_decode_cuda, build-gpu/libflashserve_c.so and .whl, then
 #   bash bench/results/session23/next_call2_fp8.sh
 # Steps (~250 s): the FP8 decode tests (float64 over the dequantized values and the CPU, both
 # formats, bf16/fp16 q, d 64/128, groups 1-8, q_len 1-3, pages 1-256, 0/1/3 splits), the 16-bit
 # decode tests (their SASS is unchanged; a regression check), memcheck and racecheck on the FP8
-# test, then bench_decode.py --fp8 e4m3 on the issue's rows beside our bf16 pages and FA3's paged
-# decode, bf16 and FP8 (FlashInfer's FP8 decode needs its decode JIT sources, which
-# gpu_peers.sh's tarball leaves out: not yet).
+# test, then bench_decode.py --fp8 e4m3 on the issue's rows beside our bf16 pages, FA3's paged
+# decode and FlashInfer's (tensor cores, fa2; its JIT takes 1-2 minutes the first time), bf16 and FP8.
 # Prediction: 1.7-1.9x our bf16 token rate at (64,8k), (128,2k), (256,1k); 1.4-1.6x at (1,32k).
 set -uo pipefail
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64" PYTHONUNBUFFERED=1
@@ -27,6 +26,6 @@ for tool in memcheck racecheck; do
   echo "$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/w/san_$tool.log | tail -1)"
 done
 source scripts/gpu_peers.sh install
-timeout 200 python3 bench/bench_decode.py --lib $B/libflashserve_c.so --fp8 e4m3 --no-flex \
+timeout 330 python3 bench/bench_decode.py --lib $B/libflashserve_c.so --fp8 e4m3 --no-flex \
   --only "(64,8k)" --only "(128,2k)" --only "(256,1k)" --only "(1,32k)" --json "$out/bench_decode_fp8.json" 2>&1 | tee "$out/bench_decode_fp8.log" | tail -8
 cd /tmp/w && tar cJf "$out/call2_logs.tar.xz" ./*.log
