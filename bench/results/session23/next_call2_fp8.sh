@@ -5,6 +5,8 @@
 # `prepare-flashinfer` (FA3 23 MB, FlashInfer 14 MB), carry build-gpu/tests/test_fp8_decode_cuda,
 # build-gpu/tests/test_decode_cuda, build-gpu/libflashserve_c.so and .whl, then
 #   bash bench/results/session23/next_call2_fp8.sh
+# (about 61 MB with the tree's 7: if a call refuses the size, carry .whl alone first with
+# `source scripts/gpu_peers.sh install`, which unpacks into /tmp while the machine stays warm.)
 # Steps (~250 s): the FP8 decode tests (float64 over the dequantized values and the CPU, both
 # formats, bf16/fp16 q, d 64/128, groups 1-8, q_len 1-3, pages 1-256, 0/1/3 splits), the 16-bit
 # decode tests (their SASS is unchanged; a regression check), memcheck and racecheck on the FP8
