@@ -1,7 +1,5 @@
 #include "decode/decode.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -122,16 +120,12 @@ Status validate_decode_lengths_host(const DecodeParams& p) {
 Status decode(const DecodeParams& params, void* stream) {
   FS_RETURN_IF_ERROR(validate_decode_shapes(params));
   // FP8 pages on CUDA: the kernel instances exist (decode_kernel.cuh) but have not yet run on a
-  // GPU (issue 25, session 23); until they have, a call opts in with FLASHSERVE_CUDA_FP8=1 (read at
-  // every call; the GPU tests set it). The scales are device pointers there, not read by the host:
+  // GPU (cuda_fp8_opted_in). The scales are device pointers there, not read by the host:
   // KVStorage::set_scales checks the values it stores.
-  if (params.device == Device::kCUDA && is_fp8(params.pages.dtype)) {
-    const char* opt_in = std::getenv("FLASHSERVE_CUDA_FP8");
-    if (opt_in == nullptr || std::strcmp(opt_in, "1") != 0)
-      return unsupported(std::string("decode: ") + dtype_name(params.pages.dtype) +
-                         " pages on CUDA: the kernel is built but not yet validated on a GPU (issue 25); "
-                         "FLASHSERVE_CUDA_FP8=1 runs it");
-  }
+  if (params.device == Device::kCUDA && is_fp8(params.pages.dtype) && !cuda_fp8_opted_in())
+    return unsupported(std::string("decode: ") + dtype_name(params.pages.dtype) +
+                       " pages on CUDA: the kernel is built but not yet validated on a GPU (issue 25); "
+                       "FLASHSERVE_CUDA_FP8=1 runs it");
   if (params.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool

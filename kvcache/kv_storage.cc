@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
+#include "kvcache/page_view_check.h"
 #if FLASHSERVE_WITH_CUDA
 #include "kvcache/cuda/kv_kernels.h"
 #endif
@@ -65,13 +66,10 @@ void KVStorage::release() {
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
   FS_RETURN_IF_ERROR(shape.validate());
   if (!is_valid(device)) return invalid_argument("KVStorage: invalid device");
-  if (device == Device::kCUDA && is_fp8(shape.dtype)) {
-    const char* opt_in = std::getenv("FLASHSERVE_CUDA_FP8");
-    if (opt_in == nullptr || std::strcmp(opt_in, "1") != 0)
-      return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
-                         " pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 "
-                         "takes them");
-  }
+  if (device == Device::kCUDA && is_fp8(shape.dtype) && !cuda_fp8_opted_in())
+    return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
+                       " pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 "
+                       "takes them");
   KVStorage s;
   s.device_ = device;
   s.shape_ = shape;

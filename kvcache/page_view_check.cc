@@ -2,12 +2,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "common/check.h"
 
 namespace flashserve {
+
+bool cuda_fp8_opted_in() {
+  const char* opt_in = std::getenv("FLASHSERVE_CUDA_FP8");
+  return opt_in != nullptr && std::strcmp(opt_in, "1") == 0;
+}
 
 Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align) {
   FS_RETURN_IF_ERROR(check_pointer(where, "k_pages", pages.k_pages, align));

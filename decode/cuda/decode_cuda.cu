@@ -23,14 +23,13 @@ using DecodeInstances = KernelInstances<HeadDims<64, 128>, DTypes<DType::kFloat1
   FS_DECODE_INSTANCE(HD, T, __nv_fp8_e4m3) \
   FS_DECODE_INSTANCE(HD, T, __nv_fp8_e5m2)
 // Each (head_dim, dtype) with 16-bit pages of its own type and with FP8 pages of either format
-// (issue 25; decode_hd*_*_fp8.cu).
+// (issue 25; decode_hd*_*_e4m3.cu, _e5m2.cu).
 FS_DECODE_INSTANCES(64, __half)
 FS_DECODE_INSTANCES(64, __nv_bfloat16)
 FS_DECODE_INSTANCES(128, __half)
 FS_DECODE_INSTANCES(128, __nv_bfloat16)
 #undef FS_DECODE_INSTANCES
 #undef FS_DECODE_INSTANCE
-
 
 namespace {
 

@@ -120,21 +120,18 @@ __device__ __forceinline__ int swz_fp8(int row, int chunk) {
   }
 }
 
-// Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
-template <typename KV>
-__device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-  constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
-  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
-  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x >> 16), kFmt);
-  lo = static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
-  hi = static_cast<uint32_t>(b.x) | (static_cast<uint32_t>(b.y) << 16);
-}
 // Two FP8 codes (bits 0..15 of x) as an fp16 pair.
 template <typename KV>
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t x) {
   constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
   const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
   return static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+}
+// Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
+template <typename KV>
+__device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  lo = fp8x2_to_half2<KV>(x);
+  hi = fp8x2_to_half2<KV>(x >> 16);
 }
 
 // This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the CTA at

@@ -33,7 +33,6 @@ struct AppendArgs {
   const float* scales;       // device: layer first_layer's [K, V][num_kv_heads], then the next layer's
   int32_t src;               // 0 fp32, 1 fp16, 2 bf16
   int32_t e5m2;              // 0 e4m3, 1 e5m2
-  int32_t head_dim;
 };
 
 // grid: (tokens, layers). Each thread copies 16-byte chunks of the token's K and V rows.
@@ -90,7 +89,8 @@ __global__ void __launch_bounds__(kThreads) append_fp8_kernel(const __grid_const
   const int64_t slot = a.slots[t];
   if (slot < 0 || slot >= a.capacity) return;  // padding, or a bad slot: never written
   const int64_t src_elem = a.src == 0 ? 4 : 2;
-  const int64_t row = static_cast<int64_t>(a.num_kv_heads) * a.head_dim;  // elements a token
+  const int head_dim = a.chunks_per_head * 16;  // one-byte codes: 16 a chunk
+  const int64_t row = static_cast<int64_t>(a.num_kv_heads) * head_dim;  // elements a token
   const char* ks = a.k_new + (layer * a.n + t) * row * src_elem;
   const char* vs = a.v_new + (layer * a.n + t) * row * src_elem;
   char* kd = a.pool + layer * a.layer_bytes + a.pages.offset_of_slot(slot, 0);
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) append_fp8_kernel(const __grid_const
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
     const int h = c / a.chunks_per_head, cc = c % a.chunks_per_head;
     const int64_t dst = a.pages.offset(0, h, 0) + cc * 16;  // elements = bytes
-    const int64_t from = (static_cast<int64_t>(h) * a.head_dim + cc * 16) * src_elem;
+    const int64_t from = (static_cast<int64_t>(h) * head_dim + cc * 16) * src_elem;
     *reinterpret_cast<uint4*>(kd + dst) = quantize16(ks + from, a.src, k_scale[h], a.e5m2 != 0);
     *reinterpret_cast<uint4*>(vd + dst) = quantize16(vs + from, a.src, v_scale[h], a.e5m2 != 0);
   }
@@ -168,7 +168,6 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, DT
   a.scales = scales == nullptr ? nullptr : scales + static_cast<int64_t>(first_layer) * 2 * sh.num_kv_heads;
   a.src = src_dtype == DType::kFloat32 ? 0 : src_dtype == DType::kFloat16 ? 1 : 2;
   a.e5m2 = sh.dtype == DType::kFp8E5M2 ? 1 : 0;
-  a.head_dim = sh.head_dim;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(num_layers));
   if (quantize) {
     append_fp8_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
