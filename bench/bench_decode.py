@@ -179,16 +179,25 @@ def fp8_pages(case, fmt="e4m3", per_tensor=False):
     calculate_kv_scales), saturating; returned as (K codes, V codes, K scales, V scales (float32
     [kv_heads] each), the C ABI's dtype, the pool [blocks, 2, kv_heads, page, head_dim]). The same
     blocks, so every copy's block table serves."""
+    (k, v, ks, vs, fs, kv) = fp8_pool(case.k_pool, case.v_pool, fmt, per_tensor)
+    return k, v, ks, vs, fs, kv
+
+
+def fp8_pool(k_pool, v_pool, fmt="e4m3", per_tensor=False):
+    """16-bit pages [blocks, kv_heads, page, head_dim] in FP8: codes quantized per kv head (per_tensor:
+    one scale for all heads) with scales amax / the format's max, saturating, as (K codes, V codes,
+    K scales, V scales (float32 [kv_heads] each), the C ABI's dtype, the one pool [blocks, 2,
+    kv_heads, page, head_dim] the codes are views of). bench_prefill.py's chunked row takes it too."""
     dt, mx, fs = ((torch.float8_e4m3fn, 448.0, fsc.FS_FP8_E4M3) if fmt == "e4m3"
                   else (torch.float8_e5m2, 57344.0, fsc.FS_FP8_E5M2))
     codes, scales = [], []
-    for pool in (case.k_pool, case.v_pool):
+    for pool in (k_pool, v_pool):
         scale = (pool.float().abs().amax(dim=(0, 2, 3)) / mx).clamp_min(1e-12).contiguous()  # [kv_heads]
         if per_tensor:
-            scale = scale.max().expand(KV_HEADS).contiguous()
+            scale = scale.max().expand(pool.shape[1]).contiguous()
         codes.append((pool.float() / scale[None, :, None, None]).clamp(-mx, mx).to(dt))
         scales.append(scale)
-    kv = torch.stack(codes, dim=1).contiguous()  # the project's one pool [blocks, 2, kv_heads, page, head_dim]
+    kv = torch.stack(codes, dim=1).contiguous()
     return kv[:, 0], kv[:, 1], scales[0], scales[1], fs, kv
 
 

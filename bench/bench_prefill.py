@@ -30,6 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import flashserve_ctypes as fsc  # noqa: E402
+from bench_decode import fp8_pool  # noqa: E402
 
 _FLUSH = None
 
@@ -67,8 +68,9 @@ def time_fn(fn, reps=15, warm_s=0.03):
     return times[len(times) // 2]
 
 
-def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=None, kv_heads=None, cu_k=None):
-    """q, o: [total, heads, dim]; k, v: [total, heads, dim] packed, or paged=(kp, vp, table, seq_lens, bs)."""
+def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=None, kv_heads=None, cu_k=None, fp8=None):
+    """q, o: [total, heads, dim]; k, v: [total, heads, dim] packed, or paged=(kp, vp, table, seq_lens, bs);
+    fp8: with paged, the pages' (C ABI dtype, K scales, V scales) (kp, vp then FP8 codes)."""
     a = fsc.PrefillArgs()
     a.device, a.dtype, a.batch = fsc.FS_DEVICE_CUDA, dtype, len(lens)
     kv_heads = kv_heads or heads
@@ -92,6 +94,8 @@ def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=Non
         pg.num_blocks, pg.block_size = kp.shape[0], bs
         pg.block_table, pg.block_table_stride = table.data_ptr(), table.shape[1]
         pg.seq_lens = seq_lens.data_ptr()
+        if fp8 is not None:
+            pg.dtype, pg.k_scales, pg.v_scales = fp8[0], fp8[1].data_ptr(), fp8[2].data_ptr()
         a.total_k = int(seq_lens.sum())  # the hint the server gives (its key tile)
     a.mask.softmax_scale, a.mask.causal = 1.0 / math.sqrt(dim), int(causal)
     a.mask.window_left = a.mask.window_right = -1
@@ -205,6 +209,8 @@ def main():
                     help="the paged column's layout: the project's one pool, or K and V pools apart (a diagnostic)")
     ap.add_argument("--paged-only", action="store_true", help="only the shape with the paged column (4x4k, d 128)")
     ap.add_argument("--no-extra", action="store_true", help="leave out the chunked-prefill and 128k GQA rows")
+    ap.add_argument("--chunked-only", action="store_true",
+                    help="only the chunked-prefill row (2k over 30k: packed, paged 16/64, FP8 pages, the peers' paged)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every column a row (medians reported)")
     args = ap.parse_args()
     lib = fsc.load(args.lib)
@@ -296,7 +302,7 @@ def main():
             for lens in shapes + ["varlen mixed", "varlen skew"]:
                 label = f"{len(lens)}x{lens[0] // 1024}k" if not isinstance(lens, str) else lens
                 paged_row = (label.startswith("4x") or label == "varlen skew") and dim == 128
-                if args.paged_only and not paged_row:
+                if (args.paged_only and not paged_row) or args.chunked_only:
                     continue
                 if dim == 256 and label != "1x16k":
                     continue
@@ -384,7 +390,18 @@ def main():
         kp64, vp64, table64, sl64 = to_pages(k, v, [kl], heads, dim, 64, gen, args.pool)  # pages TMA takes
         run64, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt,
                            paged=(kp64, vp64, table64, sl64, 64))
-        measure(r, flops, run, peers, [("ours_packed", run_packed), ("ours_paged64", run64)])
+        # The same pages in FP8 (issue 25: "paged prefill over an FP8 prefix within 10% of its bf16
+        # TFLOP/s"): e4m3 codes, a scale a kv head (amax / 448); opted in until its kernel has run.
+        k8, v8, ks8, vs8, fs8, kv8 = fp8_pool(kp, vp, "e4m3")
+        run_fp8, _ = ours_fn(lib, q, k, v, o, lse, cu_q, [kl], heads, dim, True, fdt, paged=(k8, v8, table, sl, 16),
+                             fp8=(fs8, ks8, vs8))
+        os.environ["FLASHSERVE_CUDA_FP8"] = "1"
+        measure(r, flops, run, peers, [("ours_packed", run_packed), ("ours_paged64", run64),
+                                       ("ours_paged16_e4m3", run_fp8)])
+        run_fp8()  # its difference from FA3 over the 16-bit values: the kernel and the quantization together
+        if fa3 is not None:
+            check_against(r, o, fa3(q, k, v, cu_q, cu_k, new, kl, True)(), "ours_paged16_e4m3")
+        del k8, v8, kv8
         for name, mk in peers:
             if name.endswith("_paged16") and r.get(name):
                 check_against(r, mk()(), fa3(q, k, v, cu_q, cu_k, new, kl, True)() if fa3 else None, name)
@@ -396,6 +413,8 @@ def main():
         print(json.dumps(r), flush=True)
         del q, k, v, o, kp, vp
         torch.cuda.empty_cache()
+    if not args.no_extra and not args.paged_only and not args.chunked_only:
+        tdt, fdt = torch.bfloat16, fsc.FS_BFLOAT16
         # GQA 32/8 at 128k, causal.
         heads, kvh, dim, L = 32, 8, 128, 131072
         q = torch.randn(L, heads, dim, dtype=tdt, device="cuda", generator=gen)
@@ -434,6 +453,10 @@ def main():
         print(f"{r['dtype'][:6]:<6}{r['head_dim']:>4} {r['shape']:<14}{str(r['causal']):>7}" +
               "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}" +
               f"{f(100 * max([v for k, v in r.items() if k.endswith('_spread')] or [0]), 7)}%")
+    for r in rows:  # FP8 pages (issue 25's target: within 10% of the bf16 pages' TFLOP/s)
+        if r.get("ours_paged16_e4m3") and r.get("ours"):
+            print(f"FP8 e4m3 pages, {r['shape']}: {r['ours_paged16_e4m3']:.0f} TFLOP/s, {r['ours_paged16_e4m3'] / r['ours']:.2f}"
+                  f" of bf16 pages ({r['ours']:.0f}); max |o - FA3 over bf16| {r.get('ours_paged16_e4m3_maxdiff')}")
 
 
 def _sdpa(be, qs, ks, vs, causal=True, gqa=False):

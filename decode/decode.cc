@@ -120,12 +120,9 @@ Status validate_decode_lengths_host(const DecodeParams& p) {
 Status decode(const DecodeParams& params, void* stream) {
   FS_RETURN_IF_ERROR(validate_decode_shapes(params));
   // FP8 pages on CUDA: the kernel instances exist (decode_kernel.cuh) but have not yet run on a
-  // GPU (cuda_fp8_opted_in). The scales are device pointers there, not read by the host:
+  // GPU (check_cuda_fp8_opt_in). The scales are device pointers there, not read by the host:
   // KVStorage::set_scales checks the values it stores.
-  if (params.device == Device::kCUDA && is_fp8(params.pages.dtype) && !cuda_fp8_opted_in())
-    return unsupported(std::string("decode: ") + dtype_name(params.pages.dtype) +
-                       " pages on CUDA: the kernel is built but not yet validated on a GPU (issue 25); "
-                       "FLASHSERVE_CUDA_FP8=1 runs it");
+  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in(kWhere, params.pages.dtype, params.device));
   if (params.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool

@@ -66,10 +66,7 @@ void KVStorage::release() {
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
   FS_RETURN_IF_ERROR(shape.validate());
   if (!is_valid(device)) return invalid_argument("KVStorage: invalid device");
-  if (device == Device::kCUDA && is_fp8(shape.dtype) && !cuda_fp8_opted_in())
-    return unsupported(std::string("KVStorage: ") + dtype_name(shape.dtype) +
-                       " pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 "
-                       "takes them");
+  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in("KVStorage", shape.dtype, device));
   KVStorage s;
   s.device_ = device;
   s.shape_ = shape;

@@ -1,7 +1,7 @@
 // FP8 pages for the attention tests (issue 25): one layer's FP8 pool holding a problem's K/V,
 // written by KVStorage::append (the engine's path) with per-kv-head scales, free slots holding
 // the format's NaN code, and the values the pages then hold. Used by the CPU tests
-// (test_fp8_attention.cc) and the CUDA ones (test_fp8_decode_cuda.cc, which copy the pool to the
+// (test_fp8_attention.cc) and the CUDA ones (test_fp8_cuda.cc, which copy the pool to the
 // device).
 #pragma once
 

@@ -26,6 +26,9 @@ extern template cudaError_t launch_prefill<64, __half>(const PrefillParams&, cud
 extern template cudaError_t launch_prefill<64, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
+// FP8 pages (prefill_hd*_fp8.cu): one instance a head dim for bf16/fp16 calls over e4m3/e5m2.
+extern template cudaError_t launch_prefill<64, __half, true>(const PrefillParams&, cudaStream_t);
+extern template cudaError_t launch_prefill<128, __half, true>(const PrefillParams&, cudaStream_t);
 #if FLASHSERVE_PREFILL_HD256
 extern template cudaError_t launch_prefill<256, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill<256, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
@@ -387,6 +390,9 @@ struct WsTraceDump {
 }  // namespace
 
 Status validate_prefill_cuda(const PrefillParams& p) {
+  if (p.paged && is_fp8(p.pages.dtype) && p.head_dim != 64 && p.head_dim != 128)
+    return unsupported("prefill: " + std::string(dtype_name(p.pages.dtype)) +
+                       " pages on CUDA need head_dim 64 or 128, got " + std::to_string(p.head_dim));
   if (p.head_dim == 256 && !kHeadDim256)
     return unsupported("prefill: head_dim 256 on CUDA needs a build with -DFLASHSERVE_PREFILL_HD256=ON");
   // What the build has (the warp-specialized instances cover every head dim and dtype built).
@@ -400,7 +406,7 @@ Status validate_prefill_cuda(const PrefillParams& p) {
   if (reinterpret_cast<uintptr_t>(p.o) % 4 || p.o_row_stride % 2 || p.o_head_stride % 2)
     return invalid_argument("prefill: CUDA o must be 4-byte aligned, with even strides");
   if (p.paged) {
-    FS_RETURN_IF_ERROR(validate_page_view_cuda("prefill", p.pages, dtype_size(p.dtype)));
+    FS_RETURN_IF_ERROR(validate_page_view_cuda("prefill", p.pages, dtype_size(p.pages.dtype)));
   } else if (p.total_k > 0) {
     if (!aligned16(p.k) || !aligned16(p.v) || p.k_row_stride % chunk || p.k_head_stride % chunk ||
         p.v_row_stride % chunk || p.v_head_stride % chunk)
@@ -412,6 +418,12 @@ Status validate_prefill_cuda(const PrefillParams& p) {
 Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   cudaError_t err;
+  if (p.paged && is_fp8(p.pages.dtype)) {
+    // FP8 pages: the mma.sync kernel on every device (the Hopper kernels take 16-bit tiles, by
+    // TMA or into their swizzle; bench/history/prefill.md, "FP8 pages").
+    err = p.head_dim == 64 ? launch_prefill<64, __half, true>(p, stream) : launch_prefill<128, __half, true>(p, stream);
+    return cuda_status(err, "prefill kernel (FP8 pages)");
+  }
   Kernel kernel = Kernel::kMma;
   FS_RETURN_IF_ERROR(pick_kernel(p, &kernel));
   // d 256: the warp-specialized kernel where sm_90a runs (there is no v3 kernel: =wgmma takes

@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/fp8_convert.cuh"
 #include "attention/cuda/kv_tile_copier.cuh"
 #include "attention/cuda/online_softmax.cuh"
 #include "decode/params.h"
@@ -106,33 +107,6 @@ struct DecodeTraits {
   static_assert(kChunks >= 8, "the q swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
-
-// Offset (bytes) of 16-byte chunk `chunk` of key `row` in a swizzled FP8 tile of kHeadDim-byte
-// rows: 8 rows read at one chunk column (ldmatrix) hit 32 banks. 128-byte rows: chunks XOR row
-// mod 8; 64-byte rows (two a 128-byte line): chunks XOR (row / 2) mod 4, so the even rows take
-// four distinct chunk slots of their half of the line, the odd rows the other half's.
-template <int kHeadDim>
-__device__ __forceinline__ int swz_fp8(int row, int chunk) {
-  if constexpr (kHeadDim == 128) {
-    return row * 128 + ((chunk ^ (row & 7)) << 4);
-  } else {
-    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
-  }
-}
-
-// Two FP8 codes (bits 0..15 of x) as an fp16 pair.
-template <typename KV>
-__device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t x) {
-  constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
-  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
-  return static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
-}
-// Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
-template <typename KV>
-__device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-  lo = fp8x2_to_half2<KV>(x);
-  hi = fp8x2_to_half2<KV>(x >> 16);
-}
 
 // This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the CTA at
 // linear launch index cta (blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for

@@ -2,7 +2,7 @@
 # Session 23 (no GPU) wrote the CUDA decode over FP8 pages (issue 25, decode_kernel.cuh's kFp8
 # branches; decode.md "FP8 pages in the split kernel"), never run. Its first GPU call, prepared
 # here: build with scripts/build_gpu.sh and `bash scripts/gpu_peers.sh prepare` and
-# `prepare-flashinfer` (FA3 23 MB, FlashInfer 14 MB), carry build-gpu/tests/test_fp8_decode_cuda,
+# `prepare-flashinfer` (FA3 23 MB, FlashInfer 14 MB), carry build-gpu/tests/test_fp8_cuda,
 # build-gpu/tests/test_decode_cuda, build-gpu/libflashserve_c.so and .whl, then
 #   bash bench/results/session23/next_call2_fp8.sh
 # (about 61 MB with the tree's 7: if a call refuses the size, carry .whl alone first with
@@ -13,21 +13,27 @@
 # test, then bench_decode.py --fp8 e4m3 on the issue's rows beside our bf16 pages, FA3's paged
 # decode and FlashInfer's (tensor cores, fa2; its JIT takes 1-2 minutes the first time), bf16 and FP8.
 # Prediction: 1.7-1.9x our bf16 token rate at (64,8k), (128,2k), (256,1k); 1.4-1.6x at (1,32k).
+# Session 24 added the paged prefill over FP8 pages (prefill.md "FP8 pages in the mma.sync
+# kernel"): test_fp8_cuda runs its tests too (Fp8PrefillCuda.*), and bench_prefill.py
+# --chunked-only times it on the 2k-over-30k row beside our bf16 pages and FA3 (~40 s more).
+# Prediction: 0.45-0.6 of the bf16 pages' TFLOP/s.
 set -uo pipefail
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64" PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/o}; mkdir -p "$out" /tmp/w
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 B=build-gpu
-timeout 120 $B/tests/test_fp8_decode_cuda > /tmp/w/test_fp8.log 2>&1
-echo "fp8 decode rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_fp8.log | tr '\n' ' ')"
+timeout 120 $B/tests/test_fp8_cuda > /tmp/w/test_fp8.log 2>&1
+echo "fp8 (storage, decode, prefill) rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_fp8.log | tr '\n' ' ')"
 grep -E "Failure|FAILED|Expected|Which is" /tmp/w/test_fp8.log | head -12
 timeout 150 $B/tests/test_decode_cuda --gtest_brief=1 > /tmp/w/test_decode.log 2>&1
 echo "decode rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_decode.log | tr '\n' ' ')"
 for tool in memcheck racecheck; do
-  timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool $tool $B/tests/test_fp8_decode_cuda > /tmp/w/san_$tool.log 2>&1
+  timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool $tool $B/tests/test_fp8_cuda > /tmp/w/san_$tool.log 2>&1
   echo "$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/w/san_$tool.log | tail -1)"
 done
 source scripts/gpu_peers.sh install
 timeout 330 python3 bench/bench_decode.py --lib $B/libflashserve_c.so --fp8 e4m3 --no-flex \
   --only "(64,8k)" --only "(128,2k)" --only "(256,1k)" --only "(1,32k)" --json "$out/bench_decode_fp8.json" 2>&1 | tee "$out/bench_decode_fp8.log" | tail -8
+timeout 150 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --chunked-only --rounds 3 \
+  --json "$out/bench_prefill_fp8.json" 2>&1 | tee "$out/bench_prefill_fp8.log" | tail -4
 cd /tmp/w && tar cJf "$out/call2_logs.tar.xz" ./*.log

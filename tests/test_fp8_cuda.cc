@@ -1,15 +1,17 @@
 // FP8 on CUDA (issue 25; label gpu): KVStorage's CUDA FP8 pools (append quantizing bf16, fp16
-// and fp32 bit for bit as the CPU does, copy_blocks, the device scales), and decode over FP8
-// pages. For decode the pages are written by KVStorage::append on
+// and fp32 bit for bit as the CPU does, copy_blocks, the device scales), decode over FP8 pages
+// and paged prefill over them. For decode and prefill the pages are written by KVStorage::append on
 // the CPU (tests/fp8_support.h: bf16/fp16 K/V quantized with per-kv-head scales, free slots the
-// format's NaN code) and copied to the device with their scales; each case runs
+// format's NaN code) and copied to the device with their scales; each decode case runs
 //   (a) against float64 attention over the dequantized values (scale·fp8(code)), with the
 //       tolerance of the call's 16-bit type, and
 //   (b) against the CPU decode over the same pages (itself checked in test_fp8_attention.cc),
 // both formats, bf16 and fp16 q/o, head dims 64 and 128, GQA groups 1 to 8 and q_len 1 to 3
 // (row blocks of one and of two), block sizes 1 to 256, planned, one and three splits, outputs
 // and workspace poisoned; large q (the kernel's fp16 q takes a power-of-two scale). Until this
-// kernel has run on a GPU, a call opts in with FLASHSERVE_CUDA_FP8=1 (decode.cc).
+// kernel has run on a GPU, a call opts in with FLASHSERVE_CUDA_FP8=1 (check_cuda_fp8_opt_in).
+// Prefill (the mma.sync kernel's FP8 instances) runs the same two checks over chunks on a cached
+// prefix, whole prompts, causal and not, GQA, window + ALiBi + softcap, block sizes 1 to 256.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 
 #include <random>
 
+#include "attention/prefill.h"
 #include "tests/cuda_support.h"
 #include "tests/fp8_support.h"
 
@@ -31,25 +34,41 @@ struct Fp8Case {
   float logit_scale = 1.f;  // multiplies q (Problem::logit_scale): 2e4 takes q past fp16's range (bf16 only)
 };
 
+// A device copy of cache's pool and scales.
+struct DevicePool {
+  DeviceBuffer pool, k_scales, v_scales;
+  // The view over this copy, with the table and lengths of `like` (device pointers).
+  KVPageView view(const Fp8Cache& cache, const KVPageView& like, bool no_v_scales = false) const {
+    const KVStorageShape& sh = cache.storage.shape();
+    KVPageView v = make_page_view(pool.get(), sh.dtype, sh.num_blocks, sh.num_kv_heads, sh.block_size, sh.head_dim,
+                                  like.block_table, like.block_table_stride, like.seq_lens);
+    v.k_scales = k_scales.as<float>();
+    v.v_scales = no_v_scales ? nullptr : v_scales.as<float>();
+    return v;
+  }
+};
+DevicePool upload_pool(const Fp8Cache& cache) {
+  const KVStorageShape& sh = cache.storage.shape();
+  DevicePool g;
+  g.pool.allocate(sh.bytes());
+  g.pool.upload(cache.storage.k_pages(0), sh.bytes());
+  for (auto [buf, host] : {std::pair{&g.k_scales, cache.storage.k_scales(0)}, std::pair{&g.v_scales, cache.storage.v_scales(0)}}) {
+    buf->allocate(4 * sh.num_kv_heads);
+    buf->upload(host, 4 * sh.num_kv_heads);
+  }
+  return g;
+}
+
 // The GPU's decode over the device copy of cache's pool, with num_splits (0: the planner's);
 // no_v_scales: the view without its V scales (bad input).
-Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, DType t, int32_t num_splits, Status* st,
+Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, int32_t num_splits, Status* st,
                 bool no_v_scales = false) {
   DeviceProblem g = upload(p, d);
   Outputs host = make_outputs(p);
   DecodeParams dp = device_decode_params(p, d, host, g);
-  const KVStorageShape& sh = cache.storage.shape();
-  DeviceBuffer pool, k_scales, v_scales, ws;
-  pool.allocate(sh.bytes());
-  pool.upload(cache.storage.k_pages(0), sh.bytes());
-  k_scales.allocate(4 * p.num_kv_heads);
-  v_scales.allocate(4 * p.num_kv_heads);
-  k_scales.upload(cache.storage.k_scales(0), 4 * p.num_kv_heads);
-  v_scales.upload(cache.storage.v_scales(0), 4 * p.num_kv_heads);
-  dp.pages = make_page_view(pool.get(), t, sh.num_blocks, p.num_kv_heads, p.block_size, p.head_dim,
-                            dp.pages.block_table, dp.pages.block_table_stride, dp.pages.seq_lens);
-  dp.pages.k_scales = k_scales.as<float>();
-  dp.pages.v_scales = no_v_scales ? nullptr : v_scales.as<float>();
+  const DevicePool pool = upload_pool(cache);
+  DeviceBuffer ws;
+  dp.pages = pool.view(cache, dp.pages, no_v_scales);
   const int32_t chunk = num_splits == 0 ? 0 : (max_pages(p) + num_splits - 1) / num_splits;
   configure_splits(dp, p, d, num_splits, chunk, ws);  // a poisoned workspace
   *st = decode(dp, nullptr);
@@ -91,7 +110,7 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         ASSERT_TRUE(decode(cp).ok()) << what;
         for (int32_t splits : {0, 1, 3}) {
           Status st;
-          Outputs gpu = run_gpu(p, d, cache, t, splits, &st);
+          Outputs gpu = run_gpu(p, d, cache, splits, &st);
           ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
           EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << ", splits " << splits;
           EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "")
@@ -111,16 +130,134 @@ TEST(Fp8DecodeCuda, RefusedWithoutOptInOrScales) {
   Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int) { return 1.f; });
   unsetenv("FLASHSERVE_CUDA_FP8");
   Status st;
-  Outputs out = run_gpu(p, d, cache, DType::kFp8E4M3, 1, &st);
+  Outputs out = run_gpu(p, d, cache, 1, &st);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
   EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
   for (float x : out.lse) EXPECT_TRUE(std::isnan(x));  // as poisoned
   setenv("FLASHSERVE_CUDA_FP8", "1", 1);
-  out = run_gpu(p, d, cache, DType::kFp8E4M3, 1, &st, /*no_v_scales=*/true);
+  out = run_gpu(p, d, cache, 1, &st, /*no_v_scales=*/true);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
   for (float x : out.lse) EXPECT_TRUE(std::isnan(x));
   unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+// The GPU's paged prefill over the device copy of cache's pool (no_v_scales: without its V scales).
+Outputs run_gpu_prefill(const Problem& p, ProblemData& d, const Fp8Cache& cache, Status* st, bool no_v_scales = false) {
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  PrefillParams pp = device_prefill_params(p, d, host, g);
+  const DevicePool pool = upload_pool(cache);
+  pp.pages = pool.view(cache, pp.pages, no_v_scales);
+  *st = prefill(pp, nullptr);
+  const cudaError_t err = cudaDeviceSynchronize();
+  EXPECT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  return download_outputs(p, g);
+}
+
+struct Fp8PrefillCase {
+  std::vector<SeqSpec> seqs;  // {q_len, k_len}: k_len - q_len keys already cached
+  int heads, kv_heads, head_dim, block_size;
+  bool causal;
+  bool masks = false;         // window 17 + ALiBi + softcap 30
+  float logit_scale = 1.f;    // 2e4: |q| past fp16's range (bf16 only)
+};
+
+TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
+  FS_SKIP_WITHOUT_CUDA();
+  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const Fp8PrefillCase cases[] = {
+      {{{7, 77}, {1, 1}, {33, 40}, {257, 1025}}, 12, 3, 64, 16, true},  // chunks over cached prefixes
+      {{{77, 257}, {129, 129}}, 8, 8, 128, 1, false},                   // block size 1, a whole prompt
+      {{{20, 50}, {3, 9}}, 4, 1, 128, 64, true, true},                  // MQA, window + ALiBi + softcap
+      {{{300, 2000}}, 32, 8, 128, 256, true},                           // GQA 32/8, pages of 256
+      {{{65, 130}, {1, 700}}, 4, 4, 64, 32, false, false, 2e4f},        // |q| to ~1e5: fp16 q takes 2^-2
+  };
+  uint64_t seed = 2900;
+  for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    for (const Fp8PrefillCase& k : cases) {
+      for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
+        if (k.logit_scale > 1e4f && q_dtype == DType::kFloat16) continue;  // fp16 q cannot hold it
+        Problem p;
+        p.seqs = k.seqs;
+        p.num_heads = k.heads;
+        p.num_kv_heads = k.kv_heads;
+        p.head_dim = k.head_dim;
+        p.dtype = q_dtype;
+        p.block_size = k.block_size;
+        p.causal = k.causal;
+        p.logit_scale = k.logit_scale;
+        if (k.masks) {
+          p.window_left = 17;
+          p.alibi = true;
+          p.softcap = 30.f;
+        }
+        p.seed = seed++;
+        ProblemData d = make_data(p);
+        Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
+        const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
+        const Reference ref = reference(p, cache.dequantized);
+        // As the 16-bit mma.sync kernel's (test_prefill_cuda.cc): P rounded (to fp16 here) before P·V.
+        Tolerance tol = tolerance_for(p, ref);
+        tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+        tol.lse_abs += 1e-5;
+        Outputs cpu = make_outputs(p);
+        PrefillParams cp = prefill_params(p, d, cpu);
+        cp.pages = view_of(cache.storage, d);
+        ASSERT_TRUE(prefill(cp).ok()) << what;
+        Status st;
+        const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
+        ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
+        EXPECT_EQ(compare(p, gpu, ref, tol), "") << what;
+        EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << what;
+      }
+    }
+  }
+  unsetenv("FLASHSERVE_CUDA_FP8");
+}
+
+// Without the opt-in, at head_dim 256 (no FP8 instance), and with a scale pointer missing: a
+// clear status, nothing written.
+TEST(Fp8PrefillCuda, RefusedWithoutOptInScalesOrAnFp8Instance) {
+  FS_SKIP_WITHOUT_CUDA();
+  for (int dim : {128, 256}) {
+    Problem p;
+    p.seqs = {{5, 40}, {16, 16}};
+    p.num_heads = 4;
+    p.num_kv_heads = 2;
+    p.head_dim = dim;
+    p.dtype = DType::kBFloat16;
+    p.block_size = 16;
+    p.causal = true;
+    p.seed = 3000 + dim;
+    ProblemData d = make_data(p);
+    Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int) { return 1.f; });
+    auto poisoned = [](const Outputs& out) {
+      for (float x : out.lse)
+        if (!std::isnan(x)) return false;
+      return true;
+    };
+    unsetenv("FLASHSERVE_CUDA_FP8");
+    Status st;
+    Outputs out = run_gpu_prefill(p, d, cache, &st);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+    EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
+    EXPECT_TRUE(poisoned(out));
+    setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+    out = run_gpu_prefill(p, d, cache, &st);
+    if (dim == 256) {
+      EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+      EXPECT_NE(st.message().find("head_dim 64 or 128"), std::string::npos) << st.to_string();
+      EXPECT_TRUE(poisoned(out));
+    } else {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      out = run_gpu_prefill(p, d, cache, &st, /*no_v_scales=*/true);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+      EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
+      EXPECT_TRUE(poisoned(out));
+    }
+    unsetenv("FLASHSERVE_CUDA_FP8");
+  }
 }
 
 // Equal codes, or both NaN (the formats have several NaN codes; both sides keep NaN as NaN).
