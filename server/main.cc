@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "kvcache/page_view_check.h"
 #include "kvcache/sizing.h"
 #include "server/engine/engine.h"
 #include "server/grpc/logging.h"
@@ -310,7 +311,8 @@ int main(int argc, char** argv) {
                   "1024) or --kv-cache-memory");
     return 1;
   }
-  // The cache dtype: auto is the model's own; on CUDA only bf16 until the FP8 kernels exist.
+  // The cache dtype: auto is the model's own; on CUDA bf16, or FP8 with the opt-in while its
+  // kernels have not yet run on a GPU (check_cuda_fp8_opt_in).
   model::KvCacheOptions kv_options;
   {
     Status kst = model::parse_kv_cache_dtype(kv_cache_dtype, device == "cuda" ? DType::kBFloat16 : DType::kFloat32,
@@ -318,13 +320,11 @@ int main(int argc, char** argv) {
     if (kst.ok() && !kv_cache_scale.empty())
       kst = model::parse_kv_cache_scale(kv_cache_scale, &kv_options.k_scale, &kv_options.v_scale);
     if (kst.ok()) kst = kv_options.validate();
-    if (kst.ok() && device == "cuda" && is_fp8(kv_options.dtype))
+    if (kst.ok() && device == "cuda")
+      kst = check_cuda_fp8_opt_in(("--kv-cache-dtype " + kv_cache_dtype).c_str(), kv_options.dtype, Device::kCUDA);
+    if (kst.ok() && device == "cuda" && kv_options.dtype != DType::kBFloat16 && !is_fp8(kv_options.dtype))
       kst = unsupported("--kv-cache-dtype " + kv_cache_dtype +
-                        ": an FP8 KV cache is not supported on --device cuda yet (issue 25: the GPU kernels do not "
-                        "read FP8 pages; use it with --device cpu, or --kv-cache-dtype auto/bf16 on CUDA)");
-    if (kst.ok() && device == "cuda" && kv_options.dtype != DType::kBFloat16)
-      kst = unsupported("--kv-cache-dtype " + kv_cache_dtype +
-                        ": the CUDA model's cache is bf16 (--kv-cache-dtype auto or bf16)");
+                        ": the CUDA model's cache is bf16 or FP8 (--kv-cache-dtype auto, bf16, fp8_e4m3 or fp8_e5m2)");
     if (!kst.ok()) {
       spdlog::error("{}", kst.message());
       return 1;
@@ -414,6 +414,7 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<model::Model> m;
   DeviceMemory memory;  // sized by --gpu-memory-utilization: what the device held then
+  std::string scales;   // FP8: where the cache's scales come from
   if (device == "cpu") {
     if (kv_cache_memory > 0) {
       CacheSizing sized;
@@ -425,13 +426,7 @@ int main(int argc, char** argv) {
     auto cpu = std::make_unique<model::LlamaModel>();
     if (st.ok())
       st = model::LlamaModel::create(config, std::move(weights), ec.num_blocks, ec.block_size, cpu.get(), kv_options);
-    if (st.ok() && is_fp8(kv_options.dtype))
-      spdlog::info("KV cache scales: {}",
-                   kv_options.has_fixed_scales()
-                       ? fmt::format("--kv-cache-scale K {} V {}, every layer and kv head", kv_options.k_scale,
-                                     kv_options.v_scale)
-                   : cpu->kv_scales_fixed(0) ? std::string("the checkpoint's k_scale/v_scale")
-                                             : std::string("calibrated on each layer's first prefill, then fixed"));
+    if (st.ok() && is_fp8(kv_options.dtype)) scales = cpu->kv_scales().describe();
     m = std::move(cpu);
   } else if (device == "cuda") {
 #if FLASHSERVE_WITH_CUDA
@@ -443,11 +438,13 @@ int main(int argc, char** argv) {
     opt.block_size = ec.block_size;
     opt.max_tokens_per_step = ec.max_num_batched_tokens;
     opt.max_batch = ec.max_num_seqs;
+    opt.kv = kv_options;
     std::unique_ptr<model::LlamaCudaModel> gpu;
     st = model::LlamaCudaModel::create(config, weights.embed.empty() ? nullptr : &weights, seed, opt, &gpu);
     if (st.ok()) {
       ec.num_blocks = gpu->kv_shape().num_blocks;
       memory = gpu->memory_at_sizing();
+      if (is_fp8(kv_options.dtype)) scales = gpu->kv_scales().describe();
     }
     m = std::move(gpu);
 #else
@@ -459,6 +456,7 @@ int main(int argc, char** argv) {
   if (st.ok())
     spdlog::info("KV cache: {}, by {}{} ({} pages)", describe(cache_sizing(m->kv_shape())), kv_budget,
                  memory.total_bytes > 0 ? " of " + describe(memory) : "", dtype_name(m->kv_shape().dtype));
+  if (st.ok() && !scales.empty()) spdlog::info("KV cache scales: {}", scales);
   if (st.ok()) st = engine::Engine::create(ec, std::move(m), &eng);
   so.model_name = served_model_name.empty() ? model : served_model_name;
   so.device = device;

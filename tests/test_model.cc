@@ -455,8 +455,8 @@ TEST(LlamaModel, Fp8ScalesCalibratedOnTheFirstPrefillThenFixed) {
     LlamaModel m;
     ASSERT_TRUE(LlamaModel::create(c, std::move(w), 64, 4, &m, cache_of(t)).ok());
     for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
-      EXPECT_FALSE(m.kv_scales_fixed(l));
-      EXPECT_EQ(m.kv_scale_source(l), "");
+      EXPECT_FALSE(m.kv_scales().fixed(l));
+      EXPECT_EQ(m.kv_scales().source(l), "");
     }
     KVCacheManager mgr(small_cache());
     std::vector<int32_t> a = {5, 9, 11, 300, 42, 17, 8, 99, 123};  // 9 tokens: slots 4..12 (block 0 is null)
@@ -468,7 +468,7 @@ TEST(LlamaModel, Fp8ScalesCalibratedOnTheFirstPrefillThenFixed) {
     const float target = fp8_max(t) / kDefaultCalibrationHeadroom;
     std::vector<float> scales;
     for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
-      EXPECT_EQ(m.kv_scale_source(l), "calibrated");
+      EXPECT_EQ(m.kv_scales().source(l), "calibrated");
       for (int32_t h = 0; h < c.num_key_value_heads; ++h) {
         EXPECT_EQ(largest_code_value(m, l, h, 4 * 64, true), target) << dtype_name(t) << " layer " << l << " head " << h;
         EXPECT_EQ(largest_code_value(m, l, h, 4 * 64, false), target) << dtype_name(t) << " layer " << l << " head " << h;
@@ -520,7 +520,7 @@ TEST(LlamaModel, Fp8ScalesFromTheCheckpointOrTheFlag) {
   LlamaModel m;
   ASSERT_TRUE(LlamaModel::create(lc, std::move(lw), 16, 4, &m, cache_of(DType::kFp8E4M3)).ok());
   for (int32_t l = 0; l < c.num_hidden_layers; ++l) {
-    EXPECT_EQ(m.kv_scale_source(l), "checkpoint");
+    EXPECT_EQ(m.kv_scales().source(l), "checkpoint");
     for (int32_t h = 0; h < c.num_key_value_heads; ++h) {
       EXPECT_EQ(m.kv().k_scales(l)[h], 0.03f * static_cast<float>(l + 1));
       EXPECT_EQ(m.kv().v_scales(l)[h], h == 0 ? 0.01f : 0.02f);
@@ -531,7 +531,7 @@ TEST(LlamaModel, Fp8ScalesFromTheCheckpointOrTheFlag) {
   flag.v_scale = 0.25f;
   LlamaModel f;
   ASSERT_TRUE(LlamaModel::create(lc, std::move(lw2), 16, 4, &f, flag).ok());
-  EXPECT_EQ(f.kv_scale_source(1), "--kv-cache-scale");
+  EXPECT_EQ(f.kv_scales().source(1), "--kv-cache-scale");
   EXPECT_EQ(f.kv().k_scales(1)[1], 0.5f);
   EXPECT_EQ(f.kv().v_scales(0)[0], 0.25f);
   // Bad scales in the checkpoint: zero, negative, NaN, inf, a shape that is not [], [1] or [kv_heads].

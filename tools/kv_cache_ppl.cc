@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
             hi = std::max<double>(hi, s[h]);
           }
       std::printf("  %s scales (%s): %.4g .. %.4g over %d layers x %d kv heads, K and V\n", name.c_str(),
-                  m.kv_scale_source(0).c_str(), lo, hi, config.num_hidden_layers, config.num_key_value_heads);
+                  m.kv_scales().source(0).c_str(), lo, hi, config.num_hidden_layers, config.num_key_value_heads);
     }
     runs.push_back(std::move(r));
     std::fflush(stdout);

@@ -66,7 +66,9 @@ struct PrefillTraits {
   static constexpr int kKvElem = kFp8 ? 1 : static_cast<int>(sizeof(T));
   static constexpr int kKvChunks = kHeadDim * kKvElem / 16;  // 16-byte chunks a key row of a stage
   static constexpr int kSmemStages = 2 * kPrefillStages * kTileElems * kKvElem;
-  static constexpr int kSmemBytes = kSmemQ + kSmemStages + (kFp8 ? 2 * kTileElems * 2 + 16 : 0);
+  static constexpr int kSmemBytes =
+      kSmemQ + kSmemStages + (kFp8 ? 2 * kTileElems * static_cast<int>(sizeof(__half)) + kPrefillWarps * 4 : 0);
+  static_assert(!kFp8 || kPrefillWarps == 4, "the FP8 q max reads four warps' maxima");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -173,7 +175,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __gri
   if constexpr (kFp8) {
     // q·2^e in fp16, e such that the tile's max |q| · 2^e < 2^15 (fp16's max is 65504; 2^e is
     // exact and comes off the logits' scale): every thread converts the chunks it read.
-    cp_async_wait<kPrefillStages - 1>();  // Q's group, the first, has landed
+    // Q's group, the first, has landed: the prologue commits exactly kPrefillStages - 1 groups
+    // after it, empty ones too.
+    cp_async_wait<kPrefillStages - 1>();
     __syncthreads();
     const bool bf16 = p.dtype == DType::kBFloat16;
     float mx = 0.f;

@@ -1,7 +1,9 @@
 #include "server/model/kv_cache_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <sstream>
 
 namespace flashserve::model {
 
@@ -65,6 +67,65 @@ Status parse_kv_cache_scale(const std::string& text, float* k_scale, float* v_sc
   *k_scale = k;
   *v_scale = v;
   return Status::Ok();
+}
+
+Status KvScales::init(const KvCacheOptions& kv, const LlamaWeights* weights, KVStorage* storage) {
+  FS_RETURN_IF_ERROR(kv.validate());
+  kv_ = kv;
+  source_.clear();
+  const KVStorageShape& sh = storage->shape();
+  if (!is_fp8(sh.dtype)) return Status::Ok();
+  const int32_t L = sh.num_layers, Hkv = sh.num_kv_heads;
+  if (weights != nullptr && static_cast<int32_t>(weights->layers.size()) != L)
+    return invalid_argument("KV cache scales: the weights have " + std::to_string(weights->layers.size()) +
+                            " layers, the cache " + std::to_string(L));
+  source_.assign(static_cast<size_t>(L), "");
+  for (int32_t l = 0; l < L; ++l) {
+    std::vector<float> ks(static_cast<size_t>(Hkv)), vs(ks.size());
+    if (kv.has_fixed_scales()) {
+      std::fill(ks.begin(), ks.end(), kv.k_scale);
+      std::fill(vs.begin(), vs.end(), kv.v_scale);
+      source_[l] = "--kv-cache-scale";
+    } else if (weights != nullptr && !weights->layers[l].k_scale.empty()) {
+      const LayerWeights& lw = weights->layers[l];  // [1]: every head; [kv_heads]: one a head (weights.h)
+      for (int32_t h = 0; h < Hkv; ++h) {
+        ks[h] = lw.k_scale[lw.k_scale.size() == 1 ? 0 : h];
+        vs[h] = lw.v_scale[lw.v_scale.size() == 1 ? 0 : h];
+      }
+      source_[l] = "checkpoint";
+    } else {
+      continue;  // calibrated on the layer's first prefill
+    }
+    FS_RETURN_IF_ERROR(storage->set_scales(l, ks.data(), vs.data()));
+  }
+  return Status::Ok();
+}
+
+Status KvScales::calibrate(int32_t layer, const float* amax_k, const float* amax_v, KVStorage* storage) {
+  if (!needs_calibration(layer)) return internal_error("KV cache scales: layer " + std::to_string(layer) + " is fixed");
+  const int32_t Hkv = storage->shape().num_kv_heads;
+  const float fmax = fp8_max(storage->shape().dtype);
+  std::vector<float> ks(static_cast<size_t>(Hkv), 1.f), vs(ks.size(), 1.f);
+  for (int32_t h = 0; h < Hkv; ++h) {
+    const float kscale = amax_k[h] * kv_.calibration_headroom / fmax;
+    const float vscale = amax_v[h] * kv_.calibration_headroom / fmax;
+    if (finite_positive(kscale)) ks[h] = kscale;  // an all-zero head keeps 1.0
+    if (finite_positive(vscale)) vs[h] = vscale;
+  }
+  FS_RETURN_IF_ERROR(storage->set_scales(layer, ks.data(), vs.data()));
+  source_[layer] = "calibrated";
+  return Status::Ok();
+}
+
+std::string KvScales::describe() const {
+  if (source_.empty()) return "none (not an FP8 cache)";
+  if (kv_.has_fixed_scales()) {
+    std::ostringstream out;
+    out << "--kv-cache-scale K " << kv_.k_scale << " V " << kv_.v_scale << ", every layer and kv head";
+    return out.str();
+  }
+  if (source_[0] == "checkpoint") return "the checkpoint's k_scale/v_scale";
+  return "calibrated on each layer's first prefill, then fixed";
 }
 
 }  // namespace flashserve::model

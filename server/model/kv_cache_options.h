@@ -21,10 +21,14 @@
 // cache (issue 25), CPU": what the choice costs in perplexity).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "common/status.h"
+#include "kvcache/kv_storage.h"
+#include "server/model/weights.h"
 
 namespace flashserve::model {
 
@@ -37,6 +41,36 @@ struct KvCacheOptions {
   float calibration_headroom = kDefaultCalibrationHeadroom;  // > 0 and finite
   bool has_fixed_scales() const { return k_scale > 0.f; }
   Status validate() const;
+};
+
+// The policy above over a model's FP8 pool, layer by layer: the CPU model (llama.cc) and the CUDA
+// model (cuda/llama_cuda.cc) both keep one, so that they fix their scales alike. Nothing to do
+// for a pool that is not FP8.
+class KvScales {
+ public:
+  // Policies 1 and 2 for every layer of `storage` (weights: the checkpoint's per-layer scales;
+  // null for weights made on the device, which carry none); the other layers wait for calibrate.
+  Status init(const KvCacheOptions& kv, const LlamaWeights* weights, KVStorage* storage);
+  // Whether layer `layer`'s first write must calibrate it first (FP8, not yet fixed).
+  bool needs_calibration(int32_t layer) const {
+    return layer >= 0 && layer < static_cast<int32_t>(source_.size()) && source_[layer].empty();
+  }
+  // Policy 3: from the largest finite |K| and |V| of each kv head over the layer's first
+  // written step (amax_k, amax_v: [num_kv_heads]), scale = amax · headroom / fp8_max; a head
+  // whose amax gives no finite scale > 0 (all zeros) keeps 1.0. Then fixed.
+  Status calibrate(int32_t layer, const float* amax_k, const float* amax_v, KVStorage* storage);
+  // Whether the layer's scales are fixed, and by what ("--kv-cache-scale", "checkpoint",
+  // "calibrated"; "" while not fixed, or for a pool that is not FP8).
+  bool fixed(int32_t layer) const {
+    return layer >= 0 && layer < static_cast<int32_t>(source_.size()) && !source_[layer].empty();
+  }
+  const std::string& source(int32_t layer) const { return source_.at(layer); }
+  // For the start-up log: where layer 0's scales come from, or will.
+  std::string describe() const;
+
+ private:
+  KvCacheOptions kv_;
+  std::vector<std::string> source_;  // FP8: [num_layers]; empty for other pools
 };
 
 // --kv-cache-dtype: "auto" gives `activation` (the model's own type: fp32 on the CPU, bf16 on

@@ -66,56 +66,26 @@ Status LlamaModel::create(const LlamaConfig& config, LlamaWeights weights, int32
   m.w_ = std::move(weights);
   m.inv_freq_ = config.inv_freq();
   m.steps_ = AttentionStepBuilder(config, Device::kCPU, DType::kFloat32);
-  m.kv_options_ = kv;
   FS_RETURN_IF_ERROR(
       KVStorage::create(Device::kCPU, kv_storage_shape(config, num_blocks, block_size, kv.dtype), &m.kv_));
-  const int32_t L = config.num_hidden_layers, Hkv = config.num_key_value_heads;
-  m.scale_source_.assign(static_cast<size_t>(L), "");
-  if (is_fp8(kv.dtype)) {
-    for (int32_t l = 0; l < L; ++l) {
-      std::vector<float> ks(static_cast<size_t>(Hkv)), vs(ks.size());
-      const LayerWeights& lw = m.w_.layers[l];
-      if (kv.has_fixed_scales()) {
-        std::fill(ks.begin(), ks.end(), kv.k_scale);
-        std::fill(vs.begin(), vs.end(), kv.v_scale);
-        m.scale_source_[l] = "--kv-cache-scale";
-      } else if (!lw.k_scale.empty()) {  // [1]: every head; [kv_heads]: one a head (weights.h)
-        for (int32_t h = 0; h < Hkv; ++h) {
-          ks[h] = lw.k_scale[lw.k_scale.size() == 1 ? 0 : h];
-          vs[h] = lw.v_scale[lw.v_scale.size() == 1 ? 0 : h];
-        }
-        m.scale_source_[l] = "checkpoint";
-      } else {
-        continue;  // calibrated on the layer's first prefill
-      }
-      FS_RETURN_IF_ERROR(m.kv_.set_scales(l, ks.data(), vs.data()));
-    }
-  }
+  FS_RETURN_IF_ERROR(m.kv_scales_.init(kv, &m.w_, &m.kv_));
   *out = std::move(m);
   return Status::Ok();
 }
 
 Status LlamaModel::calibrate_scales(int32_t layer, const float* k, const float* v, int64_t num_tokens) {
   const int32_t Hkv = config_.num_key_value_heads, D = config_.head_dim;
-  const float fmax = fp8_max(kv_.shape().dtype);
-  std::vector<float> ks(static_cast<size_t>(Hkv), 1.f), vs(ks.size(), 1.f);
+  std::vector<float> kmax(static_cast<size_t>(Hkv), 0.f), vmax(kmax.size(), 0.f);
   for (int32_t h = 0; h < Hkv; ++h) {
-    float kmax = 0.f, vmax = 0.f;  // NaN and inf ignored: they must not decide every later token's scale
     for (int64_t t = 0; t < num_tokens; ++t) {
-      for (int32_t d = 0; d < D; ++d) {
+      for (int32_t d = 0; d < D; ++d) {  // NaN and inf ignored: they must not decide every later token's scale
         const int64_t i = (t * Hkv + h) * D + d;
-        if (std::isfinite(k[i])) kmax = std::max(kmax, std::fabs(k[i]));
-        if (std::isfinite(v[i])) vmax = std::max(vmax, std::fabs(v[i]));
+        if (std::isfinite(k[i])) kmax[h] = std::max(kmax[h], std::fabs(k[i]));
+        if (std::isfinite(v[i])) vmax[h] = std::max(vmax[h], std::fabs(v[i]));
       }
     }
-    const float kscale = kmax * kv_options_.calibration_headroom / fmax;
-    const float vscale = vmax * kv_options_.calibration_headroom / fmax;
-    if (kscale > 0.f && std::isfinite(kscale)) ks[h] = kscale;  // an all-zero head keeps 1.0
-    if (vscale > 0.f && std::isfinite(vscale)) vs[h] = vscale;
   }
-  FS_RETURN_IF_ERROR(kv_.set_scales(layer, ks.data(), vs.data()));
-  scale_source_[layer] = "calibrated";
-  return Status::Ok();
+  return kv_scales_.calibrate(layer, kmax.data(), vmax.data(), &kv_);
 }
 
 // Hugging Face's rotary embedding: dims [0, D/2) and [D/2, D) form the pairs (rotate_half).
@@ -174,7 +144,7 @@ Status LlamaModel::forward(const ForwardBatch& b, std::vector<float>* logits) {
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerWeights& l = w_.layers[layer];
     qkv(l, x.data(), step.positions.data(), T, h.data(), q.data(), k.data(), v.data());
-    if (is_fp8(kv_.shape().dtype) && scale_source_[layer].empty())  // the layer's first prefill fixes its scales
+    if (kv_scales_.needs_calibration(layer))  // the layer's first prefill fixes its scales
       FS_RETURN_IF_ERROR(calibrate_scales(layer, k.data(), v.data(), T));
     FS_RETURN_IF_ERROR(kv_.append(layer, 1, DType::kFloat32, k.data(), v.data(), b.slot_mapping.data(), T));
     const KVPageView pages = kv_.view(layer, step.block_tables, step.block_table_stride, b.seq_lens.data());

@@ -30,12 +30,8 @@ class LlamaModel : public Model {
   // That storage's shape (the server sizes it from --kv-cache-memory with it).
   static KVStorageShape kv_storage_shape(const LlamaConfig& config, int32_t num_blocks, int32_t block_size,
                                          DType dtype = DType::kFloat32);
-  // FP8 caches: whether layer `layer`'s scales are fixed yet, and where they came from
-  // ("--kv-cache-scale", "checkpoint", "calibrated"; "" while not fixed, or for other caches).
-  bool kv_scales_fixed(int32_t layer) const {
-    return layer >= 0 && layer < static_cast<int32_t>(scale_source_.size()) && !scale_source_[layer].empty();
-  }
-  const std::string& kv_scale_source(int32_t layer) const { return scale_source_.at(layer); }
+  // FP8 caches: whether each layer's scales are fixed yet, and where they came from.
+  const KvScales& kv_scales() const { return kv_scales_; }
 
   const LlamaConfig& config() const override { return config_; }
   const KVStorageShape& kv_shape() const override { return kv_.shape(); }
@@ -61,8 +57,7 @@ class LlamaModel : public Model {
   Status calibrate_scales(int32_t layer, const float* k, const float* v, int64_t num_tokens);
 
   KVStorage kv_;
-  KvCacheOptions kv_options_;
-  std::vector<std::string> scale_source_;  // FP8: [num_layers], see kv_scale_source
+  KvScales kv_scales_;
   AttentionStepBuilder steps_;  // each step's positions, tables and attention params
 };
 

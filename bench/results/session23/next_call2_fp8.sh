@@ -25,9 +25,11 @@ B=build-gpu
 timeout 120 $B/tests/test_fp8_cuda > /tmp/w/test_fp8.log 2>&1
 echo "fp8 (storage, decode, prefill) rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_fp8.log | tr '\n' ' ')"
 grep -E "Failure|FAILED|Expected|Which is" /tmp/w/test_fp8.log | head -12
+timeout 60 $B/tests/test_fp8_cuda --gtest_filter='Fp8PrefillCuda.*' --gtest_repeat=3 --gtest_brief=1 > /tmp/w/test_fp8_repeat.log 2>&1
+echo "fp8 prefill x3 rc $?"
 timeout 150 $B/tests/test_decode_cuda --gtest_brief=1 > /tmp/w/test_decode.log 2>&1
 echo "decode rc $? $(grep -E '^\[  (PASSED|FAILED) ' /tmp/w/test_decode.log | tr '\n' ' ')"
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck synccheck; do
   timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool $tool $B/tests/test_fp8_cuda > /tmp/w/san_$tool.log 2>&1
   echo "$tool: rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/w/san_$tool.log | tail -1)"
 done

@@ -8,6 +8,7 @@
 
 #include "attention/prefill.h"
 #include "common/cuda_check.h"
+#include "common/dtype.h"
 #include "decode/decode.h"
 #include "decode/planner.h"
 #include "server/model/cuda/model_kernels.h"
@@ -71,6 +72,10 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_RETURN_IF_ERROR(c.validate());
   if (opt.max_tokens_per_step < 1 || opt.max_batch < 1) return invalid_argument("cuda model: bad step limits");
   if (opt.block_size < 1 || opt.num_blocks < 0) return invalid_argument("cuda model: bad block_size or num_blocks");
+  FS_RETURN_IF_ERROR(opt.kv.validate());
+  if (opt.kv.dtype != DType::kBFloat16 && !is_fp8(opt.kv.dtype))
+    return unsupported(std::string("cuda model: a ") + dtype_name(opt.kv.dtype) +
+                       " KV cache (the CUDA model's cache is bf16, fp8_e4m3 or fp8_e5m2)");
   std::unique_ptr<LlamaCudaModel> m(new LlamaCudaModel());
   m->config_ = c;
   m->opt_ = opt;
@@ -143,8 +148,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   }
   if (c.tie_word_embeddings) m->lm_head_ = m->embed_;
 
-  // The activation buffers, then the KV storage (bf16): a pool sized from memory gets what the
-  // weights and the buffers leave.
+  // The activation buffers, then the KV storage (bf16 or FP8): a pool sized from memory gets
+  // what the weights and the buffers leave.
   const int64_t T = opt.max_tokens_per_step, B = opt.max_batch;
   Arena ba;
   auto carve = [&](Arena& a) {
@@ -152,6 +157,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->last_ = a.take<float>(B * H);
     m->logits_ = a.take<float>(B * V);
     m->inv_freq_ = a.take<float>(c.head_dim / 2);
+    m->kv_amax_ = a.take<float>(2 * int64_t{c.num_key_value_heads});
     m->h_ = a.take<__nv_bfloat16>(T * H);
     m->q_ = a.take<__nv_bfloat16>(T * Q);
     m->k_ = a.take<__nv_bfloat16>(T * KV);
@@ -178,12 +184,13 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   ks.num_kv_heads = c.num_key_value_heads;
   ks.block_size = opt.block_size;
   ks.head_dim = c.head_dim;
-  ks.dtype = DType::kBFloat16;
+  ks.dtype = opt.kv.dtype;
   if (ks.num_blocks == 0) {
     FS_RETURN_IF_ERROR(size_pool(opt, c.max_position_embeddings, m->weight_bytes_ + ba.used, &ks, &m->memory_at_sizing_));
     m->opt_.num_blocks = ks.num_blocks;
   }
   FS_RETURN_IF_ERROR(KVStorage::create(Device::kCUDA, ks, &m->kv_));
+  FS_RETURN_IF_ERROR(m->kv_scales_.init(opt.kv, hw, &m->kv_));
   std::vector<float> inv(static_cast<size_t>(c.head_dim / 2));
   const auto f = c.inv_freq();
   for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(f[i]);
@@ -337,10 +344,17 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     // The layer's pages (the decode rows' tables first, then the prefill rows').
     const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
-    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it).
+    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it). An FP8
+    // cache: rotary alone, then (after the layer's calibration, on its first write) KVStorage's
+    // own quantizing append, one more launch a layer (fusing it into rope_append: not yet measured).
+    const bool fp8 = is_fp8(kv_.shape().dtype);
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
                                                      static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
-                                                     static_cast<int32_t>(D), pages, stream_));
+                                                     static_cast<int32_t>(D), pages, /*append=*/!fp8, stream_));
+    if (fp8) {
+      if (kv_scales_.needs_calibration(layer)) FS_RETURN_IF_ERROR(calibrate_layer(layer, T));
+      FS_RETURN_IF_ERROR(kv_.append(layer, 1, DType::kBFloat16, k_, v_, a.slots, T, stream_));
+    }
     if (step.num_decode > 0) {
       DecodeParams d = step.decode_params(q_, attn_, pages);  // the step's plan
       d.workspace = workspace_;
@@ -360,6 +374,19 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_));
   FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
   return gemm(last_norm_, lm_head_, B, c.vocab_size, H, logits_, true);
+}
+
+Status LlamaCudaModel::calibrate_layer(int32_t layer, int64_t num_tokens) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return internal_error("cuda model: FP8 scales calibrated inside a graph capture (layer " + std::to_string(layer) + ")");
+  const int32_t Hkv = config_.num_key_value_heads;
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::kv_amax(k_, v_, num_tokens, Hkv, config_.head_dim, kv_amax_, stream_));
+  std::vector<float> amax(2 * static_cast<size_t>(Hkv));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(amax.data(), kv_amax_, amax.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaStreamSynchronize(stream_), "FP8 scale calibration"));
+  return kv_scales_.calibrate(layer, amax.data(), amax.data() + Hkv, &kv_);
 }
 
 Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vector<SampleRow>& rows,

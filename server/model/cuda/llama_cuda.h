@@ -1,7 +1,7 @@
 // The Llama decoder on a CUDA GPU in bf16 (fp32 residual stream and accumulation): cuBLAS
 // GEMMs (bf16 in, fp32 compute), small kernels for embedding, RMSNorm, rotary, SwiGLU and the
-// residual adds, K/V appended into a bf16 KVStorage on the device, prompt chunks to the CUDA
-// varlen paged prefill kernel and decode tokens to the split-K decode kernel.
+// residual adds, K/V appended into a bf16 or FP8 KVStorage on the device, prompt chunks to the
+// CUDA varlen paged prefill kernel and decode tokens to the split-K decode kernel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +19,7 @@
 #include "kvcache/sizing.h"
 #include "server/model/attention_step.h"
 #include "server/model/cuda/sampler_cuda.h"
+#include "server/model/kv_cache_options.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
 
@@ -37,6 +38,9 @@ struct CudaModelOptions {
   int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1; a pool sized from memory: the context's
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
+  // The cache's dtype (bf16, or fp8_e4m3/fp8_e5m2: taken with FLASHSERVE_CUDA_FP8=1 until its
+  // kernels have run on a GPU) and, for FP8, its scales' policy (kv_cache_options.h).
+  KvCacheOptions kv = {DType::kBFloat16};
 };
 
 class LlamaCudaModel : public Model {
@@ -50,6 +54,8 @@ class LlamaCudaModel : public Model {
   const LlamaConfig& config() const override { return config_; }
   const KVStorageShape& kv_shape() const override { return kv_.shape(); }
   KVStorage& kv() { return kv_; }
+  // FP8 caches: whether each layer's scales are fixed yet, and where they came from.
+  const KvScales& kv_scales() const { return kv_scales_; }
   Status forward(const ForwardBatch& batch, std::vector<float>* logits) override;
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return kv_.copy_blocks(pairs, n, stream_); }
   // A pure decode step replays a CUDA graph (graph_step): its tables are max_blocks_per_seq wide.
@@ -84,12 +90,17 @@ class LlamaCudaModel : public Model {
   // Lays the step's metadata out in the pinned meta_host_ and uploads it into meta_dev_ in one copy.
   Status upload_metadata(const ForwardBatch& batch, const AttentionStep& step, const StepMetadataLayout& layout);
   Status run_layers(const AttentionStep& step, const StepArrays& arrays);
+  // FP8: layer `layer`'s scales from the amax of k_ and v_ over the step's num_tokens rows (on
+  // the device), then fixed (KvScales::calibrate). Its layer's first write only, a prefill step,
+  // never captured: the host waits for the amax.
+  Status calibrate_layer(int32_t layer, int64_t num_tokens);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
   cudaStream_t stream_ = nullptr;
   void* cublas_ = nullptr;  // cublasHandle_t
   KVStorage kv_;
+  KvScales kv_scales_;
   DeviceMemory memory_at_sizing_;
 
   // Weights (bf16), one allocation.
@@ -104,6 +115,7 @@ class LlamaCudaModel : public Model {
   // Activations and step metadata, sized by the options; one allocation.
   char* buffers_ = nullptr;
   float *x_ = nullptr, *last_ = nullptr, *logits_ = nullptr, *inv_freq_ = nullptr;
+  float* kv_amax_ = nullptr;  // FP8 calibration: [2, num_kv_heads] (K's, then V's)
   __nv_bfloat16 *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr, *tmp_ = nullptr,
                 *gu_ = nullptr, *act_ = nullptr, *last_norm_ = nullptr;
   // The step's small metadata arrays (tokens, positions, slots, cu_prefill, seq_lens, last rows,

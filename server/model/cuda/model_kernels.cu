@@ -34,11 +34,11 @@ __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __n
                                    const int32_t* positions, const float* inv_freq, const int64_t* slots,
                                    int32_t heads, int32_t kv_heads, int32_t head_dim, __nv_bfloat16* k_pages,
                                    __nv_bfloat16* v_pages, const __grid_constant__ KVPageView pages,
-                                   int64_t capacity) {
+                                   int64_t capacity, bool append) {
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
-  const int64_t slot = slots[t];
+  const int64_t slot = append ? slots[t] : -1;
   const bool write = slot >= 0 && slot < capacity;
   // The slot's kv head 0, once (a 64-bit division); kv head h is offset(0, h, 0) further.
   const int64_t at_slot = write ? pages.offset_of_slot(slot, 0) : 0;
@@ -61,6 +61,25 @@ __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __n
   if (write)
     for (int j = threadIdx.x; j < kv_heads * head_dim; j += blockDim.x)
       *cache_at(v_pages, j / head_dim, j % head_dim) = v[t * kv_heads * head_dim + j];
+}
+
+// Block b: K's (b < kv_heads) or V's head b % kv_heads; a max over the block (|x| >= 0, so the
+// float bits order as unsigned integers: an atomicMax on them in shared memory).
+__global__ void kv_amax_kernel(const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t, int32_t kv_heads,
+                               int32_t head_dim, float* amax) {
+  __shared__ unsigned best;
+  if (threadIdx.x == 0) best = 0u;
+  __syncthreads();
+  const int h = static_cast<int>(blockIdx.x) % kv_heads;
+  const __nv_bfloat16* x = blockIdx.x < static_cast<unsigned>(kv_heads) ? k : v;
+  float mx = 0.f;
+  for (int64_t i = threadIdx.x; i < t * head_dim; i += blockDim.x) {
+    const float a = fabsf(__bfloat162float(x[((i / head_dim) * kv_heads + h) * head_dim + i % head_dim]));
+    if (isfinite(a)) mx = fmaxf(mx, a);  // NaN and inf must not decide every later token's scale
+  }
+  atomicMax(&best, __float_as_uint(mx));
+  __syncthreads();
+  if (threadIdx.x == 0) amax[blockIdx.x] = __uint_as_float(best);
 }
 
 __global__ void silu_mul_kernel(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out) {
@@ -122,14 +141,21 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
 
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, const KVPageView& pages, cudaStream_t s) {
+                        int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s) {
   // The view's pages are the layer's storage, written here (the view holds them const for its readers).
   auto* k_pages = static_cast<__nv_bfloat16*>(const_cast<void*>(pages.k_pages));
   auto* v_pages = static_cast<__nv_bfloat16*>(const_cast<void*>(pages.v_pages));
-  if (pages.block_size < 1) return cudaErrorInvalidValue;
-  const int64_t capacity = int64_t{pages.num_blocks} * pages.block_size;
+  if (append && (pages.block_size < 1 || pages.dtype != DType::kBFloat16)) return cudaErrorInvalidValue;
+  const int64_t capacity = append ? int64_t{pages.num_blocks} * pages.block_size : 0;
   rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(
-      q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, pages, capacity);
+      q, k, v, positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages, pages, capacity, append);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_amax(const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t, int32_t kv_heads, int32_t head_dim,
+                    float* amax, cudaStream_t s) {
+  if (kv_heads < 1 || head_dim < 1 || t < 0) return cudaErrorInvalidValue;
+  kv_amax_kernel<<<static_cast<unsigned>(2 * kv_heads), kThreads, 0, s>>>(k, v, t, kv_heads, head_dim, amax);
   return cudaGetLastError();
 }
 

@@ -18,13 +18,19 @@ cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int6
 // y[t, :] = bf16(weight · x[t, :] · rsqrt(mean(x[t]²) + eps)), fp32 math.
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
                      __nv_bfloat16* y, cudaStream_t s);
-// Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place, and the new
-// tokens' K/V written into their cache slots, in one launch: pages is the layer's view (its
-// k_pages and v_pages written, at KVPageView::offset_of_slot; its tables and lengths unused);
-// slots outside [0, num_blocks·block_size) are skipped.
+// Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place and, with `append`,
+// the new tokens' K/V written into their cache slots, in one launch: pages is the layer's view
+// of a bf16 pool (its k_pages and v_pages written, at KVPageView::offset_of_slot; its tables and
+// lengths unused); slots outside [0, num_blocks·block_size) are skipped. Without `append` (an
+// FP8 pool, which KVStorage::append quantizes into) pages and slots are not read.
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, const KVPageView& pages, cudaStream_t s);
+                        int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s);
+// FP8 scale calibration (server/model/kv_cache_options.h): amax[h] = the largest finite |x| of
+// k[0 .. t)[h][:] ([t, kv_heads, head_dim] bf16), amax[kv_heads + h] that of v; 0 where none
+// is finite and non-zero (NaN and inf ignored).
+cudaError_t kv_amax(const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t, int32_t kv_heads, int32_t head_dim,
+                    float* amax, cudaStream_t s);
 // gu: [t, 2·I] with gate in [:, :I] and up in [:, I:]; out[t, i] = silu(gate) · up.
 cudaError_t silu_mul(const __nv_bfloat16* gu, int64_t t, int64_t inter, __nv_bfloat16* out, cudaStream_t s);
 // x += y (fp32 += bf16), n elements.
