@@ -33,6 +33,10 @@ int64_t decode_workspace_bytes(int32_t num_splits, int32_t batch, int32_t q_len,
 }
 
 Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+  return decode_launch_shape(device, head_dim, dtype, dtype, shape);
+}
+
+Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape) {
   if (shape == nullptr) return invalid_argument("decode_launch_shape: shape is null");
   if (device == Device::kCPU) {
     DecodeLaunchShape cpu;
@@ -44,10 +48,11 @@ Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DecodeL
   }
   if (device != Device::kCUDA) return invalid_argument("decode_launch_shape: invalid device");
 #if FLASHSERVE_WITH_CUDA
-  return cuda::decode_launch_shape(head_dim, dtype, shape);
+  return cuda::decode_launch_shape(head_dim, dtype, pages_dtype, shape);
 #else
   (void)head_dim;
   (void)dtype;
+  (void)pages_dtype;
   return unsupported("decode_launch_shape: flashserve was built without CUDA");
 #endif
 }

@@ -25,8 +25,11 @@ Status decode(const DecodeParams& params, void* stream = nullptr);
 // CUDA, the split kernel's on the current device for head_dim × dtype (cuda::decode_launch_shape:
 // asked of the device once, then cached; an error where the build has no CUDA, there is no
 // device, or the kernels lack head_dim or dtype); on the CPU, {0, 1, the thread pool's threads}
-// (the plan decode() makes itself with num_splits 0).
+// (the plan decode() makes itself with num_splits 0). pages_dtype: the pages' type where it is not
+// dtype (FP8: its instance holds another number of CTAs an SM, e.g. 3 at head_dim 64 where the
+// bf16 one holds 4); the four-argument form takes dtype's own pages.
 Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DecodeLaunchShape* shape);
+Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape);
 // The machine when the caller names none (the C ABI's num_workers = 0): the CUDA one where the
 // build has CUDA, a device is usable (cuda_available) and the CUDA kernels take head_dim and
 // dtype; otherwise the CPU's. Once a CUDA device is chosen, its query's failure is an error.

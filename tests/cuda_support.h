@@ -140,7 +140,7 @@ inline PrefillParams device_prefill_params(const Problem& p, ProblemData& d, Out
 }
 
 // Sets dp's split count and chunk (num_splits 0: the planner's choice for this GPU's launch
-// shape) and, with more than one split, a poisoned workspace in ws.
+// shape, for dp's pages' type) and, with more than one split, a poisoned workspace in ws.
 inline void configure_splits(DecodeParams& dp, const Problem& p, const ProblemData& d, int32_t num_splits,
                       int32_t pages_per_split, DeviceBuffer& ws) {
   if (num_splits == 0) {
@@ -152,7 +152,7 @@ inline void configure_splits(DecodeParams& dp, const Problem& p, const ProblemDa
     in.num_kv_heads = dp.num_kv_heads;
     in.head_dim = dp.head_dim;
     in.block_size = p.block_size;
-    EXPECT_TRUE(decode_launch_shape(Device::kCUDA, dp.head_dim, dp.dtype, &in.shape).ok());
+    EXPECT_TRUE(decode_launch_shape(Device::kCUDA, dp.head_dim, dp.dtype, dp.pages.dtype, &in.shape).ok());
     DecodePlan plan;
     EXPECT_TRUE(plan_decode(in, &plan).ok());
     num_splits = plan.num_splits;

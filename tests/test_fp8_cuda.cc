@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include <random>
 
 #include "attention/prefill.h"
+#include "decode/cuda/decode_cuda.h"
 #include "tests/cuda_support.h"
 #include "tests/fp8_support.h"
 
@@ -258,6 +260,30 @@ TEST(Fp8PrefillCuda, RefusedWithoutOptInScalesOrAnFp8Instance) {
     }
     unsetenv("FLASHSERVE_CUDA_FP8");
   }
+}
+
+// The planner's launch shape for FP8 pages is the FP8 instance's (its registers and shared
+// memory set its CTAs an SM), asked of the device once; other pages under a 16-bit call refused.
+TEST(Fp8DecodeCuda, LaunchShapeOfFp8Pages) {
+  FS_SKIP_WITHOUT_CUDA();
+  for (int32_t dim : {64, 128}) {
+    for (DType pages : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+      DecodeLaunchShape fp8, bf16;
+      ASSERT_TRUE(decode_launch_shape(Device::kCUDA, dim, DType::kBFloat16, pages, &fp8).ok());
+      ASSERT_TRUE(decode_launch_shape(Device::kCUDA, dim, DType::kBFloat16, &bf16).ok());
+      EXPECT_GE(fp8.ctas_per_sm, 1);
+      EXPECT_EQ(fp8.sm_count, bf16.sm_count);
+      EXPECT_EQ(fp8.rows_per_cta, bf16.rows_per_cta);
+      std::printf("[  NOTE    ] decode d %d: %s pages %d CTAs an SM, bf16 pages %d\n", dim, dtype_name(pages),
+                  fp8.ctas_per_sm, bf16.ctas_per_sm);
+      const int64_t asked = cuda::decode_launch_shape_queries();
+      ASSERT_TRUE(decode_launch_shape(Device::kCUDA, dim, DType::kBFloat16, pages, &fp8).ok());
+      EXPECT_EQ(cuda::decode_launch_shape_queries(), asked);
+    }
+  }
+  DecodeLaunchShape none;
+  EXPECT_EQ(decode_launch_shape(Device::kCUDA, 128, DType::kBFloat16, DType::kFloat16, &none).code(),
+            StatusCode::kInvalidArgument);
 }
 
 // Equal codes, or both NaN (the formats have several NaN codes; both sides keep NaN as NaN).

@@ -102,11 +102,14 @@ Status launch_facts(int32_t head_dim, DType dtype, DType pages, const LaunchFact
 
 bool decode_cuda_supports(int32_t head_dim, DType dtype) { return is_built<DecodeInstances>(head_dim, dtype); }
 
-Status decode_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+Status decode_launch_shape(int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape) {
   if (shape == nullptr) return invalid_argument("decode_launch_shape: shape is null");
   FS_RETURN_IF_ERROR(check_built<DecodeInstances>("decode_launch_shape", head_dim, dtype));
+  if (pages_dtype != dtype && !is_fp8(pages_dtype))
+    return invalid_argument(std::string("decode_launch_shape: ") + dtype_name(pages_dtype) + " pages under a " +
+                            dtype_name(dtype) + " call (the call's own type, or FP8)");
   const LaunchFacts* f = nullptr;
-  FS_RETURN_IF_ERROR(launch_facts(head_dim, dtype, dtype, &f));
+  FS_RETURN_IF_ERROR(launch_facts(head_dim, dtype, pages_dtype, &f));
   shape->rows_per_cta = kRowsPerBlock;
   shape->ctas_per_sm = f->ctas_per_sm;
   shape->sm_count = f->sm_count;

@@ -26,7 +26,7 @@ Status decode_cuda(const DecodeParams& p, void* stream);
 // first asks the device anything but which device is current. A failed query is not cached.
 // A cudaDeviceReset drops the instance's setting, not the cache: do not reset a device that
 // decode has run on.
-Status decode_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape);
+Status decode_launch_shape(int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape);
 // CTAs the split kernel launches for one item (sequence, kv head, split):
 // ceil(q_len × group / rows_per_cta), as the launch computes it.
 int32_t decode_row_blocks(int32_t q_len, int32_t group);

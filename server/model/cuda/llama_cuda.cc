@@ -228,7 +228,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   // its splits for the context (DecodePlanInput::graph_mode).
   DecodePlanning planning;
   if (nd > 0) {
-    FS_RETURN_IF_ERROR(decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, &planning.shape));
+    FS_RETURN_IF_ERROR(
+        decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, kv_.shape().dtype, &planning.shape));
     planning.block_size = opt_.block_size;
     if (graph) {
       planning.graph_mode = true;
