@@ -1,8 +1,11 @@
 // Model benchmark on the GPU: synthetic Llama-3-8B shapes in bf16 (weights generated on the
-// device), decode step time at batch {1, 16, 64, 256} × context {1k, 8k} next to the floor
-// (weight bytes + K/V bytes) / the read bandwidth measured in the same run, and prefill
-// tokens/s. Logits stay on the device.
+// device), decode step time at batch {1, 16, 32, 64, 256} × context {1k, 8k} next to the floor
+// (weight bytes + K/V bytes) / the read bandwidth measured in the same run, with cuBLAS and (up
+// to 32 rows) with the skinny GEMMs (issue 27), and prefill tokens/s. Logits stay on the device.
+// Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
+// its weights rotated over copies that exceed the L2.
 // Usage: bench_model [--quick]
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include "common/cuda_device.h"
 #include "server/model/cuda/llama_cuda.h"
 #include "server/model/cuda/model_kernels.h"
+#include "server/model/cuda/skinny_gemm.h"
 
 using namespace flashserve;
 using namespace flashserve::model;
@@ -94,6 +98,99 @@ double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
   return times[times.size() / 2] * 1e-3;
 }
 
+// Median seconds of fn(i) over reps calls (i: the call's index, to rotate inputs), after 2 warm-ups.
+template <typename Fn>
+double median_seconds(cudaStream_t s, int reps, Fn fn) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> times;
+  for (int r = 0; r < reps + 2; ++r) {
+    cudaEventRecord(e0, s);
+    fn(r);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (r >= 2) times.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2] * 1e-3;
+}
+
+// The decode projections of Llama-3-8B alone: skinny_gemm (its epilogue: bf16 out, fp32 for
+// lm_head) against cuBLAS (the model's call) at 1..32 rows, weights rotated over copies of at
+// least 192 MB in all (no L2 reuse), GB/s of weight bytes and the share of the read bandwidth.
+void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t Q = int64_t{c.num_attention_heads} * c.head_dim, KV = int64_t{c.num_key_value_heads} * c.head_dim;
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+    bool fp32;
+  };
+  const Shape shapes[] = {{"qkv", Q + 2 * KV, H, false}, {"o", H, Q, false}, {"gate|up", 2 * I, H, false},
+                          {"down", H, I, false},         {"lm_head", V, H, true}};
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cublasHandle_t handle;
+  cublasCreate(&handle);
+  cublasSetStream(handle, s);
+  __nv_bfloat16* a = nullptr;
+  void* out = nullptr;
+  void* ws = nullptr;
+  cudaMalloc(&a, 32 * 14336 * 2);
+  model::cuda::fill_normal(a, 32 * 14336, 0.f, 1.f, 5, s);
+  cudaMalloc(&out, 32 * V * 4);
+  int64_t ws_bytes = 0;
+  for (const Shape& sh : shapes) ws_bytes = std::max(ws_bytes, model::cuda::skinny_gemm_workspace_bytes(32, sh.n, sh.k, sms));
+  cudaMalloc(&ws, ws_bytes);
+  std::printf("\ndecode projections alone (bf16 weights streamed; %% of the read bandwidth %.2f TB/s):\n", bw / 1e12);
+  std::printf("%-8s %5s %10s %10s %8s %8s %9s\n", "gemm", "rows", "skinny us", "cuBLAS us", "skinny%", "cuBLAS%",
+              "cuBLAS/sk");
+  for (const Shape& sh : shapes) {
+    const int64_t bytes = sh.n * sh.k * 2;
+    const int copies = static_cast<int>(std::max<int64_t>(2, (192ll << 20) / bytes + 1));
+    std::vector<__nv_bfloat16*> w(static_cast<size_t>(copies));
+    for (int i = 0; i < copies; ++i) {
+      cudaMalloc(&w[i], bytes);
+      model::cuda::fill_normal(w[i], sh.n * sh.k, 0.f, 0.02f, 100 + i, s);
+    }
+    for (int64_t m : {1, 2, 4, 8, 16, 24, 32}) {
+      model::cuda::SkinnyOutput o;
+      if (sh.fp32) {
+        o.kind = model::cuda::SkinnyEpilogue::kFp32;
+        o.out_fp32 = static_cast<float*>(out);
+      } else {
+        o.out[0] = static_cast<__nv_bfloat16*>(out);
+        o.cols[0] = sh.n;
+      }
+      Status st;
+      const double ts = median_seconds(s, 20, [&](int r) {
+        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, ws, ws_bytes, sms, s);
+      });
+      if (!st.ok()) std::printf("skinny_gemm: %s\n", st.to_string().c_str());
+      const float alpha = 1.f, beta = 0.f;
+      const double tc = median_seconds(s, 20, [&](int r) {
+        cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m), static_cast<int>(sh.k),
+                     &alpha, w[r % copies], CUDA_R_16BF, static_cast<int>(sh.k), a, CUDA_R_16BF, static_cast<int>(sh.k),
+                     &beta, out, sh.fp32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+      });
+      std::printf("%-8s %5lld %10.1f %10.1f %7.0f%% %7.0f%% %9.2f\n", sh.name, static_cast<long long>(m), ts * 1e6,
+                  tc * 1e6, 100 * bytes / ts / bw, 100 * bytes / tc / bw, tc / ts);
+    }
+    for (__nv_bfloat16* p : w) cudaFree(p);
+  }
+  cublasDestroy(handle);
+  cudaFree(a);
+  cudaFree(out);
+  cudaFree(ws);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,10 +226,10 @@ int main(int argc, char** argv) {
   std::printf("read-only bandwidth measured now: %.2f TB/s (the floor below uses it)\n", bw / 1e12);
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
               ks.bytes() / 1e9);
-  std::printf("%-8s %-6s %10s %10s %10s %9s %12s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms", "floor %",
-              "tokens/s");
+  std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
+              "floor %", "tokens/s", "skinny ms", "floor %");
   for (int ctx : {1024, 8192}) {
-    for (int batch : {1, 16, 64, 256}) {
+    for (int batch : {1, 16, 32, 64, 256}) {
       if (int64_t{batch} * ctx > kv_tokens - 16) {
         std::printf("%-8d %-6d %10s   (K/V of %.0f GB does not fit beside the weights)\n", batch, ctx, "n/a",
                     batch * ctx * kv_token_bytes / 1e9);
@@ -145,8 +242,17 @@ int main(int argc, char** argv) {
       m->set_cuda_graphs(true);
       const double t = time_step(*m, b, quick ? 5 : 20);
       const double floor = (m->weight_bytes() + batch * ctx * kv_token_bytes) / bw;
-      std::printf("%-8d %-6d %10.3f %10.3f %10.3f %8.0f%% %12.0f%s\n", batch, ctx, te * 1e3, t * 1e3, floor * 1e3,
-                  100 * floor / t, batch / t, m->cuda_graphs() ? "" : " (graph capture failed: eager)");
+      double tk = 0;  // with skinny GEMMs (graphs), where the step takes them
+      if (batch <= 32) {
+        m->set_skinny_gemm(true);
+        tk = time_step(*m, b, quick ? 5 : 20);
+        m->set_skinny_gemm(false);
+      }
+      std::printf("%-8d %-6d %10.3f %10.3f %10.3f %8.0f%% %12.0f", batch, ctx, te * 1e3, t * 1e3, floor * 1e3,
+                  100 * floor / t, batch / t);
+      if (tk > 0)
+        std::printf(" %10.3f %8.0f%%", tk * 1e3, 100 * floor / tk);
+      std::printf("%s\n", m->cuda_graphs() ? "" : " (graph capture failed: eager)");
     }
   }
   // Prefill: 4 prompts of 2048 tokens in one step.
@@ -155,6 +261,7 @@ int main(int argc, char** argv) {
   const double flops = 2.0 * 8192 * (m->weight_bytes() / 2.0);  // 2 FLOPs per weight per token
   std::printf("prefill 4x2048 tokens: %.2f ms, %.0f tokens/s, %.0f TFLOP/s (GEMMs only counted)\n", tp * 1e3,
               8192 / tp, flops / tp / 1e12);
+  gemm_table(c, bw, m->stream());
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(err));

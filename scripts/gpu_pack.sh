@@ -14,7 +14,7 @@ rm -rf "$dest"
 mkdir -p "$dest/tests" "$dest/bench" "$dest/server" "$dest/client" "$dest/lib"
 cp build-gpu/libflashserve_c.so "$dest/"
 [ -d build-gpu/old ] && cp -r build-gpu/old "$dest/old"
-for t in test_decode_cuda test_kv_storage_cuda test_prefill_cuda test_model_cuda test_sampler_cuda; do
+for t in test_decode_cuda test_fp8_cuda test_skinny_gemm_cuda test_kv_storage_cuda test_prefill_cuda test_model_cuda test_sampler_cuda; do
   [ -f "build-gpu/tests/$t" ] && cp "build-gpu/tests/$t" "$dest/tests/"
 done
 for b in bench/bench_kvcache bench/bench_model server/hf_dump server/flashserve_server client/flashserve_bench; do

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "attention/prefill.h"
 #include "common/cuda_check.h"
@@ -12,6 +15,7 @@
 #include "decode/decode.h"
 #include "decode/planner.h"
 #include "server/model/cuda/model_kernels.h"
+#include "server/model/cuda/skinny_gemm.h"
 
 namespace flashserve::model {
 
@@ -63,6 +67,7 @@ LlamaCudaModel::~LlamaCudaModel() {
   cudaFree(weights_);
   cudaFree(buffers_);
   cudaFree(workspace_);
+  cudaFree(skinny_ws_);
   cudaFreeHost(meta_host_);
   if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
 }
@@ -195,6 +200,20 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   const auto f = c.inv_freq();
   for (size_t i = 0; i < inv.size(); ++i) inv[i] = static_cast<float>(f[i]);
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(m->inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  // Skinny GEMMs (decode steps): QKV as one weight where the three are adjacent (the weight
+  // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && *env != 0)
+    m->opt_.skinny_gemm = std::strcmp(env, "0") != 0;
+  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, opt.device));
+  m->qkv_fused_ = true;
+  for (const Layer& L : m->layers_) m->qkv_fused_ = m->qkv_fused_ && L.wk == L.wq + Q * H && L.wv == L.wk + KV * H;
+  {  // allocated whether on or not (set_skinny_gemm): 16 MB at the 8B model's shapes
+    const int64_t rows = std::min<int64_t>(32, std::max<int64_t>(opt.max_tokens_per_step, opt.max_batch));
+    for (auto [n, k] : {std::pair{Q + 2 * KV, H}, std::pair{H, Q}, std::pair{2 * I, H}, std::pair{H, I}, std::pair{V, H}})
+      m->skinny_ws_bytes_ = std::max(m->skinny_ws_bytes_, model::cuda::skinny_gemm_workspace_bytes(rows, n, k, m->sm_count_));
+    FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&m->skinny_ws_, static_cast<size_t>(m->skinny_ws_bytes_)),
+                                               "cudaMalloc (skinny GEMM workspace)"));
+  }
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m->stream_));
   *out = std::move(m);
   return Status::Ok();
@@ -210,6 +229,18 @@ Status LlamaCudaModel::gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int6
                                     fp32_out ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
                                     CUBLAS_GEMM_DEFAULT),
                        "cublasGemmEx");
+}
+
+void LlamaCudaModel::set_skinny_gemm(bool on) {
+  if (on == opt_.skinny_gemm) return;
+  opt_.skinny_gemm = on;
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);  // they hold the other path's launches
+  graphs_.clear();
+}
+
+bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) const {
+  return opt_.skinny_gemm && skinny_ws_ != nullptr && model::cuda::skinny_gemm_supported(m, n, k, lda, a, w) &&
+         model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_bytes_;
 }
 
 Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
@@ -336,12 +367,42 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   const int32_t B = step.batch;
   const float eps = static_cast<float>(c.rms_norm_eps);
   FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, a.tokens, T, H, x_, stream_));
+  // Skinny GEMMs (a decode step, opt_.skinny_gemm): each where its shapes allow, else cuBLAS;
+  // their epilogues do the residual adds, the norms after them (h_ready: the next layer's input
+  // norm is in h_ already) and SwiGLU.
+  using model::cuda::SkinnyEpilogue;
+  using model::cuda::SkinnyOutput;
+  auto skinny_call = [&](const __nv_bfloat16* in, int64_t lda, const __nv_bfloat16* w, int64_t rows, int64_t n,
+                         int64_t k, const SkinnyOutput& out) {
+    return model::cuda::skinny_gemm(in, lda, w, rows, n, k, out, skinny_ws_, skinny_ws_bytes_, sm_count_, stream_);
+  };
+  auto residual = [&](const __nv_bfloat16* norm) {
+    SkinnyOutput o;
+    o.kind = SkinnyEpilogue::kResidual;
+    o.residual = x_;
+    o.norm_weight = norm;
+    o.normed = norm != nullptr ? h_ : nullptr;
+    o.eps = eps;
+    return o;
+  };
+  bool h_ready = false;
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const Layer& L = layers_[layer];
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_));
-    FS_RETURN_IF_ERROR(gemm(h_, L.wq, T, Hq * D, H, q_, false));
-    FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
-    FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
+    if (!h_ready) FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_));
+    h_ready = false;
+    if (qkv_fused_ && skinny(T, (Hq + 2 * Hkv) * D, H, H, h_, L.wq)) {
+      SkinnyOutput o;  // one GEMM over [wq; wk; wv], its columns into q_, k_, v_
+      o.out[0] = q_;
+      o.out[1] = k_;
+      o.out[2] = v_;
+      o.cols[0] = Hq * D;
+      o.cols[1] = o.cols[2] = Hkv * D;
+      FS_RETURN_IF_ERROR(skinny_call(h_, H, L.wq, T, (Hq + 2 * Hkv) * D, H, o));
+    } else {
+      FS_RETURN_IF_ERROR(gemm(h_, L.wq, T, Hq * D, H, q_, false));
+      FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
+      FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
+    }
     // The layer's pages (the decode rows' tables first, then the prefill rows').
     const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
@@ -364,16 +425,39 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     }
     if (step.num_prefill() > 0)
       FS_RETURN_IF_ERROR(prefill(step.prefill_params(q_, attn_, a.cu_prefill, pages), stream_));
-    FS_RETURN_IF_ERROR(gemm(attn_, L.wo, T, H, Hq * D, tmp_, false));
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_));
-    FS_RETURN_IF_ERROR(gemm(h_, L.w_gu, T, 2 * I, H, gu_, false));
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::silu_mul(gu_, T, I, act_, stream_));
-    FS_RETURN_IF_ERROR(gemm(act_, L.w_down, T, H, I, tmp_, false));
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
+    if (skinny(T, H, Hq * D, Hq * D, attn_, L.wo)) {
+      FS_RETURN_IF_ERROR(skinny_call(attn_, Hq * D, L.wo, T, H, Hq * D, residual(L.post_norm)));
+    } else {
+      FS_RETURN_IF_ERROR(gemm(attn_, L.wo, T, H, Hq * D, tmp_, false));
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_));
+    }
+    if (skinny(T, 2 * I, H, H, h_, L.w_gu)) {
+      SkinnyOutput o;
+      o.kind = SkinnyEpilogue::kSwiGLU;
+      o.act = act_;
+      FS_RETURN_IF_ERROR(skinny_call(h_, H, L.w_gu, T, 2 * I, H, o));
+    } else {
+      FS_RETURN_IF_ERROR(gemm(h_, L.w_gu, T, 2 * I, H, gu_, false));
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::silu_mul(gu_, T, I, act_, stream_));
+    }
+    if (skinny(T, H, I, I, act_, L.w_down)) {
+      const bool last = layer + 1 == c.num_hidden_layers;
+      FS_RETURN_IF_ERROR(skinny_call(act_, I, L.w_down, T, H, I, residual(last ? nullptr : layers_[layer + 1].in_norm)));
+      h_ready = !last;
+    } else {
+      FS_RETURN_IF_ERROR(gemm(act_, L.w_down, T, H, I, tmp_, false));
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
+    }
   }
   FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_));
   FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
+  if (skinny(B, c.vocab_size, H, H, last_norm_, lm_head_)) {
+    SkinnyOutput o;
+    o.kind = SkinnyEpilogue::kFp32;
+    o.out_fp32 = logits_;
+    return skinny_call(last_norm_, H, lm_head_, B, c.vocab_size, H, o);
+  }
   return gemm(last_norm_, lm_head_, B, c.vocab_size, H, logits_, true);
 }
 

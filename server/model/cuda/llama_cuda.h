@@ -38,6 +38,11 @@ struct CudaModelOptions {
   int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1; a pool sized from memory: the context's
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
+  // Steps of at most 32 tokens (decode) take their projections by skinny_gemm (skinny_gemm.h:
+  // the weights streamed once, QKV as one GEMM, the residual add + RMSNorm and SwiGLU in its
+  // epilogues) instead of cuBLAS. Off until it has been measured on a GPU (issue 27);
+  // FLASHSERVE_SKINNY_GEMM=1 (or 0), read at create, overrides this.
+  bool skinny_gemm = false;
   // The cache's dtype (bf16, or fp8_e4m3/fp8_e5m2: taken with FLASHSERVE_CUDA_FP8=1 until its
   // kernels have run on a GPU) and, for FP8, its scales' policy (kv_cache_options.h).
   KvCacheOptions kv = {DType::kBFloat16};
@@ -73,6 +78,9 @@ class LlamaCudaModel : public Model {
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const { return opt_.cuda_graphs && num_decode == batch; }
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
+  // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
+  void set_skinny_gemm(bool on);
+  bool skinny_gemm() const { return opt_.skinny_gemm; }
   bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The device's memory when the pool was sized by gpu_memory_utilization (else zeros).
@@ -82,6 +90,8 @@ class LlamaCudaModel : public Model {
   LlamaCudaModel() = default;
   Status gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k, void* c,
               bool fp32_out);
+  // Whether a step of m tokens takes c = a · wᵀ (a's rows lda apart) by skinny_gemm.
+  bool skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) const;
   // The step's metadata arrays on the device: pointers into meta_dev_ at a StepMetadataLayout's offsets.
   struct StepArrays {
     const int32_t *tokens, *positions, *cu_prefill, *seq_lens, *last_rows, *block_tables;
@@ -111,6 +121,10 @@ class LlamaCudaModel : public Model {
   };
   const __nv_bfloat16 *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
   std::vector<Layer> layers_;
+  bool qkv_fused_ = false;  // every layer's wq, wk, wv adjacent: one [Q + 2·KV, hidden] weight
+  int sm_count_ = 0;
+  void* skinny_ws_ = nullptr;  // skinny_gemm's workspace (opt_.skinny_gemm)
+  int64_t skinny_ws_bytes_ = 0;
 
   // Activations and step metadata, sized by the options; one allocation.
   char* buffers_ = nullptr;

@@ -1,0 +1,270 @@
+// Skinny GEMMs (skinny_gemm.h). The main kernel: a CTA of 4 warps takes 64 rows of w (16 a
+// warp) and a range of k, in sub-slices of 128: per sub-slice each thread loads 8 × 16 bytes of
+// w (rows gid and gid + 8 of its warp's 16, at k offsets 64c + 32h + 8·tig) straight into
+// registers, one sub-slice ahead of the MMAs that use them, while the CTA stages a's rows for
+// that sub-slice in shared memory (cp.async, double-buffered). MMAs are m16n8k16 with w as A
+// (16 rows) and a as B (8 rows of a a tile, up to four tiles): D = w·aᵀ. The k order inside an
+// MMA is permuted (any permutation gives the same sum, as long as A and B share it): a thread's
+// 16-byte load holds 8 consecutive k, and k-step s of its chunk takes k base + 4s + {0, 1} as
+// the fragment's columns 2·tig + {0, 1} and base + 4s + {2, 3} as 2·tig + 8 + {0, 1}, so A
+// comes from the loaded registers as they are and B is one 8-byte shared load of the same four
+// k of one row of a. a in shared memory is [k / 4][row][4 k] with rows padded to 8·tiles + 2,
+// which puts a half-warp's 8-byte loads on distinct banks. Each split writes its fp32 partial
+// c to the workspace; the epilogue kernel sums the splits and finishes (SkinnyEpilogue).
+#include "server/model/cuda/skinny_gemm.h"
+
+#include <algorithm>
+#include <string>
+
+#include "attention/cuda/device_utils.cuh"
+#include "common/cuda_check.h"
+
+namespace flashserve::model::cuda {
+
+namespace {
+
+using ::flashserve::cuda::cp_async_commit;
+using ::flashserve::cuda::cp_async_wait;
+using ::flashserve::cuda::mma_16816;
+
+constexpr int kThreads = 128;     // 4 warps
+constexpr int kRowsPerCta = 64;   // of w: 16 a warp
+constexpr int kSubK = 128;        // k a sub-slice
+constexpr int kLoads = 8;         // 16-byte loads of w a thread a sub-slice: 2 chunks × 2 halves × 2 rows
+constexpr int kFinishThreads = 256;
+
+template <int kTiles>  // tiles of 8 rows of a: m <= 8·kTiles
+struct SkinnyTraits {
+  static constexpr int kPad = 8 * kTiles + 2;  // a's rows a 4-k group in shared memory (banks: see the top)
+  static constexpr int kGroups = kSubK / 4;
+  static constexpr int kStageBytes = kGroups * kPad * 8;
+};
+
+// 16 bytes of a stream read once (the weights): no L1 line.
+__device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 8 bytes by cp.async, zeros where !valid (src-size 0: nothing read).
+__device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 8 : 0) : "memory");
+}
+
+template <int kTiles>
+__global__ void __launch_bounds__(kThreads, 4)
+    skinny_gemm_kernel(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int m, int64_t n, int64_t k,
+                       float* partial) {
+  using Tr = SkinnyTraits<kTiles>;
+  __shared__ __align__(16) unsigned char stage[2][Tr::kStageBytes];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerCta + warp * 16;
+  const bool rows = row0 < n;  // n is a multiple of 16: a warp's rows are all in or all out
+  const int subs = static_cast<int>(k / kSubK);
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.y) * subs / gridDim.y);
+  const int last = static_cast<int>(static_cast<int64_t>(blockIdx.y + 1) * subs / gridDim.y);
+  const __nv_bfloat16* w_row = w + (rows ? (row0 + gid) * k : 0) + 8 * tig;  // row gid + 8: 8·k further
+
+  // Load i of a sub-slice: chunk c = i / 4, half h = (i / 2) % 2, row gid + 8·(i % 2).
+  auto load_w = [&](int j, uint4 (&dst)[kLoads]) {
+    if (!rows) return;
+    const __nv_bfloat16* p = w_row + static_cast<int64_t>(j) * kSubK;
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) dst[i] = load_stream(p + (i % 2) * 8 * k + (i / 4) * 64 + ((i / 2) % 2) * 32);
+  };
+  auto stage_a = [&](int j, int buf) {
+    const int64_t k0 = static_cast<int64_t>(j) * kSubK;
+    for (int e = tid; e < Tr::kGroups * 8 * kTiles; e += kThreads) {
+      const int g = e % Tr::kGroups, row = e / Tr::kGroups;  // consecutive threads: consecutive k of a row
+      const bool valid = row < m;
+      cp_async_8(stage[buf] + (g * Tr::kPad + row) * 8, a + (valid ? row * lda + k0 + 4 * g : 0), valid);
+    }
+    cp_async_commit();
+  };
+  float acc[kTiles][4];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+  auto compute = [&](const uint4 (&wr)[kLoads], int buf) {
+    const unsigned char* s = stage[buf];
+#pragma unroll
+    for (int ch = 0; ch < 4; ++ch) {  // (chunk, half) pairs: 32 k each, loads 2·ch (row gid), 2·ch + 1 (gid + 8)
+      const uint4 r0 = wr[2 * ch], r8 = wr[2 * ch + 1];
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {  // k-step st: k base + 4·st .. + 3 (base = 32·ch + 8·tig)
+        const uint32_t af[4] = {st ? r0.z : r0.x, st ? r8.z : r8.x, st ? r0.w : r0.y, st ? r8.w : r8.y};
+        const int g = 8 * ch + 2 * tig + st;
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          const uint2 b = *reinterpret_cast<const uint2*>(s + (g * Tr::kPad + 8 * t + gid) * 8);
+          mma_16816<__nv_bfloat16>(acc[t], af, b.x, b.y);
+        }
+      }
+    }
+  };
+  // One sub-slice: the next one's w loads and a staging issued first, then this one's MMAs.
+  auto step = [&](int j, int buf, const uint4 (&cur)[kLoads], uint4 (&next)[kLoads]) {
+    if (j + 1 < last) {
+      load_w(j + 1, next);
+      stage_a(j + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // a's sub-slice j is in stage[buf] for every warp
+    if (rows) compute(cur, buf);
+    __syncthreads();  // every warp is done with stage[buf] before sub-slice j + 2 is staged there
+  };
+  uint4 wa[kLoads], wb[kLoads];
+  if (first < last) {
+    load_w(first, wa);
+    stage_a(first, 0);
+    for (int j = first; j < last; j += 2) {
+      step(j, 0, wa, wb);
+      if (j + 1 < last) step(j + 1, 1, wb, wa);
+    }
+  }
+  if (!rows) return;
+  // acc[t]: rows gid (0, 1) and gid + 8 (2, 3) of the warp, rows of a 8·t + 2·tig (0, 2) and + 1 (1, 3).
+  float* out = partial + static_cast<int64_t>(blockIdx.y) * m * n;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int arow = 8 * t + 2 * tig + (e % 2);
+      if (arow < m) out[static_cast<int64_t>(arow) * n + row0 + gid + 8 * (e / 2)] = acc[t][e];
+    }
+}
+
+__device__ __forceinline__ float sum_splits(const float* partial, int splits, int64_t plane, int64_t at) {
+  float y = 0.f;
+  for (int s = 0; s < splits; ++s) y += partial[s * plane + at];
+  return y;
+}
+
+// kStore, kFp32, kSwiGLU: element by element over the outputs.
+__global__ void skinny_finish_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out) {
+  const int64_t plane = static_cast<int64_t>(m) * n;
+  const int64_t cols = out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / cols, col = i % cols;
+    if (out.kind == SkinnyEpilogue::kSwiGLU) {
+      const float g = sum_splits(partial, splits, plane, row * n + col);
+      const float u = sum_splits(partial, splits, plane, row * n + cols + col);
+      out.act[i] = __float2bfloat16_rn(g / (1.f + __expf(-g)) * u);  // the model's silu_mul
+      continue;
+    }
+    const float y = sum_splits(partial, splits, plane, row * n + col);
+    if (out.kind == SkinnyEpilogue::kFp32) {
+      out.out_fp32[i] = y;
+      continue;
+    }
+    // The output piece of column col (selects, not an indexed array: that put out in local memory).
+    const int64_t c1 = out.cols[0], c2 = c1 + out.cols[1];
+    __nv_bfloat16* dst = col < c1 ? out.out[0] : col < c2 ? out.out[1] : out.out[2];
+    const int64_t width = col < c1 ? out.cols[0] : col < c2 ? out.cols[1] : out.cols[2];
+    const int64_t c = col < c1 ? col : col < c2 ? col - c1 : col - c2;
+    dst[row * width + c] = __float2bfloat16_rn(y);
+  }
+}
+
+// kResidual: a block a row of c: x += c, then the norm (the model's rms_norm: fp32 sum of
+// squares, bf16(w · (x · rsqrt(mean + eps)))).
+__global__ void skinny_residual_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out) {
+  const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.x;
+  float* x = out.residual + row * n;
+  float ss = 0.f;
+  for (int64_t col = threadIdx.x; col < n; col += blockDim.x) {
+    const float v = x[col] + sum_splits(partial, splits, plane, row * n + col);
+    x[col] = v;
+    ss += v * v;
+  }
+  if (out.norm_weight == nullptr) return;
+  __shared__ float part[kFinishThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.f;
+  for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
+  const float inv = rsqrtf(total / static_cast<float>(n) + out.eps);
+  for (int64_t col = threadIdx.x; col < n; col += blockDim.x)
+    out.normed[row * n + col] = __float2bfloat16_rn(__bfloat162float(out.norm_weight[col]) * (x[col] * inv));
+}
+
+}  // namespace
+
+bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) {
+  return m >= 1 && m <= 32 && n >= 16 && n % 16 == 0 && k >= kSubK && k % kSubK == 0 && lda >= k && lda % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+         (n + kRowsPerCta - 1) / kRowsPerCta <= 2147483647ll;
+}
+
+int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
+  const int64_t blocks = (n + kRowsPerCta - 1) / kRowsPerCta, subs = k / kSubK;
+  const int64_t need = std::max<int64_t>(1, (4ll * std::max(1, sms) + blocks - 1) / blocks);  // a wave of 4 CTAs an SM
+  const int64_t cap = std::min<int64_t>(16, std::max<int64_t>(1, subs));
+  if (need >= cap) return static_cast<int>(cap);
+  for (int64_t s = need; s <= cap; ++s)  // a divisor of the sub-slices: every split the same work
+    if (subs % s == 0) return static_cast<int>(s);
+  return static_cast<int>(need);
+}
+
+int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms) {
+  return static_cast<int64_t>(skinny_gemm_splits(n, k, sms)) * m * n * static_cast<int64_t>(sizeof(float));
+}
+
+Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
+                   const SkinnyOutput& out, void* workspace, int64_t workspace_bytes, int sms, cudaStream_t stream) {
+  if (!skinny_gemm_supported(m, n, k, lda, a, w))
+    return invalid_argument("skinny_gemm: m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " +
+                            std::to_string(k) + ", lda " + std::to_string(lda) +
+                            " (it takes m 1..32, n a multiple of 16, k a multiple of 128, 16-byte aligned a rows and w)");
+  const int64_t need = skinny_gemm_workspace_bytes(m, n, k, sms);
+  if (workspace == nullptr || workspace_bytes < need || reinterpret_cast<uintptr_t>(workspace) % 16)
+    return invalid_argument("skinny_gemm: the workspace needs " + std::to_string(need) + " bytes, 16-byte aligned");
+  switch (out.kind) {
+    case SkinnyEpilogue::kStore: {
+      if (out.cols[0] + out.cols[1] + out.cols[2] != n || out.out[0] == nullptr ||
+          (out.cols[1] > 0 && out.out[1] == nullptr) || (out.cols[2] > 0 && out.out[2] == nullptr))
+        return invalid_argument("skinny_gemm: the outputs' columns must add up to n, each with its buffer");
+      break;
+    }
+    case SkinnyEpilogue::kFp32:
+      if (out.out_fp32 == nullptr) return invalid_argument("skinny_gemm: kFp32 needs out_fp32");
+      break;
+    case SkinnyEpilogue::kResidual:
+      if (out.residual == nullptr || (out.norm_weight != nullptr && out.normed == nullptr))
+        return invalid_argument("skinny_gemm: kResidual needs the residual (and, with a norm weight, its output)");
+      break;
+    case SkinnyEpilogue::kSwiGLU:
+      if (out.act == nullptr || n % 2 != 0) return invalid_argument("skinny_gemm: kSwiGLU needs act and an even n");
+      break;
+  }
+  const int splits = skinny_gemm_splits(n, k, sms);
+  float* partial = static_cast<float*>(workspace);
+  const dim3 grid(static_cast<unsigned>((n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(splits));
+  const int mi = static_cast<int>(m);
+  if (m <= 8) {
+    skinny_gemm_kernel<1><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+  } else if (m <= 16) {
+    skinny_gemm_kernel<2><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+  } else {
+    skinny_gemm_kernel<4><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm kernel");
+  if (out.kind == SkinnyEpilogue::kResidual) {
+    skinny_residual_kernel<<<static_cast<unsigned>(m), kFinishThreads, 0, stream>>>(partial, splits, mi, n, out);
+  } else {
+    const int64_t items = m * (out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n);
+    const int64_t blocks = std::min<int64_t>((items + kFinishThreads - 1) / kFinishThreads, 4ll * std::max(1, sms) * 8);
+    skinny_finish_kernel<<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(partial, splits, mi, n, out);
+  }
+  return flashserve::cuda_status(cudaGetLastError(), "skinny_gemm epilogue");
+}
+
+}  // namespace flashserve::model::cuda

@@ -1,0 +1,56 @@
+// Skinny GEMMs for the decode projections (issue 27): c = a · wᵀ for at most 32 rows of a, where
+// cuBLAS leaves the H200's read bandwidth unused (the decode step at batch 1 took 1.6× its weight
+// floor). The weights stream once, 16 bytes a load straight into the tensor cores' A fragments
+// (c is computed transposed: wᵀ's 16 rows a warp against a's rows as the MMA's 8-wide N), split
+// along k across CTAs where n alone gives too few; the splits' fp32 partials are summed by an
+// epilogue that also does what follows the GEMM in the model:
+//   kStore     c in bf16, its columns cut into up to three outputs (a fused QKV: q, k, v);
+//   kFp32      c in fp32 (logits);
+//   kResidual  x += c (fp32 residual stream), then, with a norm weight, h = bf16(w · x · rsqrt(
+//              mean(x²) + eps)) (the model's rms_norm after the residual add);
+//   kSwiGLU    c = [gate | up] (n = 2·I): act = bf16(silu(gate) · up).
+// Shapes it takes (skinny_gemm_supported): 1 <= m <= 32, n a multiple of 16, k a multiple of 128,
+// a's rows 16-byte aligned (lda a multiple of 8), w 16-byte aligned; the caller keeps cuBLAS
+// otherwise and for larger m (the crossover: bench/NOTES.md "Skinny GEMMs").
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace flashserve::model::cuda {
+
+enum class SkinnyEpilogue { kStore, kFp32, kResidual, kSwiGLU };
+
+struct SkinnyOutput {
+  SkinnyEpilogue kind = SkinnyEpilogue::kStore;
+  // kStore: columns [0, cols[0]) to out[0] as [m, cols[0]], the next cols[1] to out[1], ...
+  // (cols summing to n; unused pieces 0).
+  __nv_bfloat16* out[3] = {nullptr, nullptr, nullptr};
+  int64_t cols[3] = {0, 0, 0};
+  float* out_fp32 = nullptr;               // kFp32: [m, n]
+  float* residual = nullptr;               // kResidual: x [m, n], updated in place
+  const __nv_bfloat16* norm_weight = nullptr;  // kResidual: [n], or null (no norm)
+  __nv_bfloat16* normed = nullptr;         // kResidual with a norm: h [m, n]
+  float eps = 1e-5f;
+  __nv_bfloat16* act = nullptr;            // kSwiGLU: [m, n / 2]
+};
+
+// Whether skinny_gemm takes these shapes (see the header comment).
+bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w);
+// The k splits for n and k on `sms` SMs: enough CTAs (64 rows of w each) for 8 a SM, at most 16
+// and at most k / 128.
+int skinny_gemm_splits(int64_t n, int64_t k, int sms);
+// The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4.
+int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms);
+
+// c = a · wᵀ: a [m, k] bf16 (row stride lda), w [n, k] bf16 row-major (a linear layer's weight),
+// then out's epilogue; workspace of skinny_gemm_workspace_bytes(m, n, k, sms). Two launches on
+// `stream` (capturable). INVALID_ARGUMENT for shapes it does not take or a short workspace.
+Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
+                   const SkinnyOutput& out, void* workspace, int64_t workspace_bytes, int sms, cudaStream_t stream);
+
+}  // namespace flashserve::model::cuda

@@ -1,0 +1,289 @@
+// Skinny GEMMs on CUDA (issue 27; label gpu): c = a · wᵀ for 1..32 rows of a against a float64
+// reference over the same bf16 inputs (random N(0,1) a, N(0, 1/k) w, fixed seeds), for every
+// epilogue: bf16 outputs in three pieces (a fused QKV), fp32 (logits), the residual add with and
+// without the RMSNorm after it, SwiGLU; rows 1, 3, 8, 9, 16, 17, 31, 32 (the three instances and
+// their edges), n and k from one sub-slice to the 8B model's, splits even and uneven. Outputs
+// and workspace poisoned (NaN) first; NaN never passes. Bad shapes and a short workspace: a clear
+// status, nothing written. The split rule (host only) runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/model/cuda/skinny_gemm.h"
+#include "tests/cuda_support.h"
+
+namespace flashserve::test {
+namespace {
+
+using model::cuda::SkinnyEpilogue;
+using model::cuda::SkinnyOutput;
+
+// bf16 values as the device holds them, and their float64 values.
+struct Bf16 {
+  std::vector<uint16_t> bits;
+  std::vector<double> value;
+};
+Bf16 random_bf16(int64_t count, double stddev, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0.0, stddev);
+  Bf16 b;
+  b.bits.resize(static_cast<size_t>(count));
+  b.value.resize(b.bits.size());
+  for (size_t i = 0; i < b.bits.size(); ++i) {
+    b.bits[i] = float_to_bf16(static_cast<float>(normal(rng)));
+    b.value[i] = bf16_to_float(b.bits[i]);
+  }
+  return b;
+}
+
+int device_sms() {
+  int device = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return sms;
+}
+
+// One problem on the device: a [m, lda] (k used), w [n, k], the float64 c = a · wᵀ.
+struct Problem {
+  int64_t m = 0, n = 0, k = 0, lda = 0;
+  Bf16 a, w;
+  std::vector<double> c;  // [m, n]
+  DeviceBuffer da, dw, ws;
+  int64_t ws_bytes = 0;
+};
+Problem make_problem(int64_t m, int64_t n, int64_t k, uint64_t seed, int sms) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  Problem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = k + 8 * static_cast<int64_t>(seed % 2);  // odd seeds: a's rows padded (lda > k)
+  p.a = random_bf16(m * p.lda, 1.0, rng);
+  p.w = random_bf16(n * k, 1.0 / std::sqrt(static_cast<double>(k)), rng);
+  p.c.assign(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t x = 0; x < k; ++x) s += p.a.value[i * p.lda + x] * p.w.value[j * k + x];
+      p.c[i * n + j] = s;
+    }
+  p.da = to_device(p.a.bits);
+  p.dw = to_device(p.w.bits);
+  p.ws_bytes = model::cuda::skinny_gemm_workspace_bytes(m, n, k, sms);
+  p.ws.allocate(p.ws_bytes);  // poisoned
+  return p;
+}
+
+// |got - want| within a few units of the output's rounding plus fp32 summation error.
+std::string check(const char* what, const std::vector<float>& got, const std::vector<double>& want, double ulp,
+                  double scale) {
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double tol = 2 * ulp * std::fabs(want[i]) + 1e-5 * scale;
+    if (!(err <= tol)) {  // NaN fails
+      if (bad++ == 0) first = static_cast<int64_t>(i);
+      worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+    }
+  }
+  if (bad == 0) return "";
+  return std::string(what) + ": " + std::to_string(bad) + " of " + std::to_string(got.size()) + " off, first at " +
+         std::to_string(first) + " (" + std::to_string(got[first]) + " vs " + std::to_string(want[first]) +
+         "), worst " + std::to_string(worst);
+}
+
+std::vector<float> download_bf16(const DeviceBuffer& b, int64_t count) {
+  std::vector<uint16_t> bits(static_cast<size_t>(count));
+  b.download(bits.data(), count * 2);
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int sms = device_sms();
+  const double bf16_ulp = std::ldexp(1.0, -8), fp32_ulp = std::ldexp(1.0, -23);
+  struct Shape {
+    int64_t n, k;
+  };
+  // One sub-slice; three 64-row blocks less one warp; uneven splits (k / 128 = 7); the 8B model's
+  // QKV (6144 x 4096) and down projection (4096 x 14336, 14 splits).
+  const Shape shapes[] = {{16, 128}, {176, 896}, {1040, 256}, {6144, 4096}, {4096, 14336}};
+  uint64_t seed = 2700;
+  for (const Shape& s : shapes) {
+    for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32}) {
+      if (s.k > 4096 && m != 32 && m != 1) continue;  // the long reference only at the ends
+      Problem p = make_problem(m, s.n, s.k, seed++, sms);
+      const std::string what = "m " + std::to_string(m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k) +
+                               " splits " + std::to_string(model::cuda::skinny_gemm_splits(s.n, s.k, sms));
+      const double scale = max_abs(p.c);
+      // kFp32.
+      {
+        DeviceBuffer out(m * s.n * 4);
+        SkinnyOutput o;
+        o.kind = SkinnyEpilogue::kFp32;
+        o.out_fp32 = out.as<float>();
+        const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n,
+                                                   s.k, o, p.ws.get(), p.ws_bytes, sms, nullptr);
+        ASSERT_TRUE(st.ok()) << st.to_string() << ", " << what;
+        std::vector<float> got(static_cast<size_t>(m * s.n));
+        out.download(got.data(), m * s.n * 4);
+        EXPECT_EQ(check("fp32", got, p.c, 16 * fp32_ulp, scale), "") << what;
+      }
+      // kStore in three pieces (q, k, v of a fused projection: n/2, n/4, n/4, rounded to 16).
+      {
+        const int64_t c0 = s.n / 2 / 16 * 16, c1 = (s.n - c0) / 2 / 16 * 16, c2 = s.n - c0 - c1;
+        DeviceBuffer o0(m * c0 * 2), o1(m * c1 * 2), o2(m * c2 * 2);
+        SkinnyOutput o;
+        o.out[0] = o0.as<__nv_bfloat16>();
+        o.out[1] = o1.as<__nv_bfloat16>();
+        o.out[2] = o2.as<__nv_bfloat16>();
+        o.cols[0] = c0;
+        o.cols[1] = c1;
+        o.cols[2] = c2;
+        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                             p.ws.get(), p.ws_bytes, sms, nullptr)
+                        .ok());
+        int64_t base = 0;
+        for (auto [buf, cols] : {std::pair{&o0, c0}, std::pair{&o1, c1}, std::pair{&o2, c2}}) {
+          if (cols == 0) continue;
+          const std::vector<float> got = download_bf16(*buf, m * cols);
+          std::vector<double> want(got.size());
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = p.c[i * s.n + base + j];
+          EXPECT_EQ(check("bf16 piece", got, want, bf16_ulp, scale), "") << what << ", piece at column " << base;
+          base += cols;
+        }
+      }
+      // kResidual, with the norm and without it: x0 random, x = x0 + c, h = bf16(w · x · rsqrt(mean x² + eps)).
+      for (bool norm : {true, false}) {
+        std::mt19937 rng(static_cast<uint32_t>(seed * 7));
+        std::normal_distribution<float> normal(0.f, 2.f);
+        std::vector<float> x0(static_cast<size_t>(m * s.n));
+        for (float& v : x0) v = normal(rng);
+        const Bf16 nw = random_bf16(s.n, 1.0, rng);
+        DeviceBuffer dx = to_device(x0), dnw = to_device(nw.bits), dh(m * s.n * 2);
+        SkinnyOutput o;
+        o.kind = SkinnyEpilogue::kResidual;
+        o.residual = dx.as<float>();
+        o.norm_weight = norm ? dnw.as<__nv_bfloat16>() : nullptr;
+        o.normed = norm ? dh.as<__nv_bfloat16>() : nullptr;
+        o.eps = 1e-5f;
+        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                             p.ws.get(), p.ws_bytes, sms, nullptr)
+                        .ok());
+        std::vector<float> x(x0.size());
+        dx.download(x.data(), m * s.n * 4);
+        std::vector<double> want_x(x.size()), want_h(x.size());
+        for (int64_t i = 0; i < m; ++i) {
+          double ss = 0;
+          for (int64_t j = 0; j < s.n; ++j) {
+            want_x[i * s.n + j] = x0[i * s.n + j] + p.c[i * s.n + j];
+            ss += want_x[i * s.n + j] * want_x[i * s.n + j];
+          }
+          const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.n) + 1e-5);
+          for (int64_t j = 0; j < s.n; ++j) want_h[i * s.n + j] = nw.value[j] * want_x[i * s.n + j] * inv;
+        }
+        EXPECT_EQ(check("residual", x, want_x, 16 * fp32_ulp, scale + 8), "") << what;
+        if (norm) {
+          EXPECT_EQ(check("rms norm", download_bf16(dh, m * s.n), want_h, bf16_ulp, 4), "") << what;
+        }
+      }
+      // kSwiGLU: columns [0, n/2) gate, [n/2, n) up.
+      {
+        const int64_t half = s.n / 2;
+        DeviceBuffer act(m * half * 2);
+        SkinnyOutput o;
+        o.kind = SkinnyEpilogue::kSwiGLU;
+        o.act = act.as<__nv_bfloat16>();
+        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                             p.ws.get(), p.ws_bytes, sms, nullptr)
+                        .ok());
+        std::vector<double> want(static_cast<size_t>(m * half));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < half; ++j) {
+            const double g = p.c[i * s.n + j], u = p.c[i * s.n + half + j];
+            want[i * half + j] = g / (1 + std::exp(-g)) * u;
+          }
+        EXPECT_EQ(check("swiglu", download_bf16(act, m * half), want, bf16_ulp, scale * scale), "") << what;
+      }
+    }
+  }
+}
+
+// Shapes it does not take, and a short workspace: INVALID_ARGUMENT naming the shapes, the
+// output untouched (poisoned NaN stays).
+TEST(SkinnyGemmCuda, RefusesWhatItDoesNotTake) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int sms = device_sms();
+  Problem p = make_problem(32, 64, 256, 3000, sms);
+  DeviceBuffer out(33 * 64 * 4);
+  SkinnyOutput o;
+  o.kind = SkinnyEpilogue::kFp32;
+  o.out_fp32 = out.as<float>();
+  const auto* a = p.da.as<__nv_bfloat16>();
+  const auto* w = p.dw.as<__nv_bfloat16>();
+  struct Bad {
+    int64_t m, n, k, lda;
+    const __nv_bfloat16* a;
+    int64_t ws;
+  };
+  const Bad bad[] = {
+      {33, 64, 256, 256, a, p.ws_bytes},      // too many rows
+      {0, 64, 256, 256, a, p.ws_bytes},       // none
+      {32, 40, 256, 256, a, p.ws_bytes},      // n not a multiple of 16
+      {32, 64, 200, 200, a, p.ws_bytes},      // k not a multiple of 128
+      {32, 64, 256, 252, a, p.ws_bytes},      // lda < k
+      {32, 64, 128, 256, a + 1, p.ws_bytes},  // a misaligned
+      {32, 64, 256, 256, a, p.ws_bytes - 4},  // a short workspace
+  };
+  for (const Bad& b : bad) {
+    const Status st = model::cuda::skinny_gemm(b.a, b.lda, w, b.m, b.n, b.k, o, p.ws.get(), b.ws, sms, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << b.m << " " << b.n << " " << b.k << " " << b.lda;
+    EXPECT_NE(st.message().find("skinny_gemm"), std::string::npos) << st.to_string();
+  }
+  SkinnyOutput pieces;  // columns that do not add up to n
+  pieces.out[0] = reinterpret_cast<__nv_bfloat16*>(out.get());
+  pieces.cols[0] = 48;
+  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, pieces, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(33 * 64);
+  out.download(got.data(), 33 * 64 * 4);
+  for (float v : got) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote its output";
+}
+
+// The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and k / 128 splits,
+// a divisor of the sub-slices where one is in range; the workspace follows.
+TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(128256, 4096, 132), 1);  // lm_head: 2004 blocks
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(28672, 4096, 132), 2);   // gate|up: 448 blocks
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);    // fused QKV: 96 blocks, 32 sub-slices
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 4096, 132), 16);   // wo: 64 blocks
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 14336, 132), 14);  // down: 112 sub-slices, 14 divides it
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(1024, 128, 132), 1);     // one sub-slice
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(16, 896, 132), 7);       // capped by k / 128
+  for (int64_t n : {16, 176, 1040, 6144}) {
+    for (int64_t k : {128, 384, 896, 4096, 14336}) {
+      const int s = model::cuda::skinny_gemm_splits(n, k, 132);
+      EXPECT_GE(s, 1);
+      EXPECT_LE(s, 16);
+      EXPECT_LE(s, k / 128);
+      EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(7, n, k, 132), int64_t{s} * 7 * n * 4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::test
