@@ -261,77 +261,91 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
 
 // Skinny GEMMs (issue 27): the same model with skinny_gemm on against cuBLAS (and the CPU),
 // graphs on, over a 20-token prompt chunk (20 rows: the 4-tile instance), a 57-token one
-// (cuBLAS: more than 32 rows) and 10 decodes (one row). At the tiny shapes QKV (one fused
-// GEMM), wo with the residual add and post-norm, gate|up with SwiGLU and lm_head take it; the
-// down projection (k 344, not a multiple of 128) stays on cuBLAS, so both paths meet each layer.
+// (cuBLAS: more than 32 rows, but lm_head's one row) and 10 decodes (one row). Two MLP widths:
+// 344 (the tiny preset: the down projection, k 344, not a multiple of 128, stays on cuBLAS) and
+// 384 (it takes the skinny path with the residual add and the next layer's input norm in its
+// epilogue, so the next layer skips its own norm). The calls are counted: the path ran.
 TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
   FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 27, &w).ok());
-  LlamaWeights wb = w;  // the CPU's copy rounded to bf16, as the GPU holds it
-  auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = round_to(DType::kBFloat16, x);
-  };
-  round_all(wb.embed);
-  round_all(wb.final_norm);
-  round_all(wb.lm_head);
-  for (auto& l : wb.layers)
-    for (auto* v : {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
-  LlamaModel cpu;
-  ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
   unsetenv("FLASHSERVE_SKINNY_GEMM");  // the options decide here
-  CudaModelOptions opt;
-  opt.num_blocks = 64;
-  opt.block_size = 16;
-  opt.max_tokens_per_step = 512;
-  opt.max_batch = 8;
-  opt.max_blocks_per_seq = 32;
-  std::unique_ptr<LlamaCudaModel> cublas, skinny;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &cublas).ok());
-  opt.skinny_gemm = true;
-  const Status st = LlamaCudaModel::create(c, &w, 0, opt, &skinny);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  KVCacheConfig kc;
-  kc.num_blocks = 64;
-  kc.block_size = 16;
-  kc.max_blocks_per_seq = 32;
-  KVCacheManager mgr(kc);
-  std::mt19937 rng(27);
-  std::vector<int32_t> seq(77);
-  for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
-  int32_t cached;
-  ASSERT_TRUE(mgr.add_sequence(1, seq.data(), 77, 0, &cached).ok());
-  double worst = 0, scale = 0;
-  int compared = 0;
-  for (int s = 0; s < 12; ++s) {
-    ForwardBatch b = s == 0 ? step(mgr, 1, seq, 20, false) : s == 1 ? step(mgr, 1, seq, 57, false) : step(mgr, 1, seq, 1, true);
-    std::vector<float> lc, lk, ls;
-    ASSERT_TRUE(cpu.forward(b, &lc).ok());
-    ASSERT_TRUE(cublas->forward(b, &lk).ok());
-    const Status g = skinny->forward(b, &ls);
-    ASSERT_TRUE(g.ok()) << g.to_string() << ", step " << s;
-    double mx = 0;
-    for (size_t i = 0; i < ls.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(ls[i])) << "step " << s;
-      ASSERT_NEAR(ls[i], lk[i], 2e-2 * (1 + std::fabs(lk[i]))) << "skinny vs cuBLAS, step " << s << ", logit " << i;
-      worst = std::max(worst, static_cast<double>(std::fabs(ls[i] - lc[i])));
-      mx = std::max(mx, static_cast<double>(std::fabs(lc[i])));
+  for (int32_t inter : {344, 384}) {
+    SCOPED_TRACE("intermediate_size " + std::to_string(inter));
+    LlamaConfig c = tiny_gpu();
+    c.intermediate_size = inter;
+    LlamaWeights w;
+    ASSERT_TRUE(synthetic_weights(c, 27, &w).ok());
+    LlamaWeights wb = w;  // the CPU's copy rounded to bf16, as the GPU holds it
+    auto round_all = [](std::vector<float>& v) {
+      for (float& x : v) x = round_to(DType::kBFloat16, x);
+    };
+    round_all(wb.embed);
+    round_all(wb.final_norm);
+    round_all(wb.lm_head);
+    for (auto& l : wb.layers)
+      for (auto* v : {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down})
+        round_all(*v);
+    LlamaModel cpu;
+    ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
+    CudaModelOptions opt;
+    opt.num_blocks = 64;
+    opt.block_size = 16;
+    opt.max_tokens_per_step = 512;
+    opt.max_batch = 8;
+    opt.max_blocks_per_seq = 32;
+    std::unique_ptr<LlamaCudaModel> cublas, skinny;
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &cublas).ok());
+    opt.skinny_gemm = true;
+    const Status st = LlamaCudaModel::create(c, &w, 0, opt, &skinny);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    KVCacheConfig kc;
+    kc.num_blocks = 64;
+    kc.block_size = 16;
+    kc.max_blocks_per_seq = 32;
+    KVCacheManager mgr(kc);
+    std::mt19937 rng(27);
+    std::vector<int32_t> seq(77);
+    for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(1, seq.data(), 77, 0, &cached).ok());
+    double worst = 0, scale = 0;
+    int compared = 0;
+    for (int s = 0; s < 12; ++s) {
+      ForwardBatch b = s == 0   ? step(mgr, 1, seq, 20, false)
+                       : s == 1 ? step(mgr, 1, seq, 57, false)
+                                : step(mgr, 1, seq, 1, true);
+      std::vector<float> lc, lk, ls;
+      ASSERT_TRUE(cpu.forward(b, &lc).ok());
+      ASSERT_TRUE(cublas->forward(b, &lk).ok());
+      const Status g = skinny->forward(b, &ls);
+      ASSERT_TRUE(g.ok()) << g.to_string() << ", step " << s;
+      double mx = 0;
+      for (size_t i = 0; i < ls.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(ls[i])) << "step " << s;
+        ASSERT_NEAR(ls[i], lk[i], 2e-2 * (1 + std::fabs(lk[i]))) << "skinny vs cuBLAS, step " << s << ", logit " << i;
+        worst = std::max(worst, static_cast<double>(std::fabs(ls[i] - lc[i])));
+        mx = std::max(mx, static_cast<double>(std::fabs(lc[i])));
+      }
+      scale = std::max(scale, mx);
+      std::vector<float> sorted = lk;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      const int tok_k = static_cast<int>(std::max_element(lk.begin(), lk.end()) - lk.begin());
+      const int tok_s = static_cast<int>(std::max_element(ls.begin(), ls.end()) - ls.begin());
+      if (s > 0 && sorted[0] - sorted[1] > 0.1 * mx) {
+        EXPECT_EQ(tok_s, tok_k) << "step " << s;
+        ++compared;
+      }
+      if (s > 0) seq.push_back(static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin()));
     }
-    scale = std::max(scale, mx);
-    std::vector<float> sorted = lk;
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-    const int tok_k = static_cast<int>(std::max_element(lk.begin(), lk.end()) - lk.begin());
-    const int tok_s = static_cast<int>(std::max_element(ls.begin(), ls.end()) - ls.begin());
-    if (s > 0 && sorted[0] - sorted[1] > 0.1 * mx) {
-      EXPECT_EQ(tok_s, tok_k) << "step " << s;
-      ++compared;
-    }
-    if (s > 0) seq.push_back(static_cast<int32_t>(std::max_element(lc.begin(), lc.end()) - lc.begin()));
+    EXPECT_LT(worst, 0.05 * scale) << "skinny GEMM logits differ from the CPU's by " << worst << " (max |logit| "
+                                   << scale << ")";
+    EXPECT_GT(compared, 3);
+    EXPECT_TRUE(skinny->cuda_graphs());
+    // The 20-token step and the decode graph's capture each ran every projection the shapes
+    // allow (3 a layer at 344, 4 at 384) and lm_head; the 57-token step lm_head alone.
+    const int64_t per_step = int64_t{c.num_hidden_layers} * (inter % 128 == 0 ? 4 : 3) + 1;
+    EXPECT_GE(skinny->skinny_calls(), 2 * per_step + 1);
+    EXPECT_EQ(cublas->skinny_calls(), 0);
   }
-  EXPECT_LT(worst, 0.05 * scale) << "skinny GEMM logits differ from the CPU's by " << worst << " (max |logit| " << scale << ")";
-  EXPECT_GT(compared, 3);
-  EXPECT_TRUE(skinny->cuda_graphs());
 }
 
 TEST(LlamaCuda, EngineOnTheGpuModel) {

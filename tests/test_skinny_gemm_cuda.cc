@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,16 +118,21 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
   struct Shape {
     int64_t n, k;
   };
-  // One sub-slice; three 64-row blocks less one warp; uneven splits (k / 128 = 7); the 8B model's
-  // QKV (6144 x 4096) and down projection (4096 x 14336, 14 splits).
-  const Shape shapes[] = {{16, 128}, {176, 896}, {1040, 256}, {6144, 4096}, {4096, 14336}};
+  // One sub-slice; three 64-row blocks less one warp (7 splits of one sub-slice); 17 sub-slices
+  // over 16 splits (uneven); 11 splits of 3 sub-slices (an odd count of steps above one); one
+  // split over 4 sub-slices (528 blocks fill the wave); the 8B model's QKV (6144 x 4096, 8 splits)
+  // and down projection (4096 x 14336, 14 splits). (Splits as on 132 SMs; the device's own count
+  // may pick others: the test prints them.)
+  const Shape shapes[] = {{16, 128},    {176, 896},   {1040, 256},  {1024, 2176},
+                          {4096, 4224}, {33792, 512}, {6144, 4096}, {4096, 14336}};
   uint64_t seed = 2700;
   for (const Shape& s : shapes) {
     for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32}) {
-      if (s.k > 4096 && m != 32 && m != 1) continue;  // the long reference only at the ends
+      if (s.n * s.k > (8 << 20) && m != 32 && m != 17 && m != 1) continue;  // the long references: fewer rows
       Problem p = make_problem(m, s.n, s.k, seed++, sms);
       const std::string what = "m " + std::to_string(m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k) +
                                " splits " + std::to_string(model::cuda::skinny_gemm_splits(s.n, s.k, sms));
+      if (m == 1) std::printf("[  NOTE    ] n %lld k %lld: %s\n", static_cast<long long>(s.n), static_cast<long long>(s.k), what.c_str());
       const double scale = max_abs(p.c);
       // kFp32.
       {
@@ -244,7 +250,7 @@ TEST(SkinnyGemmCuda, RefusesWhatItDoesNotTake) {
       {0, 64, 256, 256, a, p.ws_bytes},       // none
       {32, 40, 256, 256, a, p.ws_bytes},      // n not a multiple of 16
       {32, 64, 200, 200, a, p.ws_bytes},      // k not a multiple of 128
-      {32, 64, 256, 252, a, p.ws_bytes},      // lda < k
+      {32, 64, 256, 248, a, p.ws_bytes},      // lda < k
       {32, 64, 128, 256, a + 1, p.ws_bytes},  // a misaligned
       {32, 64, 256, 256, a, p.ws_bytes - 4},  // a short workspace
   };
@@ -252,6 +258,18 @@ TEST(SkinnyGemmCuda, RefusesWhatItDoesNotTake) {
     const Status st = model::cuda::skinny_gemm(b.a, b.lda, w, b.m, b.n, b.k, o, p.ws.get(), b.ws, sms, nullptr);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << b.m << " " << b.n << " " << b.k << " " << b.lda;
     EXPECT_NE(st.message().find("skinny_gemm"), std::string::npos) << st.to_string();
+  }
+  // w misaligned; each epilogue without what it writes.
+  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w + 4, 32, 64, 256, o, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  for (SkinnyEpilogue kind : {SkinnyEpilogue::kFp32, SkinnyEpilogue::kResidual, SkinnyEpilogue::kSwiGLU}) {
+    SkinnyOutput missing;
+    missing.kind = kind;
+    missing.residual = kind == SkinnyEpilogue::kResidual ? out.as<float>() : nullptr;
+    missing.norm_weight = w;  // kResidual: a norm without its output
+    EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, missing, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+              StatusCode::kInvalidArgument)
+        << static_cast<int>(kind);
   }
   SkinnyOutput pieces;  // columns that do not add up to n
   pieces.out[0] = reinterpret_cast<__nv_bfloat16*>(out.get());
@@ -274,13 +292,16 @@ TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
   EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 14336, 132), 14);  // down: 112 sub-slices, 14 divides it
   EXPECT_EQ(model::cuda::skinny_gemm_splits(1024, 128, 132), 1);     // one sub-slice
   EXPECT_EQ(model::cuda::skinny_gemm_splits(16, 896, 132), 7);       // capped by k / 128
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(1024, 2176, 132), 16);    // 17 sub-slices: uneven
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 4224, 132), 11);    // 33 sub-slices: 11 of 3
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(33792, 512, 132), 1);     // 528 blocks
   for (int64_t n : {16, 176, 1040, 6144}) {
     for (int64_t k : {128, 384, 896, 4096, 14336}) {
       const int s = model::cuda::skinny_gemm_splits(n, k, 132);
       EXPECT_GE(s, 1);
       EXPECT_LE(s, 16);
       EXPECT_LE(s, k / 128);
-      EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(7, n, k, 132), int64_t{s} * 7 * n * 4);
+      EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(7, n, k, 132), (int64_t{s} * 7 * n + 7 * ((n + 255) / 256)) * 4);
     }
   }
 }

@@ -67,7 +67,6 @@ LlamaCudaModel::~LlamaCudaModel() {
   cudaFree(weights_);
   cudaFree(buffers_);
   cudaFree(workspace_);
-  cudaFree(skinny_ws_);
   cudaFreeHost(meta_host_);
   if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
 }
@@ -153,9 +152,16 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   }
   if (c.tie_word_embeddings) m->lm_head_ = m->embed_;
 
-  // The activation buffers, then the KV storage (bf16 or FP8): a pool sized from memory gets
+  // The activation buffers (with the skinny GEMMs' workspace, on or not: set_skinny_gemm; 16 MB
+  // at the 8B model's shapes), then the KV storage (bf16 or FP8): a pool sized from memory gets
   // what the weights and the buffers leave.
   const int64_t T = opt.max_tokens_per_step, B = opt.max_batch;
+  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, opt.device));
+  {
+    const int64_t rows = std::min<int64_t>(32, std::max(T, B));
+    for (auto [n, k] : {std::pair{Q + 2 * KV, H}, std::pair{H, Q}, std::pair{2 * I, H}, std::pair{H, I}, std::pair{V, H}})
+      m->skinny_ws_bytes_ = std::max(m->skinny_ws_bytes_, model::cuda::skinny_gemm_workspace_bytes(rows, n, k, m->sm_count_));
+  }
   Arena ba;
   auto carve = [&](Arena& a) {
     m->x_ = a.take<float>(T * H);
@@ -163,6 +169,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->logits_ = a.take<float>(B * V);
     m->inv_freq_ = a.take<float>(c.head_dim / 2);
     m->kv_amax_ = a.take<float>(2 * int64_t{c.num_key_value_heads});
+    m->skinny_ws_ = a.take<char>(m->skinny_ws_bytes_);
     m->h_ = a.take<__nv_bfloat16>(T * H);
     m->q_ = a.take<__nv_bfloat16>(T * Q);
     m->k_ = a.take<__nv_bfloat16>(T * KV);
@@ -204,16 +211,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && *env != 0)
     m->opt_.skinny_gemm = std::strcmp(env, "0") != 0;
-  FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, opt.device));
   m->qkv_fused_ = true;
   for (const Layer& L : m->layers_) m->qkv_fused_ = m->qkv_fused_ && L.wk == L.wq + Q * H && L.wv == L.wk + KV * H;
-  {  // allocated whether on or not (set_skinny_gemm): 16 MB at the 8B model's shapes
-    const int64_t rows = std::min<int64_t>(32, std::max<int64_t>(opt.max_tokens_per_step, opt.max_batch));
-    for (auto [n, k] : {std::pair{Q + 2 * KV, H}, std::pair{H, Q}, std::pair{2 * I, H}, std::pair{H, I}, std::pair{V, H}})
-      m->skinny_ws_bytes_ = std::max(m->skinny_ws_bytes_, model::cuda::skinny_gemm_workspace_bytes(rows, n, k, m->sm_count_));
-    FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMalloc(&m->skinny_ws_, static_cast<size_t>(m->skinny_ws_bytes_)),
-                                               "cudaMalloc (skinny GEMM workspace)"));
-  }
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m->stream_));
   *out = std::move(m);
   return Status::Ok();
@@ -374,6 +373,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   using model::cuda::SkinnyOutput;
   auto skinny_call = [&](const __nv_bfloat16* in, int64_t lda, const __nv_bfloat16* w, int64_t rows, int64_t n,
                          int64_t k, const SkinnyOutput& out) {
+    ++skinny_calls_;
     return model::cuda::skinny_gemm(in, lda, w, rows, n, k, out, skinny_ws_, skinny_ws_bytes_, sm_count_, stream_);
   };
   auto residual = [&](const __nv_bfloat16* norm) {

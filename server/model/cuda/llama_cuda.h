@@ -81,6 +81,8 @@ class LlamaCudaModel : public Model {
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
   bool skinny_gemm() const { return opt_.skinny_gemm; }
+  // skinny_gemm calls made so far (issued or captured into a graph; tests check the path ran).
+  int64_t skinny_calls() const { return skinny_calls_; }
   bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The device's memory when the pool was sized by gpu_memory_utilization (else zeros).
@@ -123,8 +125,9 @@ class LlamaCudaModel : public Model {
   std::vector<Layer> layers_;
   bool qkv_fused_ = false;  // every layer's wq, wk, wv adjacent: one [Q + 2·KV, hidden] weight
   int sm_count_ = 0;
-  void* skinny_ws_ = nullptr;  // skinny_gemm's workspace (opt_.skinny_gemm)
+  void* skinny_ws_ = nullptr;  // skinny_gemm's workspace, in buffers_
   int64_t skinny_ws_bytes_ = 0;
+  int64_t skinny_calls_ = 0;
 
   // Activations and step metadata, sized by the options; one allocation.
   char* buffers_ = nullptr;

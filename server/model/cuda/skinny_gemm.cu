@@ -31,7 +31,7 @@ constexpr int kThreads = 128;     // 4 warps
 constexpr int kRowsPerCta = 64;   // of w: 16 a warp
 constexpr int kSubK = 128;        // k a sub-slice
 constexpr int kLoads = 8;         // 16-byte loads of w a thread a sub-slice: 2 chunks × 2 halves × 2 rows
-constexpr int kFinishThreads = 256;
+constexpr int kFinishThreads = 256;  // the epilogue's blocks; kResidual: a block a row's 256 columns
 
 template <int kTiles>  // tiles of 8 rows of a: m <= 8·kTiles
 struct SkinnyTraits {
@@ -172,27 +172,41 @@ __global__ void skinny_finish_kernel(const float* partial, int splits, int m, in
   }
 }
 
-// kResidual: a block a row of c: x += c, then the norm (the model's rms_norm: fp32 sum of
-// squares, bf16(w · (x · rsqrt(mean + eps)))).
-__global__ void skinny_residual_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out) {
-  const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.x;
-  float* x = out.residual + row * n;
-  float ss = 0.f;
-  for (int64_t col = threadIdx.x; col < n; col += blockDim.x) {
-    const float v = x[col] + sum_splits(partial, splits, plane, row * n + col);
-    x[col] = v;
-    ss += v * v;
+// kResidual, first kernel: block (b, row) adds c's columns 256·b .. + 255 of the row into x and,
+// with a norm, writes their sum of squares to squares[row][b] (a row's blocks spread the splits'
+// partials over the SMs: one block a row read 16 splits × 16 KB alone at batch 1).
+__global__ void skinny_residual_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out,
+                                       float* squares) {
+  const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
+  float v = 0.f;
+  if (col < n) {
+    v = out.residual[row * n + col] + sum_splits(partial, splits, plane, row * n + col);
+    out.residual[row * n + col] = v;
   }
   if (out.norm_weight == nullptr) return;
   __shared__ float part[kFinishThreads / 32];
+  float ss = v * v;
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
   __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
+    squares[row * gridDim.x + blockIdx.x] = total;
+  }
+}
+
+// kResidual with a norm, second kernel: the row's sum of squares from its blocks' (in order:
+// the same value in every block), then h = bf16(w · (x · rsqrt(mean + eps))) (the model's rms_norm).
+__global__ void skinny_norm_kernel(int64_t n, SkinnyOutput out, const float* squares) {
+  const int64_t row = blockIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
   float total = 0.f;
-  for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
+  for (unsigned b = 0; b < gridDim.x; ++b) total += squares[row * gridDim.x + b];
   const float inv = rsqrtf(total / static_cast<float>(n) + out.eps);
-  for (int64_t col = threadIdx.x; col < n; col += blockDim.x)
-    out.normed[row * n + col] = __float2bfloat16_rn(__bfloat162float(out.norm_weight[col]) * (x[col] * inv));
+  if (col < n)
+    out.normed[row * n + col] = __float2bfloat16_rn(__bfloat162float(out.norm_weight[col]) * (out.residual[row * n + col] * inv));
 }
 
 }  // namespace
@@ -214,7 +228,9 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
 }
 
 int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms) {
-  return static_cast<int64_t>(skinny_gemm_splits(n, k, sms)) * m * n * static_cast<int64_t>(sizeof(float));
+  // The splits' partials, then kResidual's sums of squares (a row's 256-column blocks).
+  const int64_t partials = static_cast<int64_t>(skinny_gemm_splits(n, k, sms)) * m * n;
+  return (partials + m * ((n + kFinishThreads - 1) / kFinishThreads)) * static_cast<int64_t>(sizeof(float));
 }
 
 Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
@@ -258,7 +274,14 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm kernel");
   if (out.kind == SkinnyEpilogue::kResidual) {
-    skinny_residual_kernel<<<static_cast<unsigned>(m), kFinishThreads, 0, stream>>>(partial, splits, mi, n, out);
+    float* squares = partial + static_cast<int64_t>(splits) * m * n;
+    const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
+    skinny_residual_kernel<<<rows, kFinishThreads, 0, stream>>>(partial, splits, mi, n, out, squares);
+    if (out.norm_weight != nullptr) {
+      err = cudaGetLastError();
+      if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm epilogue");
+      skinny_norm_kernel<<<rows, kFinishThreads, 0, stream>>>(n, out, squares);
+    }
   } else {
     const int64_t items = m * (out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n);
     const int64_t blocks = std::min<int64_t>((items + kFinishThreads - 1) / kFinishThreads, 4ll * std::max(1, sms) * 8);

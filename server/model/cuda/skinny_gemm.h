@@ -41,15 +41,17 @@ struct SkinnyOutput {
 
 // Whether skinny_gemm takes these shapes (see the header comment).
 bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w);
-// The k splits for n and k on `sms` SMs: enough CTAs (64 rows of w each) for 8 a SM, at most 16
-// and at most k / 128.
+// The k splits for n and k on `sms` SMs: enough CTAs (64 rows of w each) for a wave of 4 an SM
+// (the kernel's occupancy), at most 16 and at most k / 128, a divisor of k / 128 where one is in
+// that range.
 int skinny_gemm_splits(int64_t n, int64_t k, int sms);
-// The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4.
+// The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 256) · 4
+// for kResidual's norm.
 int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms);
 
 // c = a · wᵀ: a [m, k] bf16 (row stride lda), w [n, k] bf16 row-major (a linear layer's weight),
 // then out's epilogue; workspace of skinny_gemm_workspace_bytes(m, n, k, sms). Two launches on
-// `stream` (capturable). INVALID_ARGUMENT for shapes it does not take or a short workspace.
+// `stream` (capturable; three for kResidual with a norm). INVALID_ARGUMENT for shapes it does not take or a short workspace.
 Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
                    const SkinnyOutput& out, void* workspace, int64_t workspace_bytes, int sms, cudaStream_t stream);
 
