@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/cuda_check.h"
+#include "kvcache/cuda/fp8_quantize.cuh"
 #include "kvcache/cuda/kv_kernels.h"
 
 namespace flashserve::cuda {
@@ -56,9 +57,7 @@ __global__ void __launch_bounds__(kThreads) append_kernel(const __grid_constant_
   }
 }
 
-// An FP8 pool's append (issue 25): the new K/V in src (fp32, fp16 or bf16) quantized as code =
-// sat_rne(x / scale) with x / scale in fp32 (IEEE division), the host's convention (dtype.h:
-// round to nearest even, finite overflow and ±inf to ±max, NaN kept): cvt.rn.satfinite.
+// An FP8 pool's append (issue 25): the new K/V in src (fp32, fp16 or bf16) quantized (fp8_code).
 __device__ __forceinline__ float load_src(const char* p, int32_t src, int i) {
   if (src == 0) return reinterpret_cast<const float*>(p)[i];
   if (src == 1) return __half2float(reinterpret_cast<const __half*>(p)[i]);
@@ -73,9 +72,7 @@ __device__ __forceinline__ uint4 quantize16(const char* src_row, int32_t src, fl
     uint32_t word = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float y = __fdiv_rn(load_src(src_row, src, 4 * q + j), scale);
-      const uint32_t code = __nv_cvt_float_to_fp8(y, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
-      word |= code << (8 * j);
+      word |= fp8_code(load_src(src_row, src, 4 * q + j), scale, e5m2) << (8 * j);
     }
     w[q] = word;
   }

@@ -2,8 +2,9 @@
 # Session 24 (no GPU) put the CUDA model and the server on an FP8 KV cache (issue 25): the model
 # takes --kv-cache-dtype fp8_e4m3/fp8_e5m2 (opted in with FLASHSERVE_CUDA_FP8=1 until the FP8
 # kernels have run), calibrates each layer's scales on its first prefill on the device (kv_amax,
-# then KvScales, shared with the CPU model), rotary without the cache write, then KVStorage's
-# quantizing append; decode and paged prefill read the FP8 pages. Never run. Its first GPU call,
+# then KvScales, shared with the CPU model; on that first write rotary alone, then KVStorage's
+# quantizing append; afterwards the fused rotary + append quantizes); decode and paged prefill
+# read the FP8 pages. Never run. Its first GPU call,
 # after next_call2_fp8.sh has passed (the kernels it relies on), prepared here:
 #   bash scripts/build_gpu.sh && cmake --build build-gpu --parallel 2 --target flashserve_server flashserve_bench
 #   bash scripts/gpu_pack.sh build-gpu/pack && rm -rf build-gpu/pack/old build-gpu/pack/bench \

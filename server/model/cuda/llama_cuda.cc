@@ -406,15 +406,15 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     // The layer's pages (the decode rows' tables first, then the prefill rows').
     const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
     // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
-    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it). An FP8
-    // cache: rotary alone, then (after the layer's calibration, on its first write) KVStorage's
-    // own quantizing append, one more launch a layer (fusing it into rope_append: not yet measured).
-    const bool fp8 = is_fp8(kv_.shape().dtype);
+    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it; an FP8
+    // cache quantized there too). An FP8 layer's first write calibrates its scales first: rotary
+    // alone, the amax of the rotated K and of V, then KVStorage's quantizing append.
+    const bool calibrate = kv_scales_.needs_calibration(layer);
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
                                                      static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
-                                                     static_cast<int32_t>(D), pages, /*append=*/!fp8, stream_));
-    if (fp8) {
-      if (kv_scales_.needs_calibration(layer)) FS_RETURN_IF_ERROR(calibrate_layer(layer, T));
+                                                     static_cast<int32_t>(D), pages, /*append=*/!calibrate, stream_));
+    if (calibrate) {
+      FS_RETURN_IF_ERROR(calibrate_layer(layer, T));
       FS_RETURN_IF_ERROR(kv_.append(layer, 1, DType::kBFloat16, k_, v_, a.slots, T, stream_));
     }
     if (step.num_decode > 0) {

@@ -20,9 +20,11 @@ cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int
                      __nv_bfloat16* y, cudaStream_t s);
 // Rotary (Hugging Face's rotate_half pairs (i, i + D/2)) on q and k in place and, with `append`,
 // the new tokens' K/V written into their cache slots, in one launch: pages is the layer's view
-// of a bf16 pool (its k_pages and v_pages written, at KVPageView::offset_of_slot; its tables and
-// lengths unused); slots outside [0, num_blocks·block_size) are skipped. Without `append` (an
-// FP8 pool, which KVStorage::append quantizes into) pages and slots are not read.
+// of a bf16 or FP8 pool (its k_pages and v_pages written, at KVPageView::offset_of_slot; an FP8
+// pool's codes quantized from the bf16 values left in k and v with the view's device scales,
+// bit for bit what KVStorage::append writes; its tables and lengths unused); slots outside
+// [0, num_blocks·block_size) are skipped. Without `append` (a layer's FP8 calibration, before
+// its scales exist) pages and slots are not read.
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
                         int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s);
