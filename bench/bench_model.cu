@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -76,28 +77,6 @@ double read_bandwidth(cudaStream_t s, const void* buf, int64_t bytes) {
   return bytes / (times[times.size() / 2] * 1e-3);
 }
 
-double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> times;
-  for (int r = 0; r < reps + 2; ++r) {
-    cudaEventRecord(e0, m.stream());
-    const Status st = m.forward_device(b);
-    cudaEventRecord(e1, m.stream());
-    cudaEventSynchronize(e1);
-    if (!st.ok()) {
-      std::fprintf(stderr, "forward: %s\n", st.to_string().c_str());
-      std::exit(1);
-    }
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (r >= 2) times.push_back(ms);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2] * 1e-3;
-}
-
 // Median seconds of fn(i) over reps calls (i: the call's index, to rotate inputs), after 2 warm-ups.
 template <typename Fn>
 double median_seconds(cudaStream_t s, int reps, Fn fn) {
@@ -118,6 +97,17 @@ double median_seconds(cudaStream_t s, int reps, Fn fn) {
   cudaEventDestroy(e1);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2] * 1e-3;
+}
+
+// The step's median seconds over reps runs (after 2 warm-ups); a failed step ends the program.
+double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
+  return median_seconds(m.stream(), reps, [&](int) {
+    const Status st = m.forward_device(b);
+    if (!st.ok()) {
+      std::fprintf(stderr, "forward: %s\n", st.to_string().c_str());
+      std::exit(1);
+    }
+  });
 }
 
 // The decode projections of Llama-3-8B alone: skinny_gemm (its epilogue: bf16 out, fp32 for

@@ -167,6 +167,17 @@ inline void configure_splits(DecodeParams& dp, const Problem& p, const ProblemDa
   }
 }
 
+// The GPU kernels' tolerance against the float64 reference: the tensor-core kernels round the
+// softmax weights before P·V (to the storage type, or fp16 over FP8 pages: finer than bf16), as
+// FlashAttention does: twice the error of the float64 reference doing the same; and __expf,
+// another summation order.
+inline Tolerance gpu_tolerance(const Problem& p, const Reference& ref) {
+  Tolerance tol = tolerance_for(p, ref);
+  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
+  tol.lse_abs += 1e-5;
+  return tol;
+}
+
 inline Outputs download_outputs(const Problem& p, const DeviceProblem& g) {
   Outputs out = make_outputs(p);
   g.o.download(out.o.data(), p.total_q() * p.num_heads * p.head_dim * dtype_size(p.dtype));

@@ -101,11 +101,7 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
         const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
         const Reference ref = reference(p, cache.dequantized);
-        // As the 16-bit kernel's (test_decode_cuda.cc): softmax weights rounded before P·V (to
-        // fp16 here, finer than bf16), __expf, another summation order.
-        Tolerance tol = tolerance_for(p, ref);
-        tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
-        tol.lse_abs += 1e-5;
+        const Tolerance tol = gpu_tolerance(p, ref);
         Outputs cpu = make_outputs(p);
         DecodeParams cp = decode_params(p, d, cpu);
         cp.pages = view_of(cache.storage, d);
@@ -199,10 +195,7 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
         const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
         const Reference ref = reference(p, cache.dequantized);
-        // As the 16-bit mma.sync kernel's (test_prefill_cuda.cc): P rounded (to fp16 here) before P·V.
-        Tolerance tol = tolerance_for(p, ref);
-        tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
-        tol.lse_abs += 1e-5;
+        const Tolerance tol = gpu_tolerance(p, ref);
         Outputs cpu = make_outputs(p);
         PrefillParams cp = prefill_params(p, d, cpu);
         cp.pages = view_of(cache.storage, d);

@@ -75,12 +75,8 @@ LlamaConfig tiny_gpu() {
   return c;
 }
 
-TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
-  FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
-  // The CPU model gets the weights rounded to bf16, as the GPU holds them.
+// The weights rounded to bf16, as the GPU model holds them (for the CPU model it is compared with).
+LlamaWeights rounded_to_bf16(const LlamaWeights& w) {
   LlamaWeights wb = w;
   auto round_all = [](std::vector<float>& v) {
     for (float& x : v) x = round_to(DType::kBFloat16, x);
@@ -90,25 +86,44 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   round_all(wb.lm_head);
   for (auto& l : wb.layers)
     for (auto* v : {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
-  LlamaModel cpu;
-  ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
+  return wb;
+}
+
+// The GPU model's options for a sequence of the step tests (64 blocks of 16, tables of 32), and
+// the manager over the same pool.
+CudaModelOptions small_options() {
   CudaModelOptions opt;
   opt.num_blocks = 64;
   opt.block_size = 16;
   opt.max_tokens_per_step = 512;
   opt.max_batch = 8;
   opt.max_blocks_per_seq = 32;
+  return opt;
+}
+KVCacheConfig small_cache() {
+  KVCacheConfig kc;
+  kc.num_blocks = 64;
+  kc.block_size = 16;
+  kc.max_blocks_per_seq = 32;
+  return kc;
+}
+
+TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
+  const LlamaWeights wb = rounded_to_bf16(w);  // the CPU model's: as the GPU holds them
+  LlamaModel cpu;
+  ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
+  CudaModelOptions opt = small_options();
   std::unique_ptr<LlamaCudaModel> gpu, eager;
   const Status st = LlamaCudaModel::create(c, &w, 0, opt, &gpu);
   ASSERT_TRUE(st.ok()) << st.to_string();
   opt.cuda_graphs = false;  // the same model without graph replay, for a cross-check
   ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
 
-  KVCacheConfig kc;
-  kc.num_blocks = 64;
-  kc.block_size = 16;
-  kc.max_blocks_per_seq = 32;
-  KVCacheManager mgr(kc);
+  KVCacheManager mgr(small_cache());
   std::mt19937 rng(8);
   std::vector<int32_t> prompt(77);
   for (auto& t : prompt) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
@@ -164,21 +179,8 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 25, &w).ok());
-  LlamaWeights wb = w;
-  auto round_all = [](std::vector<float>& v) {
-    for (float& x : v) x = round_to(DType::kBFloat16, x);
-  };
-  round_all(wb.embed);
-  round_all(wb.final_norm);
-  round_all(wb.lm_head);
-  for (auto& l : wb.layers)
-    for (auto* v : {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down}) round_all(*v);
-  CudaModelOptions opt;
-  opt.num_blocks = 64;
-  opt.block_size = 16;
-  opt.max_tokens_per_step = 512;
-  opt.max_batch = 8;
-  opt.max_blocks_per_seq = 32;
+  const LlamaWeights wb = rounded_to_bf16(w);  // the CPU model's: as the GPU holds them
+  CudaModelOptions opt = small_options();
   std::unique_ptr<LlamaCudaModel> bf16;
   ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &bf16).ok());
   for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
@@ -195,11 +197,7 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
     EXPECT_EQ(gpu->kv_shape().dtype, t);
     opt.cuda_graphs = false;
     ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
-    KVCacheConfig kc;
-    kc.num_blocks = 64;
-    kc.block_size = 16;
-    kc.max_blocks_per_seq = 32;
-    KVCacheManager mgr(kc);
+    KVCacheManager mgr(small_cache());
     std::mt19937 rng(25);
     std::vector<int32_t> seq(77);
     for (auto& x : seq) x = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
@@ -274,34 +272,16 @@ TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
     c.intermediate_size = inter;
     LlamaWeights w;
     ASSERT_TRUE(synthetic_weights(c, 27, &w).ok());
-    LlamaWeights wb = w;  // the CPU's copy rounded to bf16, as the GPU holds it
-    auto round_all = [](std::vector<float>& v) {
-      for (float& x : v) x = round_to(DType::kBFloat16, x);
-    };
-    round_all(wb.embed);
-    round_all(wb.final_norm);
-    round_all(wb.lm_head);
-    for (auto& l : wb.layers)
-      for (auto* v : {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down})
-        round_all(*v);
+    const LlamaWeights wb = rounded_to_bf16(w);  // the CPU model's: as the GPU holds them
     LlamaModel cpu;
     ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
-    CudaModelOptions opt;
-    opt.num_blocks = 64;
-    opt.block_size = 16;
-    opt.max_tokens_per_step = 512;
-    opt.max_batch = 8;
-    opt.max_blocks_per_seq = 32;
+    CudaModelOptions opt = small_options();
     std::unique_ptr<LlamaCudaModel> cublas, skinny;
     ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &cublas).ok());
     opt.skinny_gemm = true;
     const Status st = LlamaCudaModel::create(c, &w, 0, opt, &skinny);
     ASSERT_TRUE(st.ok()) << st.to_string();
-    KVCacheConfig kc;
-    kc.num_blocks = 64;
-    kc.block_size = 16;
-    kc.max_blocks_per_seq = 32;
-    KVCacheManager mgr(kc);
+    KVCacheManager mgr(small_cache());
     std::mt19937 rng(27);
     std::vector<int32_t> seq(77);
     for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
@@ -394,20 +374,11 @@ TEST(LlamaCuda, LogprobsOfTheRowsThatAsk) {
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 28, &w).ok());
-  CudaModelOptions opt;
-  opt.num_blocks = 64;
-  opt.block_size = 16;
-  opt.max_tokens_per_step = 512;
-  opt.max_batch = 8;
-  opt.max_blocks_per_seq = 32;
+  CudaModelOptions opt = small_options();
   std::unique_ptr<LlamaCudaModel> gpu;
   const Status created = LlamaCudaModel::create(c, &w, 0, opt, &gpu);
   ASSERT_TRUE(created.ok()) << created.to_string();
-  KVCacheConfig kc;
-  kc.num_blocks = 64;
-  kc.block_size = 16;
-  kc.max_blocks_per_seq = 32;
-  KVCacheManager mgr(kc);
+  KVCacheManager mgr(small_cache());
   const int32_t V = c.vocab_size;
   std::vector<SampleRow> rows(4);
   rows[0].logprobs = 5;
@@ -457,7 +428,7 @@ TEST(LlamaCuda, LogprobsOfTheRowsThatAsk) {
     ForwardBatch all;
     all.num_decode = 4;
     all.cu_seqlens_q = {0};
-    all.block_table_stride = kc.max_blocks_per_seq;
+    all.block_table_stride = mgr.config().max_blocks_per_seq;
     for (int64_t i = 0; i < 4; ++i) {
       const ForwardBatch b = step(mgr, i + 1, seqs[i], 1, true);
       all.tokens.push_back(b.tokens[0]);

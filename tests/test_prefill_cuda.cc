@@ -67,9 +67,7 @@ void check_problem(const Problem& p) {
   Outputs mma = run_gpu(p, d, &st);
   ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
   const Reference ref = reference(p, d);
-  Tolerance tol = tolerance_for(p, ref);
-  tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;  // P rounded to the storage type before P·V
-  tol.lse_abs += 1e-5;
+  const Tolerance tol = gpu_tolerance(p, ref);
   EXPECT_EQ(compare(p, mma, ref, tol), "") << "mma.sync kernel";
   Outputs cpu = make_outputs(p);
   PrefillParams cp = prefill_params(p, d, cpu);
@@ -370,10 +368,7 @@ TEST(PrefillCuda, OutputsNot16ByteAligned) {
       const Outputs packed = run_gpu(p, d, &st);
       ASSERT_TRUE(st.ok()) << st.to_string();
       const Reference ref = reference(p, d);
-      Tolerance tol = tolerance_for(p, ref);
-      tol.o_abs += 1e-5 + 2 * ref.p_rounding_err;
-      tol.lse_abs += 1e-5;
-      EXPECT_EQ(compare(p, packed, ref, tol), "") << "d " << dim << ": the packed call";
+      EXPECT_EQ(compare(p, packed, ref, gpu_tolerance(p, ref)), "") << "d " << dim << ": the packed call";
       const uint16_t* want = static_cast<const uint16_t*>(packed.o.data());
       const int64_t H = p.num_heads, rows = p.total_q();
       struct Layout {
