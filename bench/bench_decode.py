@@ -207,10 +207,10 @@ def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None, fp8=None)
     pages as fp8_pages gives them instead of the case's 16-bit pools."""
     plan = fsc.DecodePlan()
     lens = (fsc.ctypes.c_int32 * case.batch)(*case.lens)
-    fsc.check(lib, lib.fs_decode_plan_create(case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS,
-                                             KV_HEADS, HEAD_DIM, case.page, num_workers, min_pages, splits or 64,
-                                             int(splits is not None), max(case.lens) if splits else 0,
-                                             fsc.ctypes.byref(plan)), "plan")
+    fsc.check(lib, lib.fs_decode_plan_create_for_pages(
+        case.batch, fsc.ctypes.cast(lens, fsc.ctypes.c_void_p), case.q_len, HEADS, KV_HEADS, HEAD_DIM, case.page,
+        num_workers, min_pages, splits or 64, int(splits is not None), max(case.lens) if splits else 0,
+        fp8[4] if fp8 else 0, fsc.ctypes.byref(plan)), "plan")  # FP8 pages: their instance's CTAs an SM
     dtype = fsc.FS_BFLOAT16 if case.dtype == torch.bfloat16 else fsc.FS_FLOAT16
     fns, keep = [], []
     for c in range(len(case.tables)):

@@ -84,8 +84,25 @@ int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q
                           int32_t num_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_workers,
                           int32_t min_pages_per_split, int32_t max_splits, int32_t graph_mode,
                           int32_t max_seq_len, fs_decode_plan* out) {
+  return fs_decode_plan_create_for_pages(batch, seq_lens_host, q_len, num_heads, num_kv_heads, head_dim, block_size,
+                                         num_workers, min_pages_per_split, max_splits, graph_mode, max_seq_len,
+                                         FS_FLOAT32, out);
+}
+
+int fs_decode_plan_create_for_pages(int32_t batch, const int32_t* seq_lens_host, int32_t q_len, int32_t num_heads,
+                                    int32_t num_kv_heads, int32_t head_dim, int32_t block_size, int32_t num_workers,
+                                    int32_t min_pages_per_split, int32_t max_splits, int32_t graph_mode,
+                                    int32_t max_seq_len, int32_t pages_dtype, fs_decode_plan* out) {
   return guarded("fs_decode_plan_create", [&] {
     if (out == nullptr) return flashserve::invalid_argument("fs_decode_plan_create: out is null");
+    if (pages_dtype < FS_FLOAT32 || pages_dtype > FS_FP8_E5M2)
+      return flashserve::invalid_argument("fs_decode_plan_create: pages_dtype " + std::to_string(pages_dtype) +
+                                          " is not an fs_dtype");
+    // 16-bit pages plan with the bf16 instance (fp16's takes the same resources), FP8 ones with
+    // the bf16 call's FP8 instance.
+    const flashserve::DType pages = pages_dtype == FS_FP8_E4M3   ? flashserve::DType::kFp8E4M3
+                                    : pages_dtype == FS_FP8_E5M2 ? flashserve::DType::kFp8E5M2
+                                                                 : flashserve::DType::kBFloat16;
     flashserve::DecodePlanInput in;
     in.batch = batch;
     in.seq_lens = seq_lens_host;
@@ -98,8 +115,8 @@ int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, int32_t q
       return flashserve::invalid_argument("fs_decode_plan_create: num_workers " + std::to_string(num_workers) +
                                           " < 0 (0 asks the machine)");
     if (num_workers == 0) {
-      // The machine's; the bf16 instance (fp16's takes the same resources).
-      FS_RETURN_IF_ERROR(flashserve::decode_local_launch_shape(head_dim, flashserve::DType::kBFloat16, &in.shape));
+      FS_RETURN_IF_ERROR(
+          flashserve::decode_local_launch_shape(head_dim, flashserve::DType::kBFloat16, pages, &in.shape));
     } else {
       // num_workers workers of the CUDA kernel's rows (include/flashserve_c.h).
       in.shape = flashserve::DecodeLaunchShape{flashserve::kDecodeRowsPerCta, 1, num_workers};

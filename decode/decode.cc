@@ -58,11 +58,15 @@ Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DType p
 }
 
 Status decode_local_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape) {
+  return decode_local_launch_shape(head_dim, dtype, dtype, shape);
+}
+
+Status decode_local_launch_shape(int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape) {
 #if FLASHSERVE_WITH_CUDA
   if (cuda_available() && cuda::decode_cuda_supports(head_dim, dtype))
-    return decode_launch_shape(Device::kCUDA, head_dim, dtype, shape);
+    return decode_launch_shape(Device::kCUDA, head_dim, dtype, pages_dtype, shape);
 #endif
-  return decode_launch_shape(Device::kCPU, head_dim, dtype, shape);
+  return decode_launch_shape(Device::kCPU, head_dim, dtype, pages_dtype, shape);
 }
 
 Status validate_decode_shapes(const DecodeParams& p) {

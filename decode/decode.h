@@ -34,6 +34,8 @@ Status decode_launch_shape(Device device, int32_t head_dim, DType dtype, DType p
 // build has CUDA, a device is usable (cuda_available) and the CUDA kernels take head_dim and
 // dtype; otherwise the CPU's. Once a CUDA device is chosen, its query's failure is an error.
 Status decode_local_launch_shape(int32_t head_dim, DType dtype, DecodeLaunchShape* shape);
+// The same for pages of pages_dtype (dtype's own, or FP8: the CUDA shape of its FP8 instance).
+Status decode_local_launch_shape(int32_t head_dim, DType dtype, DType pages_dtype, DecodeLaunchShape* shape);
 
 // Checks that need no tensor contents (shared by all devices).
 Status validate_decode_shapes(const DecodeParams& params);

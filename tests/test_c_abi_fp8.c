@@ -206,6 +206,24 @@ int main(void) {
     CHECK(fs_decode_run(&a, NULL) == FS_INVALID_ARGUMENT, "FP8 as the call's dtype");
     fs_kv_storage_destroy(s);
   }
+  /* Planning for FP8 pages: with num_workers given the same plan as 16-bit pages (the workers are
+   * the caller's); with 0 the machine's (here the CPU's threads, the pages' type changing
+   * nothing); a pages dtype that is not an fs_dtype refused. */
+  {
+    const int32_t lens[2] = {300, 70};
+    fs_decode_plan p16, p8;
+    CHECK(fs_decode_plan_create(2, lens, 1, H, HK, D, BS, 40, 0, 64, 0, 0, &p16) == FS_OK, "plan, 16-bit pages");
+    CHECK(fs_decode_plan_create_for_pages(2, lens, 1, H, HK, D, BS, 40, 0, 64, 0, 0, FS_FP8_E4M3, &p8) == FS_OK,
+          "plan, FP8 pages");
+    CHECK(p8.num_splits == p16.num_splits && p8.pages_per_split == p16.pages_per_split &&
+              p8.workspace_bytes == p16.workspace_bytes,
+          "... the same plan for the same workers");
+    CHECK(fs_decode_plan_create_for_pages(2, lens, 1, H, HK, D, BS, 0, 0, 64, 0, 0, FS_FP8_E5M2, &p8) == FS_OK,
+          "plan for the machine, FP8 pages");
+    CHECK(fs_decode_plan_create_for_pages(2, lens, 1, H, HK, D, BS, 0, 0, 64, 0, 0, 9, &p8) == FS_INVALID_ARGUMENT,
+          "an unknown pages dtype");
+    CHECK(strstr(fs_last_error(), "pages_dtype 9") != NULL, "... named");
+  }
   fs_kv_storage* cuda = NULL;
   shape.dtype = FS_FP8_E4M3;
   const int rc = fs_kv_storage_create(FS_DEVICE_CUDA, &shape, &cuda);

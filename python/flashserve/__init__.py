@@ -327,10 +327,12 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
     if device == _capi.FS_DEVICE_CUDA:  # plan on the host, workspace from torch
         import torch
         lens = _host(seq_lens, np.int32)
-        # num_workers None: 0, the current device's kernel shape (fs_decode_plan_create).
+        # num_workers None: 0, the current device's kernel shape for these pages
+        # (fs_decode_plan_create_for_pages: FP8 pages take their own instance's).
         plan = _capi.DecodePlan()
-        _check(_library().fs_decode_plan_create(batch, lens.ctypes.data, q_len, heads, tk.shape[1], d, tk.shape[2],
-                                                int(num_workers or 0), 0, 64, 0, 0, _capi.ctypes.byref(plan)),
+        _check(_library().fs_decode_plan_create_for_pages(batch, lens.ctypes.data, q_len, heads, tk.shape[1], d,
+                                                          tk.shape[2], int(num_workers or 0), 0, 64, 0, 0,
+                                                          page_dtype[0], _capi.ctypes.byref(plan)),
                "decode")
         workspace = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device=q.device)
         a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split

@@ -96,6 +96,8 @@ def load(path=None):
     lib.fs_last_error.restype = ctypes.c_char_p
     lib.fs_decode_plan_create.argtypes = [ctypes.c_int32, ctypes.c_void_p] + [ctypes.c_int32] * 10 + [
         ctypes.POINTER(DecodePlan)]
+    lib.fs_decode_plan_create_for_pages.argtypes = [ctypes.c_int32, ctypes.c_void_p] + [ctypes.c_int32] * 11 + [
+        ctypes.POINTER(DecodePlan)]
     lib.fs_decode_run.argtypes = [ctypes.POINTER(DecodeArgs), ctypes.c_void_p]
     lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
     lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
