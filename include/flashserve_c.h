@@ -137,7 +137,7 @@ FS_API int fs_decode_plan_create(int32_t batch, const int32_t* seq_lens_host, in
                           int32_t max_seq_len, fs_decode_plan* out);
 /* The same for pages of pages_dtype: FS_FLOAT32 (0), FS_FLOAT16 or FS_BFLOAT16 plan as above;
  * FS_FP8_E4M3 / FS_FP8_E5M2 ask the FP8 instance's CTAs an SM where num_workers is 0 (at
- * head_dim 64 it holds 3 where the 16-bit one holds 4). Any other value: FS_ERR_INVALID_ARGUMENT. */
+ * head_dim 64 it holds 3 where the 16-bit one holds 4). Any other value: FS_INVALID_ARGUMENT. */
 FS_API int fs_decode_plan_create_for_pages(int32_t batch, const int32_t* seq_lens_host, int32_t q_len,
                                            int32_t num_heads, int32_t num_kv_heads, int32_t head_dim,
                                            int32_t block_size, int32_t num_workers, int32_t min_pages_per_split,
