@@ -135,11 +135,18 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   cudaMalloc(&a, 32 * 14336 * 2);
   model::cuda::fill_normal(a, 32 * 14336, 0.f, 1.f, 5, s);
   cudaMalloc(&out, 32 * V * 4);
-  int64_t ws_bytes = 0;
-  for (const Shape& sh : shapes) ws_bytes = std::max(ws_bytes, model::cuda::skinny_gemm_workspace_bytes(32, sh.n, sh.k, sms));
-  cudaMalloc(&ws, ws_bytes);
+  model::cuda::SkinnyWorkspace sws;
+  for (const Shape& sh : shapes) {
+    sws.bytes = std::max(sws.bytes, model::cuda::skinny_gemm_workspace_bytes(32, sh.n, sh.k, sms));
+    sws.counter_count = std::max(sws.counter_count, model::cuda::skinny_gemm_counters(sh.n));
+  }
+  cudaMalloc(&ws, sws.bytes);
+  sws.partials = ws;
+  cudaMalloc(&sws.counters, sws.counter_count * sizeof(unsigned));
+  cudaMemset(sws.counters, 0, sws.counter_count * sizeof(unsigned));
   std::printf("\ndecode projections alone (bf16 weights streamed; %% of the read bandwidth %.2f TB/s):\n", bw / 1e12);
-  std::printf("%-8s %5s %10s %10s %8s %8s %9s\n", "gemm", "rows", "skinny us", "cuBLAS us", "skinny%", "cuBLAS%",
+  std::printf("(skinny: its epilogue in the GEMM's launch; skinny-l: in a launch of its own)\n");
+  std::printf("%-8s %5s %10s %11s %10s %8s %8s %9s\n", "gemm", "rows", "skinny us", "skinny-l us", "cuBLAS us", "skinny%", "cuBLAS%",
               "cuBLAS/sk");
   for (const Shape& sh : shapes) {
     const int64_t bytes = sh.n * sh.k * 2;
@@ -160,7 +167,11 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
       }
       Status st;
       const double ts = median_seconds(s, 20, [&](int r) {
-        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, ws, ws_bytes, sms, s);
+        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s);
+      });
+      o.launch_epilogue = true;
+      const double tl = median_seconds(s, 20, [&](int r) {
+        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s);
       });
       if (!st.ok()) std::printf("skinny_gemm: %s\n", st.to_string().c_str());
       const float alpha = 1.f, beta = 0.f;
@@ -170,8 +181,8 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
                      &beta, out, sh.fp32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT);
       });
-      std::printf("%-8s %5lld %10.1f %10.1f %7.0f%% %7.0f%% %9.2f\n", sh.name, static_cast<long long>(m), ts * 1e6,
-                  tc * 1e6, 100 * bytes / ts / bw, 100 * bytes / tc / bw, tc / ts);
+      std::printf("%-8s %5lld %10.1f %11.1f %10.1f %7.0f%% %7.0f%% %9.2f\n", sh.name, static_cast<long long>(m),
+                  ts * 1e6, tl * 1e6, tc * 1e6, 100 * bytes / ts / bw, 100 * bytes / tc / bw, tc / ts);
     }
     for (__nv_bfloat16* p : w) cudaFree(p);
   }
@@ -179,6 +190,7 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   cudaFree(a);
   cudaFree(out);
   cudaFree(ws);
+  cudaFree(sws.counters);
 }
 
 }  // namespace
@@ -217,7 +229,7 @@ int main(int argc, char** argv) {
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
               ks.bytes() / 1e9);
   std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
-              "floor %", "tokens/s", "skinny ms", "floor %");
+              "floor %", "tokens/s", "skinny ms", "floor %", "skinny-l ms");
   for (int ctx : {1024, 8192}) {
     for (int batch : {1, 16, 32, 64, 256}) {
       if (int64_t{batch} * ctx > kv_tokens - 16) {
@@ -232,16 +244,19 @@ int main(int argc, char** argv) {
       m->set_cuda_graphs(true);
       const double t = time_step(*m, b, quick ? 5 : 20);
       const double floor = (m->weight_bytes() + batch * ctx * kv_token_bytes) / bw;
-      double tk = 0;  // with skinny GEMMs (graphs), where the step takes them
+      double tk = 0, tl = 0;  // with skinny GEMMs (graphs), where the step takes them; their epilogues launched
       if (batch <= 32) {
         m->set_skinny_gemm(true);
         tk = time_step(*m, b, quick ? 5 : 20);
+        m->set_skinny_launch_epilogue(true);  // A/B: the epilogues in launches of their own
+        tl = time_step(*m, b, quick ? 5 : 20);
+        m->set_skinny_launch_epilogue(false);
         m->set_skinny_gemm(false);
       }
       std::printf("%-8d %-6d %10.3f %10.3f %10.3f %8.0f%% %12.0f", batch, ctx, te * 1e3, t * 1e3, floor * 1e3,
                   100 * floor / t, batch / t);
       if (tk > 0)
-        std::printf(" %10.3f %8.0f%%", tk * 1e3, 100 * floor / tk);
+        std::printf(" %10.3f %8.0f%% %11.3f", tk * 1e3, 100 * floor / tk, tl * 1e3);
       std::printf("%s\n", m->cuda_graphs() ? "" : " (graph capture failed: eager)");
     }
   }

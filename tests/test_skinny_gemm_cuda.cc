@@ -52,8 +52,17 @@ struct Problem {
   int64_t m = 0, n = 0, k = 0, lda = 0;
   Bf16 a, w;
   std::vector<double> c;  // [m, n]
-  DeviceBuffer da, dw, ws;
+  DeviceBuffer da, dw, ws, counters;
   int64_t ws_bytes = 0;
+  // The call's workspace: partials poisoned, counters zeroed once (each call leaves them at zero).
+  model::cuda::SkinnyWorkspace workspace() const {
+    model::cuda::SkinnyWorkspace w;
+    w.partials = ws.get();
+    w.bytes = ws_bytes;
+    w.counters = counters.as<unsigned>();
+    w.counter_count = model::cuda::skinny_gemm_counters(n);
+    return w;
+  }
 };
 Problem make_problem(int64_t m, int64_t n, int64_t k, uint64_t seed, int sms) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
@@ -75,6 +84,8 @@ Problem make_problem(int64_t m, int64_t n, int64_t k, uint64_t seed, int sms) {
   p.dw = to_device(p.w.bits);
   p.ws_bytes = model::cuda::skinny_gemm_workspace_bytes(m, n, k, sms);
   p.ws.allocate(p.ws_bytes);  // poisoned
+  p.counters.allocate(model::cuda::skinny_gemm_counters(n) * 4);
+  EXPECT_EQ(cudaMemset(p.counters.get(), 0, model::cuda::skinny_gemm_counters(n) * 4), cudaSuccess);
   return p;
 }
 
@@ -134,96 +145,108 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
                                " splits " + std::to_string(model::cuda::skinny_gemm_splits(s.n, s.k, sms));
       if (m == 1) std::printf("[  NOTE    ] n %lld k %lld: %s\n", static_cast<long long>(s.n), static_cast<long long>(s.k), what.c_str());
       const double scale = max_abs(p.c);
-      // kFp32.
-      {
-        DeviceBuffer out(m * s.n * 4);
-        SkinnyOutput o;
-        o.kind = SkinnyEpilogue::kFp32;
-        o.out_fp32 = out.as<float>();
-        const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n,
-                                                   s.k, o, p.ws.get(), p.ws_bytes, sms, nullptr);
-        ASSERT_TRUE(st.ok()) << st.to_string() << ", " << what;
-        std::vector<float> got(static_cast<size_t>(m * s.n));
-        out.download(got.data(), m * s.n * 4);
-        EXPECT_EQ(check("fp32", got, p.c, 16 * fp32_ulp, scale), "") << what;
-      }
-      // kStore in three pieces (q, k, v of a fused projection: n/2, n/4, n/4, rounded to 16).
-      {
-        const int64_t c0 = s.n / 2 / 16 * 16, c1 = (s.n - c0) / 2 / 16 * 16, c2 = s.n - c0 - c1;
-        DeviceBuffer o0(m * c0 * 2), o1(m * c1 * 2), o2(m * c2 * 2);
-        SkinnyOutput o;
-        o.out[0] = o0.as<__nv_bfloat16>();
-        o.out[1] = o1.as<__nv_bfloat16>();
-        o.out[2] = o2.as<__nv_bfloat16>();
-        o.cols[0] = c0;
-        o.cols[1] = c1;
-        o.cols[2] = c2;
-        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
-                                             p.ws.get(), p.ws_bytes, sms, nullptr)
-                        .ok());
-        int64_t base = 0;
-        for (auto [buf, cols] : {std::pair{&o0, c0}, std::pair{&o1, c1}, std::pair{&o2, c2}}) {
-          if (cols == 0) continue;
-          const std::vector<float> got = download_bf16(*buf, m * cols);
-          std::vector<double> want(got.size());
+      // Each epilogue fused into the GEMM's launch where it can be (a norm over at most 8 rows,
+      // SwiGLU halves of whole 64-column groups), and in launches of its own.
+      for (bool launch : {false, true}) {
+        const std::string how = what + (launch ? ", launched epilogue" : ", fused epilogue");
+        // kFp32.
+        {
+          DeviceBuffer out(m * s.n * 4);
+          SkinnyOutput o;
+        o.launch_epilogue = launch;
+          o.kind = SkinnyEpilogue::kFp32;
+          o.out_fp32 = out.as<float>();
+          const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n,
+                                                     s.k, o, p.workspace(), sms, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string() << ", " << how;
+          std::vector<float> got(static_cast<size_t>(m * s.n));
+          out.download(got.data(), m * s.n * 4);
+          EXPECT_EQ(check("fp32", got, p.c, 16 * fp32_ulp, scale), "") << how;
+        }
+        // kStore in three pieces (q, k, v of a fused projection: n/2, n/4, n/4, rounded to 16).
+        {
+          const int64_t c0 = s.n / 2 / 16 * 16, c1 = (s.n - c0) / 2 / 16 * 16, c2 = s.n - c0 - c1;
+          DeviceBuffer o0(m * c0 * 2), o1(m * c1 * 2), o2(m * c2 * 2);
+          SkinnyOutput o;
+        o.launch_epilogue = launch;
+          o.out[0] = o0.as<__nv_bfloat16>();
+          o.out[1] = o1.as<__nv_bfloat16>();
+          o.out[2] = o2.as<__nv_bfloat16>();
+          o.cols[0] = c0;
+          o.cols[1] = c1;
+          o.cols[2] = c2;
+          ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                               p.workspace(), sms, nullptr)
+                          .ok());
+          int64_t base = 0;
+          for (auto [buf, cols] : {std::pair{&o0, c0}, std::pair{&o1, c1}, std::pair{&o2, c2}}) {
+            if (cols == 0) continue;
+            const std::vector<float> got = download_bf16(*buf, m * cols);
+            std::vector<double> want(got.size());
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = p.c[i * s.n + base + j];
+            EXPECT_EQ(check("bf16 piece", got, want, bf16_ulp, scale), "") << how << ", piece at column " << base;
+            base += cols;
+          }
+        }
+        // kResidual, with the norm and without it: x0 random, x = x0 + c, h = bf16(w · x · rsqrt(mean x² + eps)).
+        for (bool norm : {true, false}) {
+          std::mt19937 rng(static_cast<uint32_t>(seed * 7));
+          std::normal_distribution<float> normal(0.f, 2.f);
+          std::vector<float> x0(static_cast<size_t>(m * s.n));
+          for (float& v : x0) v = normal(rng);
+          const Bf16 nw = random_bf16(s.n, 1.0, rng);
+          DeviceBuffer dx = to_device(x0), dnw = to_device(nw.bits), dh(m * s.n * 2);
+          SkinnyOutput o;
+        o.launch_epilogue = launch;
+          o.kind = SkinnyEpilogue::kResidual;
+          o.residual = dx.as<float>();
+          o.norm_weight = norm ? dnw.as<__nv_bfloat16>() : nullptr;
+          o.normed = norm ? dh.as<__nv_bfloat16>() : nullptr;
+          o.eps = 1e-5f;
+          ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                               p.workspace(), sms, nullptr)
+                          .ok());
+          std::vector<float> x(x0.size());
+          dx.download(x.data(), m * s.n * 4);
+          std::vector<double> want_x(x.size()), want_h(x.size());
+          for (int64_t i = 0; i < m; ++i) {
+            double ss = 0;
+            for (int64_t j = 0; j < s.n; ++j) {
+              want_x[i * s.n + j] = x0[i * s.n + j] + p.c[i * s.n + j];
+              ss += want_x[i * s.n + j] * want_x[i * s.n + j];
+            }
+            const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.n) + 1e-5);
+            for (int64_t j = 0; j < s.n; ++j) want_h[i * s.n + j] = nw.value[j] * want_x[i * s.n + j] * inv;
+          }
+          EXPECT_EQ(check("residual", x, want_x, 16 * fp32_ulp, scale + 8), "") << how;
+          if (norm) {
+            EXPECT_EQ(check("rms norm", download_bf16(dh, m * s.n), want_h, bf16_ulp, 4), "") << how;
+          }
+        }
+        // kSwiGLU: columns [0, n/2) gate, [n/2, n) up.
+        {
+          const int64_t half = s.n / 2;
+          DeviceBuffer act(m * half * 2);
+          SkinnyOutput o;
+        o.launch_epilogue = launch;
+          o.kind = SkinnyEpilogue::kSwiGLU;
+          o.act = act.as<__nv_bfloat16>();
+          ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
+                                               p.workspace(), sms, nullptr)
+                          .ok());
+          std::vector<double> want(static_cast<size_t>(m * half));
           for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < cols; ++j) want[i * cols + j] = p.c[i * s.n + base + j];
-          EXPECT_EQ(check("bf16 piece", got, want, bf16_ulp, scale), "") << what << ", piece at column " << base;
-          base += cols;
+            for (int64_t j = 0; j < half; ++j) {
+              const double g = p.c[i * s.n + j], u = p.c[i * s.n + half + j];
+              want[i * half + j] = g / (1 + std::exp(-g)) * u;
+            }
+          EXPECT_EQ(check("swiglu", download_bf16(act, m * half), want, bf16_ulp, scale * scale), "") << how;
         }
       }
-      // kResidual, with the norm and without it: x0 random, x = x0 + c, h = bf16(w · x · rsqrt(mean x² + eps)).
-      for (bool norm : {true, false}) {
-        std::mt19937 rng(static_cast<uint32_t>(seed * 7));
-        std::normal_distribution<float> normal(0.f, 2.f);
-        std::vector<float> x0(static_cast<size_t>(m * s.n));
-        for (float& v : x0) v = normal(rng);
-        const Bf16 nw = random_bf16(s.n, 1.0, rng);
-        DeviceBuffer dx = to_device(x0), dnw = to_device(nw.bits), dh(m * s.n * 2);
-        SkinnyOutput o;
-        o.kind = SkinnyEpilogue::kResidual;
-        o.residual = dx.as<float>();
-        o.norm_weight = norm ? dnw.as<__nv_bfloat16>() : nullptr;
-        o.normed = norm ? dh.as<__nv_bfloat16>() : nullptr;
-        o.eps = 1e-5f;
-        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
-                                             p.ws.get(), p.ws_bytes, sms, nullptr)
-                        .ok());
-        std::vector<float> x(x0.size());
-        dx.download(x.data(), m * s.n * 4);
-        std::vector<double> want_x(x.size()), want_h(x.size());
-        for (int64_t i = 0; i < m; ++i) {
-          double ss = 0;
-          for (int64_t j = 0; j < s.n; ++j) {
-            want_x[i * s.n + j] = x0[i * s.n + j] + p.c[i * s.n + j];
-            ss += want_x[i * s.n + j] * want_x[i * s.n + j];
-          }
-          const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.n) + 1e-5);
-          for (int64_t j = 0; j < s.n; ++j) want_h[i * s.n + j] = nw.value[j] * want_x[i * s.n + j] * inv;
-        }
-        EXPECT_EQ(check("residual", x, want_x, 16 * fp32_ulp, scale + 8), "") << what;
-        if (norm) {
-          EXPECT_EQ(check("rms norm", download_bf16(dh, m * s.n), want_h, bf16_ulp, 4), "") << what;
-        }
-      }
-      // kSwiGLU: columns [0, n/2) gate, [n/2, n) up.
-      {
-        const int64_t half = s.n / 2;
-        DeviceBuffer act(m * half * 2);
-        SkinnyOutput o;
-        o.kind = SkinnyEpilogue::kSwiGLU;
-        o.act = act.as<__nv_bfloat16>();
-        ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
-                                             p.ws.get(), p.ws_bytes, sms, nullptr)
-                        .ok());
-        std::vector<double> want(static_cast<size_t>(m * half));
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < half; ++j) {
-            const double g = p.c[i * s.n + j], u = p.c[i * s.n + half + j];
-            want[i * half + j] = g / (1 + std::exp(-g)) * u;
-          }
-        EXPECT_EQ(check("swiglu", download_bf16(act, m * half), want, bf16_ulp, scale * scale), "") << what;
-      }
+      std::vector<unsigned> counters(static_cast<size_t>(model::cuda::skinny_gemm_counters(s.n)));
+      p.counters.download(counters.data(), static_cast<int64_t>(counters.size() * 4));
+      for (unsigned c : counters) ASSERT_EQ(c, 0u) << "a fused epilogue left a counter set, " << what;
     }
   }
 }
@@ -255,31 +278,81 @@ TEST(SkinnyGemmCuda, RefusesWhatItDoesNotTake) {
       {32, 64, 256, 256, a, p.ws_bytes - 4},  // a short workspace
   };
   for (const Bad& b : bad) {
-    const Status st = model::cuda::skinny_gemm(b.a, b.lda, w, b.m, b.n, b.k, o, p.ws.get(), b.ws, sms, nullptr);
+    model::cuda::SkinnyWorkspace ws = p.workspace();
+    ws.bytes = b.ws;
+    const Status st = model::cuda::skinny_gemm(b.a, b.lda, w, b.m, b.n, b.k, o, ws, sms, nullptr);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << b.m << " " << b.n << " " << b.k << " " << b.lda;
     EXPECT_NE(st.message().find("skinny_gemm"), std::string::npos) << st.to_string();
   }
   // w misaligned; each epilogue without what it writes.
-  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w + 4, 32, 64, 256, o, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w + 4, 32, 64, 256, o, p.workspace(), sms, nullptr).code(),
             StatusCode::kInvalidArgument);
   for (SkinnyEpilogue kind : {SkinnyEpilogue::kFp32, SkinnyEpilogue::kResidual, SkinnyEpilogue::kSwiGLU}) {
     SkinnyOutput missing;
     missing.kind = kind;
     missing.residual = kind == SkinnyEpilogue::kResidual ? out.as<float>() : nullptr;
     missing.norm_weight = w;  // kResidual: a norm without its output
-    EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, missing, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+    EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, missing, p.workspace(), sms, nullptr).code(),
               StatusCode::kInvalidArgument)
         << static_cast<int>(kind);
   }
   SkinnyOutput pieces;  // columns that do not add up to n
   pieces.out[0] = reinterpret_cast<__nv_bfloat16*>(out.get());
   pieces.cols[0] = 48;
-  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, pieces, p.ws.get(), p.ws_bytes, sms, nullptr).code(),
+  EXPECT_EQ(model::cuda::skinny_gemm(a, 256, w, 32, 64, 256, pieces, p.workspace(), sms, nullptr).code(),
             StatusCode::kInvalidArgument);
   FS_ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<float> got(33 * 64);
   out.download(got.data(), 33 * 64 * 4);
   for (float v : got) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote its output";
+}
+
+// The fused epilogue inside a CUDA graph replayed three times (its counters must come back to
+// zero after each launch): x = x0 + 3·c, h the norm of that x; QKV-like pieces equal each time.
+TEST(SkinnyGemmCuda, FusedEpilogueReplaysInAGraph) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int sms = device_sms();
+  Problem p = make_problem(1, 4096, 4096, 3100, sms);  // wo's shape at batch 1: 16 splits
+  std::mt19937 rng(3101);
+  const Bf16 nw = random_bf16(p.n, 1.0, rng);
+  std::vector<float> x0(static_cast<size_t>(p.n), 0.25f);
+  DeviceBuffer dx = to_device(x0), dnw = to_device(nw.bits), dh(p.n * 2);
+  SkinnyOutput o;
+  o.kind = SkinnyEpilogue::kResidual;
+  o.residual = dx.as<float>();
+  o.norm_weight = dnw.as<__nv_bfloat16>();
+  o.normed = dh.as<__nv_bfloat16>();
+  ASSERT_TRUE(model::cuda::skinny_gemm_fuses(1, p.n, o, p.workspace()));
+  cudaStream_t stream;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), 1, p.n, p.k, o,
+                                             p.workspace(), sms, stream);
+  FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  cudaGraphExec_t exec;
+  FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < 3; ++r) FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+  FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+  std::vector<float> x(static_cast<size_t>(p.n));
+  dx.download(x.data(), p.n * 4);
+  std::vector<double> want_x(x.size()), want_h(x.size());
+  double ss = 0;
+  for (int64_t j = 0; j < p.n; ++j) {
+    want_x[j] = 0.25 + 3 * p.c[j];
+    ss += want_x[j] * want_x[j];
+  }
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.n) + 1e-5);
+  for (int64_t j = 0; j < p.n; ++j) want_h[j] = nw.value[j] * want_x[j] * inv;
+  EXPECT_EQ(check("x after 3 replays", x, want_x, 64 * std::ldexp(1.0, -23), max_abs(p.c) + 1), "");
+  EXPECT_EQ(check("h after 3 replays", download_bf16(dh, p.n), want_h, std::ldexp(1.0, -8), 4), "");
+  std::vector<unsigned> counters(static_cast<size_t>(model::cuda::skinny_gemm_counters(p.n)));
+  p.counters.download(counters.data(), static_cast<int64_t>(counters.size() * 4));
+  for (unsigned c : counters) EXPECT_EQ(c, 0u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and k / 128 splits,
@@ -301,7 +374,8 @@ TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
       EXPECT_GE(s, 1);
       EXPECT_LE(s, 16);
       EXPECT_LE(s, k / 128);
-      EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(7, n, k, 132), (int64_t{s} * 7 * n + 7 * ((n + 255) / 256)) * 4);
+      EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(7, n, k, 132), (int64_t{s} * 7 * n + 7 * ((n + 63) / 64)) * 4);
+      EXPECT_EQ(model::cuda::skinny_gemm_counters(n), (n + 63) / 64 + 1);
     }
   }
 }

@@ -8,7 +8,7 @@
 # the model tests that cross-check it (skinny against cuBLAS and the CPU; the plain one as a
 # regression check), memcheck and racecheck on the GEMM tests, then bench_model: the decode rows
 # with cuBLAS and with skinny GEMMs up to batch 32 beside the floor, and the per-GEMM table
-# (skinny against cuBLAS at 1..32 rows: the crossover).
+# (skinny, fused and launched epilogues, against cuBLAS at 1..32 rows: the crossover).
 # Prediction: decode step at batch 1, 1k: 4.3-4.8 ms (75-85% of the 3.64 ms floor; cuBLAS
 # 5.86-6.12); per GEMM 80-90% of the read bandwidth on gate|up, down, lm_head at <= 8 rows.
 set -uo pipefail

@@ -159,8 +159,11 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&m->sm_count_, cudaDevAttrMultiProcessorCount, opt.device));
   {
     const int64_t rows = std::min<int64_t>(32, std::max(T, B));
-    for (auto [n, k] : {std::pair{Q + 2 * KV, H}, std::pair{H, Q}, std::pair{2 * I, H}, std::pair{H, I}, std::pair{V, H}})
-      m->skinny_ws_bytes_ = std::max(m->skinny_ws_bytes_, model::cuda::skinny_gemm_workspace_bytes(rows, n, k, m->sm_count_));
+    for (auto [n, k] : {std::pair{Q + 2 * KV, H}, std::pair{H, Q}, std::pair{2 * I, H}, std::pair{H, I}, std::pair{V, H}}) {
+      m->skinny_ws_.bytes =
+          std::max(m->skinny_ws_.bytes, model::cuda::skinny_gemm_workspace_bytes(rows, n, k, m->sm_count_));
+      m->skinny_ws_.counter_count = std::max(m->skinny_ws_.counter_count, model::cuda::skinny_gemm_counters(n));
+    }
   }
   Arena ba;
   auto carve = [&](Arena& a) {
@@ -169,7 +172,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->logits_ = a.take<float>(B * V);
     m->inv_freq_ = a.take<float>(c.head_dim / 2);
     m->kv_amax_ = a.take<float>(2 * int64_t{c.num_key_value_heads});
-    m->skinny_ws_ = a.take<char>(m->skinny_ws_bytes_);
+    m->skinny_ws_.partials = a.take<char>(m->skinny_ws_.bytes);
+    m->skinny_ws_.counters = a.take<unsigned>(m->skinny_ws_.counter_count);
     m->h_ = a.take<__nv_bfloat16>(T * H);
     m->q_ = a.take<__nv_bfloat16>(T * Q);
     m->k_ = a.take<__nv_bfloat16>(T * KV);
@@ -211,6 +215,10 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && *env != 0)
     m->opt_.skinny_gemm = std::strcmp(env, "0") != 0;
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE"); env != nullptr && *env != 0)
+    m->opt_.skinny_launch_epilogue = std::strcmp(env, "launch") == 0;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->skinny_ws_.counters, 0, m->skinny_ws_.counter_count * sizeof(unsigned),
+                                          m->stream_));
   m->qkv_fused_ = true;
   for (const Layer& L : m->layers_) m->qkv_fused_ = m->qkv_fused_ && L.wk == L.wq + Q * H && L.wv == L.wk + KV * H;
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m->stream_));
@@ -237,9 +245,16 @@ void LlamaCudaModel::set_skinny_gemm(bool on) {
   graphs_.clear();
 }
 
+void LlamaCudaModel::set_skinny_launch_epilogue(bool on) {
+  if (on == opt_.skinny_launch_epilogue) return;
+  opt_.skinny_launch_epilogue = on;
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+  graphs_.clear();
+}
+
 bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) const {
-  return opt_.skinny_gemm && skinny_ws_ != nullptr && model::cuda::skinny_gemm_supported(m, n, k, lda, a, w) &&
-         model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_bytes_;
+  return opt_.skinny_gemm && skinny_ws_.partials != nullptr && model::cuda::skinny_gemm_supported(m, n, k, lda, a, w) &&
+         model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_.bytes;
 }
 
 Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
@@ -372,9 +387,10 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   using model::cuda::SkinnyEpilogue;
   using model::cuda::SkinnyOutput;
   auto skinny_call = [&](const __nv_bfloat16* in, int64_t lda, const __nv_bfloat16* w, int64_t rows, int64_t n,
-                         int64_t k, const SkinnyOutput& out) {
+                         int64_t k, SkinnyOutput out) {
     ++skinny_calls_;
-    return model::cuda::skinny_gemm(in, lda, w, rows, n, k, out, skinny_ws_, skinny_ws_bytes_, sm_count_, stream_);
+    out.launch_epilogue = opt_.skinny_launch_epilogue;
+    return model::cuda::skinny_gemm(in, lda, w, rows, n, k, out, skinny_ws_, sm_count_, stream_);
   };
   auto residual = [&](const __nv_bfloat16* norm) {
     SkinnyOutput o;

@@ -19,6 +19,7 @@
 #include "kvcache/sizing.h"
 #include "server/model/attention_step.h"
 #include "server/model/cuda/sampler_cuda.h"
+#include "server/model/cuda/skinny_gemm.h"
 #include "server/model/kv_cache_options.h"
 #include "server/model/model.h"
 #include "server/model/weights.h"
@@ -43,6 +44,9 @@ struct CudaModelOptions {
   // epilogues) instead of cuBLAS. Off until it has been measured on a GPU (issue 27);
   // FLASHSERVE_SKINNY_GEMM=1 (or 0), read at create, overrides this.
   bool skinny_gemm = false;
+  // Their epilogues inside the GEMM's launch where they can be (skinny_gemm.h), or in launches of
+  // their own (an A/B: FLASHSERVE_SKINNY_EPILOGUE=launch, read at create, sets this).
+  bool skinny_launch_epilogue = false;
   // The cache's dtype (bf16, or fp8_e4m3/fp8_e5m2: taken with FLASHSERVE_CUDA_FP8=1 until its
   // kernels have run on a GPU) and, for FP8, its scales' policy (kv_cache_options.h).
   KvCacheOptions kv = {DType::kBFloat16};
@@ -80,6 +84,7 @@ class LlamaCudaModel : public Model {
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
+  void set_skinny_launch_epilogue(bool on);
   bool skinny_gemm() const { return opt_.skinny_gemm; }
   // skinny_gemm calls made so far (issued or captured into a graph; tests check the path ran).
   int64_t skinny_calls() const { return skinny_calls_; }
@@ -125,8 +130,7 @@ class LlamaCudaModel : public Model {
   std::vector<Layer> layers_;
   bool qkv_fused_ = false;  // every layer's wq, wk, wv adjacent: one [Q + 2·KV, hidden] weight
   int sm_count_ = 0;
-  void* skinny_ws_ = nullptr;  // skinny_gemm's workspace, in buffers_
-  int64_t skinny_ws_bytes_ = 0;
+  model::cuda::SkinnyWorkspace skinny_ws_;  // in buffers_ (its counters zeroed at create)
   int64_t skinny_calls_ = 0;
 
   // Activations and step metadata, sized by the options; one allocation.

@@ -55,10 +55,65 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 8 : 0) : "memory");
 }
 
+// The splits' sum of c at `at` (row · n + col): L2 loads (__ldcg), as the partials come from
+// other CTAs of the same launch in the fused epilogue.
+__device__ __forceinline__ float sum_splits(const float* partial, int splits, int64_t plane, int64_t at) {
+  float y = 0.f;
+  for (int s = 0; s < splits; ++s) y += __ldcg(partial + s * plane + at);
+  return y;
+}
+
+// One output element of c's row `row`, column `col` (kSwiGLU: col < n / 2, gate col and up
+// n / 2 + col): kStore, kFp32 and kSwiGLU write it; kResidual adds it into x and returns x's
+// new value (the norm, if any, is the caller's).
+__device__ __forceinline__ float finish_one(const SkinnyOutput& out, const float* partial, int splits, int64_t plane,
+                                            int64_t n, int64_t row, int64_t col) {
+  switch (out.kind) {
+    case SkinnyEpilogue::kSwiGLU: {
+      const int64_t half = n / 2;
+      const float g = sum_splits(partial, splits, plane, row * n + col);
+      const float u = sum_splits(partial, splits, plane, row * n + half + col);
+      out.act[row * half + col] = __float2bfloat16_rn(g / (1.f + __expf(-g)) * u);  // the model's silu_mul
+      return 0.f;
+    }
+    case SkinnyEpilogue::kFp32:
+      out.out_fp32[row * n + col] = sum_splits(partial, splits, plane, row * n + col);
+      return 0.f;
+    case SkinnyEpilogue::kResidual: {
+      const float v = __ldcg(out.residual + row * n + col) + sum_splits(partial, splits, plane, row * n + col);
+      out.residual[row * n + col] = v;
+      return v;
+    }
+    default: {
+      // The output piece of column col (selects, not an indexed array: that put out in local memory).
+      const int64_t c1 = out.cols[0], c2 = c1 + out.cols[1];
+      __nv_bfloat16* dst = col < c1 ? out.out[0] : col < c2 ? out.out[1] : out.out[2];
+      const int64_t width = col < c1 ? out.cols[0] : col < c2 ? out.cols[1] : out.cols[2];
+      const int64_t c = col < c1 ? col : col < c2 ? col - c1 : col - c2;
+      dst[row * width + c] = __float2bfloat16_rn(sum_splits(partial, splits, plane, row * n + col));
+      return 0.f;
+    }
+  }
+}
+
+// The norm after kResidual: h = bf16(w · (x · inv)) (the model's rms_norm), x read from L2.
+__device__ __forceinline__ void norm_one(const SkinnyOutput& out, int64_t n, int64_t row, int64_t col, float inv) {
+  out.normed[row * n + col] =
+      __float2bfloat16_rn(__bfloat162float(out.norm_weight[col]) * (__ldcg(out.residual + row * n + col) * inv));
+}
+
+// The fused epilogue's state in the workspace (skinny_gemm_workspace_bytes): a counter a group
+// of 64 columns (kSwiGLU: gate block x and up block x + n / 128 together) and one for the norm,
+// each left at zero by the launch's last arrival; with a norm, each group's sums of squares.
+struct FusedState {
+  unsigned* counters;  // [groups + 1]
+  float* squares;      // [groups][m]
+};
+
 template <int kTiles>
 __global__ void __launch_bounds__(kThreads, 4)
     skinny_gemm_kernel(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int m, int64_t n, int64_t k,
-                       float* partial) {
+                       float* partial, const __grid_constant__ SkinnyOutput fout, FusedState fused) {
   using Tr = SkinnyTraits<kTiles>;
   __shared__ __align__(16) unsigned char stage[2][Tr::kStageBytes];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -127,22 +182,70 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (j + 1 < last) step(j + 1, 1, wb, wa);
     }
   }
-  if (!rows) return;
-  // acc[t]: rows gid (0, 1) and gid + 8 (2, 3) of the warp, rows of a 8·t + 2·tig (0, 2) and + 1 (1, 3).
-  float* out = partial + static_cast<int64_t>(blockIdx.y) * m * n;
+  if (rows) {
+    // acc[t]: rows gid (0, 1) and gid + 8 (2, 3) of the warp, rows of a 8·t + 2·tig (0, 2) and + 1 (1, 3).
+    float* out = partial + static_cast<int64_t>(blockIdx.y) * m * n;
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int arow = 8 * t + 2 * tig + (e % 2);
-      if (arow < m) out[static_cast<int64_t>(arow) * n + row0 + gid + 8 * (e / 2)] = acc[t][e];
-    }
-}
+      for (int e = 0; e < 4; ++e) {
+        const int arow = 8 * t + 2 * tig + (e % 2);
+        if (arow < m) out[static_cast<int64_t>(arow) * n + row0 + gid + 8 * (e / 2)] = acc[t][e];
+      }
+  }
+  if (fused.counters == nullptr) return;  // the epilogue kernels finish
 
-__device__ __forceinline__ float sum_splits(const float* partial, int splits, int64_t plane, int64_t at) {
-  float y = 0.f;
-  for (int s = 0; s < splits; ++s) y += partial[s * plane + at];
-  return y;
+  // The fused epilogue (the last-block pattern): the last CTA to store a group's partials sums
+  // the splits for the group's 64 columns (and, with a norm, their squares); the last group to
+  // finish does the norm of every row. Each counter goes back to zero for the next launch.
+  __shared__ unsigned s_last;
+  const bool swiglu = fout.kind == SkinnyEpilogue::kSwiGLU;
+  const unsigned groups = static_cast<unsigned>(swiglu ? n / 2 / kRowsPerCta : gridDim.x);
+  const unsigned group = blockIdx.x % groups;
+  __threadfence();  // this CTA's partials, device-wide, before its arrival
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned arrivals = gridDim.y * (swiglu ? 2u : 1u);
+    s_last = atomicAdd(fused.counters + group, 1u) + 1 == arrivals;
+    if (s_last) atomicExch(fused.counters + group, 0u);
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // every arrival's partials before this CTA's loads
+  const int splits = static_cast<int>(gridDim.y);
+  const int64_t plane = static_cast<int64_t>(m) * n, cols = swiglu ? n / 2 : n;
+  const int64_t col0 = static_cast<int64_t>(group) * kRowsPerCta;
+  for (int i = tid; i < m * kRowsPerCta; i += kThreads) {
+    const int64_t row = i / kRowsPerCta, col = col0 + i % kRowsPerCta;
+    if (col < cols) finish_one(fout, partial, splits, plane, n, row, col);
+  }
+  if (fout.kind != SkinnyEpilogue::kResidual || fout.norm_weight == nullptr) return;
+  __syncthreads();  // the group's x stored (this CTA's own writes: a barrier orders them)
+  if (tid < m) {    // the group's sums of squares, a row a thread, in column order
+    float ss = 0.f;
+    for (int64_t col = col0; col < min(col0 + kRowsPerCta, n); ++col) {
+      const float v = __ldcg(fout.residual + tid * n + col);
+      ss += v * v;
+    }
+    fused.squares[static_cast<int64_t>(group) * m + tid] = ss;
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    s_last = atomicAdd(fused.counters + groups, 1u) + 1 == groups;
+    if (s_last) atomicExch(fused.counters + groups, 0u);
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  __shared__ float inv[8];  // m <= 8 on this path (skinny_gemm)
+  if (tid < m) {
+    float total = 0.f;
+    for (unsigned g = 0; g < groups; ++g) total += __ldcg(fused.squares + static_cast<int64_t>(g) * m + tid);
+    inv[tid] = rsqrtf(total / static_cast<float>(n) + fout.eps);
+  }
+  __syncthreads();
+  for (int64_t i = tid; i < m * n; i += kThreads) norm_one(fout, n, i / n, i % n, inv[i / n]);
 }
 
 // kStore, kFp32, kSwiGLU: element by element over the outputs.
@@ -150,26 +253,8 @@ __global__ void skinny_finish_kernel(const float* partial, int splits, int m, in
   const int64_t plane = static_cast<int64_t>(m) * n;
   const int64_t cols = out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * cols;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = i / cols, col = i % cols;
-    if (out.kind == SkinnyEpilogue::kSwiGLU) {
-      const float g = sum_splits(partial, splits, plane, row * n + col);
-      const float u = sum_splits(partial, splits, plane, row * n + cols + col);
-      out.act[i] = __float2bfloat16_rn(g / (1.f + __expf(-g)) * u);  // the model's silu_mul
-      continue;
-    }
-    const float y = sum_splits(partial, splits, plane, row * n + col);
-    if (out.kind == SkinnyEpilogue::kFp32) {
-      out.out_fp32[i] = y;
-      continue;
-    }
-    // The output piece of column col (selects, not an indexed array: that put out in local memory).
-    const int64_t c1 = out.cols[0], c2 = c1 + out.cols[1];
-    __nv_bfloat16* dst = col < c1 ? out.out[0] : col < c2 ? out.out[1] : out.out[2];
-    const int64_t width = col < c1 ? out.cols[0] : col < c2 ? out.cols[1] : out.cols[2];
-    const int64_t c = col < c1 ? col : col < c2 ? col - c1 : col - c2;
-    dst[row * width + c] = __float2bfloat16_rn(y);
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    finish_one(out, partial, splits, plane, n, i / cols, i % cols);
 }
 
 // kResidual, first kernel: block (b, row) adds c's columns 256·b .. + 255 of the row into x and,
@@ -179,11 +264,7 @@ __global__ void skinny_residual_kernel(const float* partial, int splits, int m, 
                                        float* squares) {
   const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.y;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
-  float v = 0.f;
-  if (col < n) {
-    v = out.residual[row * n + col] + sum_splits(partial, splits, plane, row * n + col);
-    out.residual[row * n + col] = v;
-  }
+  const float v = col < n ? finish_one(out, partial, splits, plane, n, row, col) : 0.f;
   if (out.norm_weight == nullptr) return;
   __shared__ float part[kFinishThreads / 32];
   float ss = v * v;
@@ -204,9 +285,7 @@ __global__ void skinny_norm_kernel(int64_t n, SkinnyOutput out, const float* squ
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
   float total = 0.f;
   for (unsigned b = 0; b < gridDim.x; ++b) total += squares[row * gridDim.x + b];
-  const float inv = rsqrtf(total / static_cast<float>(n) + out.eps);
-  if (col < n)
-    out.normed[row * n + col] = __float2bfloat16_rn(__bfloat162float(out.norm_weight[col]) * (out.residual[row * n + col] * inv));
+  if (col < n) norm_one(out, n, row, col, rsqrtf(total / static_cast<float>(n) + out.eps));
 }
 
 }  // namespace
@@ -228,19 +307,29 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
 }
 
 int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms) {
-  // The splits' partials, then kResidual's sums of squares (a row's 256-column blocks).
+  // The splits' partials, then the sums of squares of a norm (a row's 64-column groups: the
+  // launched epilogue's 256-column blocks take fewer).
   const int64_t partials = static_cast<int64_t>(skinny_gemm_splits(n, k, sms)) * m * n;
-  return (partials + m * ((n + kFinishThreads - 1) / kFinishThreads)) * static_cast<int64_t>(sizeof(float));
+  return (partials + m * ((n + kRowsPerCta - 1) / kRowsPerCta)) * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t skinny_gemm_counters(int64_t n) { return (n + kRowsPerCta - 1) / kRowsPerCta + 1; }
+
+bool skinny_gemm_fuses(int64_t m, int64_t n, const SkinnyOutput& out, const SkinnyWorkspace& ws) {
+  if (out.launch_epilogue || ws.counters == nullptr || ws.counter_count < skinny_gemm_counters(n)) return false;
+  if (out.kind == SkinnyEpilogue::kResidual && out.norm_weight != nullptr && m > 8) return false;  // one CTA's norm
+  if (out.kind == SkinnyEpilogue::kSwiGLU && (n / 2) % kRowsPerCta != 0) return false;  // gate, up in whole groups
+  return true;
 }
 
 Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
-                   const SkinnyOutput& out, void* workspace, int64_t workspace_bytes, int sms, cudaStream_t stream) {
+                   const SkinnyOutput& out, const SkinnyWorkspace& ws, int sms, cudaStream_t stream) {
   if (!skinny_gemm_supported(m, n, k, lda, a, w))
     return invalid_argument("skinny_gemm: m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " +
                             std::to_string(k) + ", lda " + std::to_string(lda) +
                             " (it takes m 1..32, n a multiple of 16, k a multiple of 128, 16-byte aligned a rows and w)");
   const int64_t need = skinny_gemm_workspace_bytes(m, n, k, sms);
-  if (workspace == nullptr || workspace_bytes < need || reinterpret_cast<uintptr_t>(workspace) % 16)
+  if (ws.partials == nullptr || ws.bytes < need || reinterpret_cast<uintptr_t>(ws.partials) % 16)
     return invalid_argument("skinny_gemm: the workspace needs " + std::to_string(need) + " bytes, 16-byte aligned");
   switch (out.kind) {
     case SkinnyEpilogue::kStore: {
@@ -261,20 +350,22 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
       break;
   }
   const int splits = skinny_gemm_splits(n, k, sms);
-  float* partial = static_cast<float*>(workspace);
+  float* partial = static_cast<float*>(ws.partials);
+  float* squares = partial + static_cast<int64_t>(splits) * m * n;
+  const FusedState fused{skinny_gemm_fuses(m, n, out, ws) ? ws.counters : nullptr, squares};
   const dim3 grid(static_cast<unsigned>((n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(splits));
   const int mi = static_cast<int>(m);
   if (m <= 8) {
-    skinny_gemm_kernel<1><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+    skinny_gemm_kernel<1><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
   } else if (m <= 16) {
-    skinny_gemm_kernel<2><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+    skinny_gemm_kernel<2><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
   } else {
-    skinny_gemm_kernel<4><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial);
+    skinny_gemm_kernel<4><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm kernel");
+  if (fused.counters != nullptr) return Status::Ok();  // the kernel finished
   if (out.kind == SkinnyEpilogue::kResidual) {
-    float* squares = partial + static_cast<int64_t>(splits) * m * n;
     const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
     skinny_residual_kernel<<<rows, kFinishThreads, 0, stream>>>(partial, splits, mi, n, out, squares);
     if (out.norm_weight != nullptr) {

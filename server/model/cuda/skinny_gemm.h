@@ -3,7 +3,10 @@
 // floor). The weights stream once, 16 bytes a load straight into the tensor cores' A fragments
 // (c is computed transposed: wᵀ's 16 rows a warp against a's rows as the MMA's 8-wide N), split
 // along k across CTAs where n alone gives too few; the splits' fp32 partials are summed by an
-// epilogue that also does what follows the GEMM in the model:
+// epilogue that also does what follows the GEMM in the model, inside the GEMM's launch (the last
+// CTA to store a 64-column group's partials finishes the group; with a norm, the last group
+// normalises the rows: SkinnyWorkspace's counters) or, where that cannot be (launch_epilogue, a
+// norm over more than 8 rows, SwiGLU's halves not whole groups), in one or two launches after it:
 //   kStore     c in bf16, its columns cut into up to three outputs (a fused QKV: q, k, v);
 //   kFp32      c in fp32 (logits);
 //   kResidual  x += c (fp32 residual stream), then, with a norm weight, h = bf16(w · x · rsqrt(
@@ -37,6 +40,18 @@ struct SkinnyOutput {
   __nv_bfloat16* normed = nullptr;         // kResidual with a norm: h [m, n]
   float eps = 1e-5f;
   __nv_bfloat16* act = nullptr;            // kSwiGLU: [m, n / 2]
+  bool launch_epilogue = false;            // the epilogue in launches of its own (A/B; see the top)
+};
+
+// A call's scratch: partials (skinny_gemm_workspace_bytes, 16-byte aligned) and the fused
+// epilogue's counters (at least skinny_gemm_counters(n)), zeroed once by their owner before the
+// first call: each call leaves them at zero. Null counters: the launched epilogue. Calls that
+// share them must run one after another (one stream).
+struct SkinnyWorkspace {
+  void* partials = nullptr;
+  int64_t bytes = 0;
+  unsigned* counters = nullptr;
+  int64_t counter_count = 0;
 };
 
 // Whether skinny_gemm takes these shapes (see the header comment).
@@ -45,14 +60,19 @@ bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const v
 // (the kernel's occupancy), at most 16 and at most k / 128, a divisor of k / 128 where one is in
 // that range.
 int skinny_gemm_splits(int64_t n, int64_t k, int sms);
-// The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 256) · 4
-// for kResidual's norm.
+// The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 64) · 4
+// for a norm's sums of squares.
 int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms);
+// The counters a call over n columns needs for the fused epilogue: ceil(n / 64) + 1.
+int64_t skinny_gemm_counters(int64_t n);
+// Whether a call finishes inside the GEMM's launch (the fused epilogue) or in launches after it.
+bool skinny_gemm_fuses(int64_t m, int64_t n, const SkinnyOutput& out, const SkinnyWorkspace& ws);
 
 // c = a · wᵀ: a [m, k] bf16 (row stride lda), w [n, k] bf16 row-major (a linear layer's weight),
-// then out's epilogue; workspace of skinny_gemm_workspace_bytes(m, n, k, sms). Two launches on
-// `stream` (capturable; three for kResidual with a norm). INVALID_ARGUMENT for shapes it does not take or a short workspace.
+// then out's epilogue; ws as SkinnyWorkspace says. One launch on `stream` with the fused
+// epilogue, else two (three for kResidual with a norm); capturable. INVALID_ARGUMENT for shapes
+// it does not take or a short workspace, before any launch.
 Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int64_t m, int64_t n, int64_t k,
-                   const SkinnyOutput& out, void* workspace, int64_t workspace_bytes, int sms, cudaStream_t stream);
+                   const SkinnyOutput& out, const SkinnyWorkspace& ws, int sms, cudaStream_t stream);
 
 }  // namespace flashserve::model::cuda
