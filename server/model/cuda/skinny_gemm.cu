@@ -215,18 +215,18 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int splits = static_cast<int>(gridDim.y);
   const int64_t plane = static_cast<int64_t>(m) * n, cols = swiglu ? n / 2 : n;
   const int64_t col0 = static_cast<int64_t>(group) * kRowsPerCta;
+  const bool norm = fout.kind == SkinnyEpilogue::kResidual && fout.norm_weight != nullptr;  // then m <= 8
+  __shared__ float squared[8][kRowsPerCta];  // a norm's x² of the group, summed in column order below
   for (int i = tid; i < m * kRowsPerCta; i += kThreads) {
     const int64_t row = i / kRowsPerCta, col = col0 + i % kRowsPerCta;
-    if (col < cols) finish_one(fout, partial, splits, plane, n, row, col);
+    const float v = col < cols ? finish_one(fout, partial, splits, plane, n, row, col) : 0.f;
+    if (norm) squared[row][i % kRowsPerCta] = v * v;
   }
-  if (fout.kind != SkinnyEpilogue::kResidual || fout.norm_weight == nullptr) return;
-  __syncthreads();  // the group's x stored (this CTA's own writes: a barrier orders them)
-  if (tid < m) {    // the group's sums of squares, a row a thread, in column order
+  if (!norm) return;
+  __syncthreads();
+  if (tid < m) {  // the group's sums of squares, a row a thread
     float ss = 0.f;
-    for (int64_t col = col0; col < min(col0 + kRowsPerCta, n); ++col) {
-      const float v = __ldcg(fout.residual + tid * n + col);
-      ss += v * v;
-    }
+    for (int c = 0; c < kRowsPerCta; ++c) ss += squared[tid][c];
     fused.squares[static_cast<int64_t>(group) * m + tid] = ss;
   }
   __threadfence();
