@@ -132,7 +132,10 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   __nv_bfloat16* a = nullptr;
   void* out = nullptr;
   void* ws = nullptr;
-  cudaMalloc(&a, 32 * 14336 * 2);
+  if (cudaMalloc(&a, 32 * 14336 * 2) != cudaSuccess) {
+    std::printf("gemm table: no memory\n");
+    return;
+  }
   model::cuda::fill_normal(a, 32 * 14336, 0.f, 1.f, 5, s);
   cudaMalloc(&out, 32 * V * 4);
   model::cuda::SkinnyWorkspace sws;
@@ -153,7 +156,10 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
     const int copies = static_cast<int>(std::max<int64_t>(2, (192ll << 20) / bytes + 1));
     std::vector<__nv_bfloat16*> w(static_cast<size_t>(copies));
     for (int i = 0; i < copies; ++i) {
-      cudaMalloc(&w[i], bytes);
+      if (cudaMalloc(&w[i], bytes) != cudaSuccess) {
+        std::printf("gemm table: no memory for %s\n", sh.name);
+        std::exit(1);
+      }
       model::cuda::fill_normal(w[i], sh.n * sh.k, 0.f, 0.02f, 100 + i, s);
     }
     for (int64_t m : {1, 2, 4, 8, 16, 24, 32}) {
@@ -219,6 +225,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "create: %s\n", st.to_string().c_str());
     return 1;
   }
+  m->set_skinny_gemm(false);  // the cuBLAS columns are cuBLAS whatever FLASHSERVE_SKINNY_GEMM says
+  m->set_skinny_launch_epilogue(false);
   // Random K/V in the whole pool (never zeros).
   const KVStorageShape& ks = m->kv_shape();
   model::cuda::fill_normal(static_cast<__nv_bfloat16*>(m->kv().k_pages(0)), ks.bytes() / 2, 0.f, 1.f, 77, m->stream());

@@ -88,8 +88,9 @@ if [ "${2:-}" = cuda ]; then
   check "... scales calibrated on the first prefill" 'grep -q "KV cache scales: calibrated on each layer.s first prefill, then fixed" "$tmp/err"'
   served FLASHSERVE_CUDA_FP8=1 -- "${gpu[@]}" --kv-cache-dtype fp8_e5m2
   fp8=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.9 of .*/\1/p' "$tmp/err")
+  # (within 0.5%: two processes see a few MiB of free memory apart)
   check "fp8_e5m2 by --gpu-memory-utilization 0.9: twice the bf16 blocks ($fp8 against $blocks)" \
-    '[ "$rc_ready" -eq 0 ] && [ "${fp8:-0}" -ge $((2 * ${blocks:-1} - 2)) ] && [ "${fp8:-0}" -le $((2 * ${blocks:-0} + 2)) ]'
+    '[ "$rc_ready" -eq 0 ] && [ "${fp8:-0}" -gt 8193 ] && [ $((200 * ${fp8:-0})) -ge $((399 * ${blocks:-1})) ] && [ $((200 * ${fp8:-0})) -le $((401 * ${blocks:-0})) ]'
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
   exit

@@ -81,7 +81,7 @@ Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, int32_t
 
 TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   const Fp8Case cases[] = {
       {{1, 7, 77, 257}, 1, 12, 3, 64, 16},         // GQA 4, three kv heads
       {{5, 33, 100, 1000}, 3, 8, 8, 128, 1},       // block size 1, q_len 3
@@ -117,7 +117,6 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
       }
     }
   }
-  unsetenv("FLASHSERVE_CUDA_FP8");
 }
 
 // Without the opt-in, and with a scale pointer missing: a clear status, nothing written.
@@ -163,7 +162,7 @@ struct Fp8PrefillCase {
 
 TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   const Fp8PrefillCase cases[] = {
       {{{7, 77}, {1, 1}, {33, 40}, {257, 1025}}, 12, 3, 64, 16, true},  // chunks over cached prefixes
       {{{77, 257}, {129, 129}}, 8, 8, 128, 1, false},                   // block size 1, a whole prompt
@@ -208,7 +207,6 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
       }
     }
   }
-  unsetenv("FLASHSERVE_CUDA_FP8");
 }
 
 // Without the opt-in, at head_dim 256 (no FP8 instance), and with a scale pointer missing: a
@@ -290,7 +288,7 @@ bool same_code(uint8_t a, uint8_t b, DType t) {
 // once), then the same copy_blocks: the pools agree byte for byte (or both hold a NaN code).
 TEST(Fp8StorageCuda, AppendAndCopyBlocksMatchTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   std::mt19937 rng(2700);
   std::normal_distribution<float> normal(0.f, 3.f);
   std::uniform_real_distribution<float> scale_of(0.01f, 0.5f);
@@ -355,14 +353,13 @@ TEST(Fp8StorageCuda, AppendAndCopyBlocksMatchTheCpu) {
                            << int{got[first < 0 ? 0 : first]} << " vs " << int{want[first < 0 ? 0 : first]} << ")";
     }
   }
-  unsetenv("FLASHSERVE_CUDA_FP8");
 }
 
 // The engine's path on the GPU: bf16 K/V appended into a CUDA FP8 pool, then CUDA decode over it,
 // against the CPU decode over the CPU pool the same append wrote.
 TEST(Fp8StorageCuda, DecodeOverAPoolTheGpuWrote) {
   FS_SKIP_WITHOUT_CUDA();
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
+  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   Problem p = decode_problem({77, 300, 1025}, 1, 16, 4, 128, DType::kBFloat16, 16, 2800);
   ProblemData d = make_data(p);
   Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int h) { return 1.f + h; });  // the CPU pool
@@ -391,7 +388,6 @@ TEST(Fp8StorageCuda, DecodeOverAPoolTheGpuWrote) {
   FS_ASSERT_CUDA(cudaDeviceSynchronize());
   const Outputs out = download_outputs(p, g);
   EXPECT_EQ(compare_outputs(p, out, cpu, 2.0, 2 * ref.p_rounding_err), "");
-  unsetenv("FLASHSERVE_CUDA_FP8");
 }
 
 }  // namespace

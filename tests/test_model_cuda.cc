@@ -175,7 +175,7 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
 // its bf16 cache, printed (the issue's agreement rate; random tiny weights, so a smoke figure).
 TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
   FS_SKIP_WITHOUT_CUDA();
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);  // until the FP8 kernels have run on a GPU
+  const test::ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");  // until the FP8 kernels have run on a GPU
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 25, &w).ok());
@@ -254,7 +254,6 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
                 "equal to the bf16 cache's at %d of %d steps\n",
                 dtype_name(t), cost, scale, same, compared);
   }
-  unsetenv("FLASHSERVE_CUDA_FP8");
 }
 
 // Skinny GEMMs (issue 27): the same model with skinny_gemm on against cuBLAS (and the CPU),
@@ -263,9 +262,28 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
 // 344 (the tiny preset: the down projection, k 344, not a multiple of 128, stays on cuBLAS) and
 // 384 (it takes the skinny path with the residual add and the next layer's input norm in its
 // epilogue, so the next layer skips its own norm). The calls are counted: the path ran.
+// The cache dtypes the CUDA model refuses, before its weights are made: fp16 (its cache is bf16
+// or FP8), and FP8 without the opt-in while the FP8 kernels have not yet run.
+TEST(LlamaCuda, RefusesCacheDtypesItDoesNotTake) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  CudaModelOptions opt = small_options();
+  std::unique_ptr<LlamaCudaModel> m;
+  opt.kv.dtype = DType::kFloat16;
+  Status st = LlamaCudaModel::create(c, nullptr, 1, opt, &m);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("bf16, fp8_e4m3 or fp8_e5m2"), std::string::npos) << st.to_string();
+  const test::ScopedEnv no_opt_in("FLASHSERVE_CUDA_FP8", nullptr);
+  opt.kv.dtype = DType::kFp8E4M3;
+  st = LlamaCudaModel::create(c, nullptr, 1, opt, &m);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
+  EXPECT_EQ(m, nullptr);
+}
+
 TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
   FS_SKIP_WITHOUT_CUDA();
-  unsetenv("FLASHSERVE_SKINNY_GEMM");  // the options decide here
+  const test::ScopedEnv options_decide("FLASHSERVE_SKINNY_GEMM", nullptr);  // the options decide here
   for (int32_t inter : {344, 384}) {
     SCOPED_TRACE("intermediate_size " + std::to_string(inter));
     LlamaConfig c = tiny_gpu();

@@ -176,7 +176,11 @@ Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, DT
 }
 
 Status copy_to_device(void* dst, const void* src, int64_t bytes) {
-  return cuda_status(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), "cudaMemcpy");
+  // From pageable memory cudaMemcpy may return before the DMA reaches dst, and a non-blocking
+  // stream (the CUDA model's) is not ordered after the legacy one: wait for the copy itself.
+  FS_RETURN_IF_ERROR(cuda_status(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, cudaStreamLegacy), "cudaMemcpy"));
+  return cuda_status(cudaStreamSynchronize(cudaStreamLegacy), "cudaMemcpy");
 }
 
 Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream) {

@@ -14,7 +14,8 @@ void free_device(void* p);
 // with the device scales, [num_layers][K, V][num_kv_heads]).
 Status append_kv(const KVStorage& s, int32_t first_layer, int32_t num_layers, DType src_dtype, const void* k_new,
                  const void* v_new, const int64_t* slots, int64_t n, const float* scales, void* stream);
-// A synchronous host-to-device copy (cudaMemcpy).
+// A host-to-device copy that has landed when it returns (its DMA waited for: a non-blocking stream
+// launched after it reads the new bytes).
 Status copy_to_device(void* dst, const void* src, int64_t bytes);
 // pairs: host; staging: device buffer of at least n int64 (BlockCopy's 8 bytes each).
 Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream);

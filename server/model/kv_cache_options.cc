@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <sstream>
 
 namespace flashserve::model {
 
@@ -117,13 +116,28 @@ Status KvScales::calibrate(int32_t layer, const float* amax_k, const float* amax
   return Status::Ok();
 }
 
+const std::string& KvScales::source(int32_t layer) const {
+  static const std::string none;
+  return layer >= 0 && layer < static_cast<int32_t>(source_.size()) ? source_[layer] : none;
+}
+
+bool KvScales::pending() const {
+  return std::any_of(source_.begin(), source_.end(), [](const std::string& s) { return s.empty(); });
+}
+
+namespace {
+// The shortest text that reads back as v (locale-free).
+std::string shortest(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+}  // namespace
+
 std::string KvScales::describe() const {
   if (source_.empty()) return "none (not an FP8 cache)";
-  if (kv_.has_fixed_scales()) {
-    std::ostringstream out;
-    out << "--kv-cache-scale K " << kv_.k_scale << " V " << kv_.v_scale << ", every layer and kv head";
-    return out.str();
-  }
+  if (kv_.has_fixed_scales())
+    return "--kv-cache-scale K " + shortest(kv_.k_scale) + " V " + shortest(kv_.v_scale) + ", every layer and kv head";
   if (source_[0] == "checkpoint") return "the checkpoint's k_scale/v_scale";
   return "calibrated on each layer's first prefill, then fixed";
 }

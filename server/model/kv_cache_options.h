@@ -64,7 +64,9 @@ class KvScales {
   bool fixed(int32_t layer) const {
     return layer >= 0 && layer < static_cast<int32_t>(source_.size()) && !source_[layer].empty();
   }
-  const std::string& source(int32_t layer) const { return source_.at(layer); }
+  const std::string& source(int32_t layer) const;
+  // Whether some layer still waits for its calibration (its first write).
+  bool pending() const;
   // For the start-up log: where layer 0's scales come from, or will.
   std::string describe() const;
 

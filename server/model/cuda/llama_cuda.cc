@@ -14,6 +14,7 @@
 #include "common/dtype.h"
 #include "decode/decode.h"
 #include "decode/planner.h"
+#include "kvcache/page_view_check.h"
 #include "server/model/cuda/model_kernels.h"
 #include "server/model/cuda/skinny_gemm.h"
 
@@ -80,6 +81,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   if (opt.kv.dtype != DType::kBFloat16 && !is_fp8(opt.kv.dtype))
     return unsupported(std::string("cuda model: a ") + dtype_name(opt.kv.dtype) +
                        " KV cache (the CUDA model's cache is bf16, fp8_e4m3 or fp8_e5m2)");
+  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in("cuda model", opt.kv.dtype, Device::kCUDA));  // before the weights
   std::unique_ptr<LlamaCudaModel> m(new LlamaCudaModel());
   m->config_ = c;
   m->opt_ = opt;
@@ -213,10 +215,12 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(m->inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
   // Skinny GEMMs (decode steps): QKV as one weight where the three are adjacent (the weight
   // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && *env != 0)
-    m->opt_.skinny_gemm = std::strcmp(env, "0") != 0;
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE"); env != nullptr && *env != 0)
-    m->opt_.skinny_launch_epilogue = std::strcmp(env, "launch") == 0;
+  // Exactly "1" / "0" (and "launch" / "fused"); anything else leaves the options as they are.
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
+    m->opt_.skinny_gemm = env[0] == '1';
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
+      env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
+    m->opt_.skinny_launch_epilogue = env[0] == 'l';
   FS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->skinny_ws_.counters, 0, m->skinny_ws_.counter_count * sizeof(unsigned),
                                           m->stream_));
   m->qkv_fused_ = true;
@@ -264,7 +268,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   // out at the widest stride and the split plan is the planner's graph mode, so the captured
   // launches serve every later step of that size; only the metadata is uploaded. (Tables wider
   // than the model's buffers pass the builder and are refused just below.)
-  const bool graph = graph_step(B, nd);
+  // (An FP8 layer not yet calibrated waits for its amax on the host: such a step runs eagerly.)
+  const bool graph = graph_step(B, nd) && !kv_scales_.pending();
   // The decode rows are planned with the step (AttentionStep::decode_plan) for the split
   // kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy API, SMs). It
   // is asked here, for steps with decode rows, rather than once at creation: the answer is

@@ -42,10 +42,10 @@ struct CudaModelOptions {
   // Steps of at most 32 tokens (decode) take their projections by skinny_gemm (skinny_gemm.h:
   // the weights streamed once, QKV as one GEMM, the residual add + RMSNorm and SwiGLU in its
   // epilogues) instead of cuBLAS. Off until it has been measured on a GPU (issue 27);
-  // FLASHSERVE_SKINNY_GEMM=1 (or 0), read at create, overrides this.
+  // FLASHSERVE_SKINNY_GEMM=1 (or 0; other values are ignored), read at create, overrides this.
   bool skinny_gemm = false;
   // Their epilogues inside the GEMM's launch where they can be (skinny_gemm.h), or in launches of
-  // their own (an A/B: FLASHSERVE_SKINNY_EPILOGUE=launch, read at create, sets this).
+  // their own (an A/B: FLASHSERVE_SKINNY_EPILOGUE=launch or fused, read at create, overrides this).
   bool skinny_launch_epilogue = false;
   // The cache's dtype (bf16, or fp8_e4m3/fp8_e5m2: taken with FLASHSERVE_CUDA_FP8=1 until its
   // kernels have run on a GPU) and, for FP8, its scales' policy (kv_cache_options.h).
