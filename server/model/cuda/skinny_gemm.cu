@@ -14,7 +14,10 @@
 #include "server/model/cuda/skinny_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
 #include "common/cuda_check.h"
@@ -174,8 +177,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     __syncthreads();  // every warp is done with stage[buf] before sub-slice j + 2 is staged there
   };
   uint4 wa[kLoads], wb[kLoads];
+  if (first < last) load_w(first, wa);  // the weights: nothing before this kernel writes them
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent (skinny_gemm), this CTA may start while the kernel
+  // before it ends: it waits here, every CTA, before it reads a (that kernel's output) or writes.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   if (first < last) {
-    load_w(first, wa);
     stage_a(first, 0);
     for (int j = first; j < last; j += 2) {
       step(j, 0, wa, wb);
@@ -355,14 +363,22 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   const FusedState fused{skinny_gemm_fuses(m, n, out, ws) ? ws.counters : nullptr, squares};
   const dim3 grid(static_cast<unsigned>((n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(splits));
   const int mi = static_cast<int>(m);
-  if (m <= 8) {
-    skinny_gemm_kernel<1><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
-  } else if (m <= 16) {
-    skinny_gemm_kernel<2><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
-  } else {
-    skinny_gemm_kernel<4><<<grid, kThreads, 0, stream>>>(a, lda, w, mi, n, k, partial, out, fused);
-  }
-  cudaError_t err = cudaGetLastError();
+  // A programmatic dependent of the kernel before it on sm_90+ (its CTAs load their first
+  // weights while that kernel ends; see the kernel's griddepcontrol.wait), as decode launches;
+  // FLASHSERVE_SKINNY_PDL=0 (read once) launches it plainly, for A/B.
+  static const bool pdl_allowed = [] {
+    const char* env = std::getenv("FLASHSERVE_SKINNY_PDL");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  auto launch = [&](auto kernel) {
+    const bool dependent = pdl_allowed && ::flashserve::cuda::binary_version<decltype(kernel)::value>() >= 90;
+    ::flashserve::cuda::LaunchConfig lc(grid, dim3(kThreads), 0, stream, dependent);
+    return cudaLaunchKernelEx(&lc.config, decltype(kernel)::value, a, lda, w, mi, n, k, partial, out, fused);
+  };
+  cudaError_t err = m <= 8    ? launch(std::integral_constant<decltype(&skinny_gemm_kernel<1>), &skinny_gemm_kernel<1>>{})
+                    : m <= 16 ? launch(std::integral_constant<decltype(&skinny_gemm_kernel<2>), &skinny_gemm_kernel<2>>{})
+                              : launch(std::integral_constant<decltype(&skinny_gemm_kernel<4>), &skinny_gemm_kernel<4>>{});
+  if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm kernel");
   if (fused.counters != nullptr) return Status::Ok();  // the kernel finished
   if (out.kind == SkinnyEpilogue::kResidual) {
