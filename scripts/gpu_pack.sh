@@ -17,7 +17,7 @@ cp build-gpu/libflashserve_c.so "$dest/"
 for t in test_decode_cuda test_fp8_cuda test_skinny_gemm_cuda test_kv_storage_cuda test_prefill_cuda test_model_cuda test_sampler_cuda; do
   [ -f "build-gpu/tests/$t" ] && cp "build-gpu/tests/$t" "$dest/tests/"
 done
-for b in bench/bench_kvcache bench/bench_model server/hf_dump server/flashserve_server client/flashserve_bench; do
+for b in bench/bench_kvcache bench/bench_model server/hf_dump server/flashserve_server server/kv_cache_ppl client/flashserve_bench; do
   [ -f "build-gpu/$b" ] && cp "build-gpu/$b" "$dest/$b"
 done
 for extra in "$@"; do cp "${extra%%:*}" "$dest/server/${extra##*:}"; done

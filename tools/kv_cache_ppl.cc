@@ -12,14 +12,18 @@
 // the mean length of the common prefix. The scales stay as the text's first prefill fixed them.
 //
 // Usage: kv_cache_ppl MODEL [--text FILE] [--prefill N] [--max-tokens N] [--greedy N]
-//                     [--headroom H] [--dtypes fp32,bf16,fp8_e4m3,fp8_e5m2]
+//                     [--headroom H] [--dtypes fp32,bf16,fp8_e4m3,fp8_e5m2] [--device cpu|cuda]
 // MODEL: a .gguf file or model folder with a tokenizer, or synthetic:tiny (token ids from a
-// fixed seed: no text). The first dtype is the baseline.
+// fixed seed: no text). The first dtype is the baseline. --device cuda: the CUDA model (bf16
+// weights and activations; its caches bf16, fp8_e4m3, fp8_e5m2: the greedy agreement of
+// the GPU Llama with an FP8 cache against bf16; FP8 with FLASHSERVE_CUDA_FP8=1 until its
+// kernels have run).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -29,6 +33,9 @@
 #include "server/model/gguf_weights.h"
 #include "server/model/llama.h"
 #include "server/text/text_model.h"
+#if FLASHSERVE_WITH_CUDA
+#include "server/model/cuda/llama_cuda.h"
+#endif
 
 using namespace flashserve;
 using namespace flashserve::model;
@@ -47,7 +54,7 @@ struct Run {
 
 // One sequence at positions [start, start + n) of tokens, written from block 1 on (block 0 is the
 // null block); *logits gets the logits after its last token.
-Status step(LlamaModel& m, const std::vector<int32_t>& tokens, int64_t start, int64_t n, std::vector<float>* logits) {
+Status step(Model& m, const std::vector<int32_t>& tokens, int64_t start, int64_t n, std::vector<float>* logits) {
   ForwardBatch b;
   b.num_decode = n == 1 && start > 0 ? 1 : 0;
   b.tokens.assign(tokens.begin() + start, tokens.begin() + start + n);
@@ -88,11 +95,11 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: kv_cache_ppl MODEL [--text FILE] [--prefill N] [--max-tokens N] [--greedy N] [--headroom H] "
-                 "[--dtypes fp32,bf16,fp8_e4m3,fp8_e5m2]\n");
+                 "[--dtypes fp32,bf16,fp8_e4m3,fp8_e5m2] [--device cpu|cuda]\n");
     return 2;
   }
   const std::string model = argv[1];
-  std::string text_file, dtypes = "fp32,bf16,fp8_e4m3,fp8_e5m2";
+  std::string text_file, dtypes, device = "cpu";
   int64_t prefill = 64, max_tokens = 1024, greedy = 32;
   float headroom = kDefaultCalibrationHeadroom;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -103,11 +110,14 @@ int main(int argc, char** argv) {
     else if (k == "--greedy") greedy = std::atoll(v.c_str());
     else if (k == "--headroom") headroom = std::strtof(v.c_str(), nullptr);
     else if (k == "--dtypes") dtypes = v;
+    else if (k == "--device") device = v;
     else {
       std::fprintf(stderr, "kv_cache_ppl: unknown option %s\n", k.c_str());
       return 2;
     }
   }
+  if (device != "cpu" && device != "cuda") return fail("--device", invalid_argument("cpu or cuda, got " + device));
+  if (dtypes.empty()) dtypes = device == "cuda" ? "bf16,fp8_e4m3,fp8_e5m2" : "fp32,bf16,fp8_e4m3,fp8_e5m2";
   LlamaConfig config;
   LlamaWeights weights;
   Status st;
@@ -158,9 +168,10 @@ int main(int argc, char** argv) {
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()) + greedy);
   const int32_t num_blocks = static_cast<int32_t>((longest + kBlockSize - 1) / kBlockSize + 1);
   std::printf("model %s: %lld text tokens, the first %lld prefilled (FP8 calibration), %lld scored; %zu prompts x "
-              "%lld greedy tokens; calibration headroom %g\n",
+              "%lld greedy tokens; calibration headroom %g; on %s\n",
               model.c_str(), static_cast<long long>(N), static_cast<long long>(prefill),
-              static_cast<long long>(N - prefill), prompts.size(), static_cast<long long>(greedy), headroom);
+              static_cast<long long>(N - prefill), prompts.size(), static_cast<long long>(greedy), headroom,
+              device.c_str());
 
   std::vector<Run> runs;
   for (const std::string& name : split(dtypes, ',')) {
@@ -168,11 +179,40 @@ int main(int argc, char** argv) {
     r.name = name;
     KvCacheOptions kv;
     kv.calibration_headroom = headroom;
-    if (Status ds = parse_kv_cache_dtype(name == "fp32" ? "auto" : name, DType::kFloat32, &kv.dtype); !ds.ok())
+    if (Status ds = parse_kv_cache_dtype(name == "fp32" ? "auto" : name,
+                                         device == "cuda" ? DType::kBFloat16 : DType::kFloat32, &kv.dtype);
+        !ds.ok())
       return fail("--dtypes", ds);
-    LlamaModel m;
-    if (Status cs = LlamaModel::create(config, weights, num_blocks, kBlockSize, &m, kv); !cs.ok())
-      return fail("model " + name, cs);
+    // The model on its device; its pool and scales (the same calls on both).
+    std::unique_ptr<Model> owner;
+    const KVStorage* pool = nullptr;
+    const KvScales* scales = nullptr;
+    if (device == "cpu") {
+      auto cpu = std::make_unique<LlamaModel>();
+      if (Status cs = LlamaModel::create(config, weights, num_blocks, kBlockSize, cpu.get(), kv); !cs.ok())
+        return fail("model " + name, cs);
+      pool = &cpu->kv();
+      scales = &cpu->kv_scales();
+      owner = std::move(cpu);
+    } else {
+#if FLASHSERVE_WITH_CUDA
+      CudaModelOptions opt;
+      opt.num_blocks = num_blocks;
+      opt.block_size = kBlockSize;
+      opt.max_tokens_per_step = static_cast<int32_t>(longest);
+      opt.max_batch = 1;
+      opt.max_blocks_per_seq = num_blocks - 1;
+      opt.kv = kv;
+      std::unique_ptr<LlamaCudaModel> gpu;
+      if (Status cs = LlamaCudaModel::create(config, &weights, 0, opt, &gpu); !cs.ok()) return fail("model " + name, cs);
+      pool = &gpu->kv();
+      scales = &gpu->kv_scales();
+      owner = std::move(gpu);
+#else
+      return fail("--device cuda", unsupported("this build has no CUDA"));
+#endif
+    }
+    Model& m = *owner;
     std::vector<float> logits;
     if (Status ps = step(m, text, 0, prefill, &logits); !ps.ok()) return fail("prefill", ps);
     for (int64_t i = prefill; i < N; ++i) {  // logits before token i score it; then token i goes in
@@ -199,12 +239,12 @@ int main(int argc, char** argv) {
       double lo = INFINITY, hi = 0;
       for (int32_t l = 0; l < config.num_hidden_layers; ++l)
         for (int32_t h = 0; h < config.num_key_value_heads; ++h)
-          for (const float* s : {m.kv().k_scales(l), m.kv().v_scales(l)}) {
+          for (const float* s : {pool->k_scales(l), pool->v_scales(l)}) {
             lo = std::min<double>(lo, s[h]);
             hi = std::max<double>(hi, s[h]);
           }
       std::printf("  %s scales (%s): %.4g .. %.4g over %d layers x %d kv heads, K and V\n", name.c_str(),
-                  m.kv_scales().source(0).c_str(), lo, hi, config.num_hidden_layers, config.num_key_value_heads);
+                  scales->source(0).c_str(), lo, hi, config.num_hidden_layers, config.num_key_value_heads);
     }
     runs.push_back(std::move(r));
     std::fflush(stdout);
