@@ -554,5 +554,55 @@ TEST(LlamaModel, Fp8ScalesFromTheCheckpointOrTheFlag) {
   std::filesystem::remove_all(dir);
 }
 
+// The scale policy's own object (both models keep one): which layers wait for calibration, the
+// sources, the start-up line (the scales' shortest round-trip text), a pool that is not FP8.
+TEST(KvScales, PolicySourcesAndDescription) {
+  KVStorageShape sh;
+  sh.num_layers = 2;
+  sh.num_blocks = 4;
+  sh.num_kv_heads = 2;
+  sh.block_size = 16;
+  sh.head_dim = 8;
+  sh.dtype = DType::kFp8E4M3;
+  KVStorage pool;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, sh, &pool).ok());
+  KvScales fixed;
+  KvCacheOptions kv;
+  kv.dtype = DType::kFp8E4M3;
+  kv.k_scale = 0.0123456789f;
+  kv.v_scale = 1234567.f;
+  ASSERT_TRUE(fixed.init(kv, nullptr, &pool).ok());
+  EXPECT_FALSE(fixed.pending());
+  EXPECT_EQ(fixed.source(1), "--kv-cache-scale");
+  EXPECT_EQ(fixed.describe(), "--kv-cache-scale K 0.012345679 V 1234567, every layer and kv head");
+  EXPECT_EQ(pool.k_scales(1)[1], 0.0123456789f);
+  const float amax[2] = {4.48f, 0.f};
+  EXPECT_EQ(fixed.calibrate(0, amax, amax, &pool).code(), StatusCode::kInternal);  // fixed: not again
+
+  KvScales calibrated;
+  kv.k_scale = kv.v_scale = 0.f;
+  ASSERT_TRUE(calibrated.init(kv, nullptr, &pool).ok());
+  EXPECT_TRUE(calibrated.pending());
+  EXPECT_TRUE(calibrated.needs_calibration(0));
+  EXPECT_EQ(calibrated.describe(), "calibrated on each layer's first prefill, then fixed");
+  ASSERT_TRUE(calibrated.calibrate(0, amax, amax, &pool).ok());
+  EXPECT_TRUE(calibrated.pending());  // layer 1 still waits
+  EXPECT_EQ(calibrated.source(0), "calibrated");
+  EXPECT_EQ(pool.k_scales(0)[0], 4.48f * kDefaultCalibrationHeadroom / 448.f);
+  EXPECT_EQ(pool.k_scales(0)[1], 1.f);  // an all-zero head keeps 1.0
+  ASSERT_TRUE(calibrated.calibrate(1, amax, amax, &pool).ok());
+  EXPECT_FALSE(calibrated.pending());
+
+  sh.dtype = DType::kBFloat16;
+  KVStorage bf16;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, sh, &bf16).ok());
+  KvScales none;
+  ASSERT_TRUE(none.init(KvCacheOptions{DType::kBFloat16}, nullptr, &bf16).ok());
+  EXPECT_FALSE(none.pending());
+  EXPECT_FALSE(none.needs_calibration(0));
+  EXPECT_EQ(none.source(0), "");  // not FP8: no source, no throw
+  EXPECT_EQ(none.describe(), "none (not an FP8 cache)");
+}
+
 }  // namespace
 }  // namespace flashserve::model
