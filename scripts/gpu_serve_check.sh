@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end serving on the GPU machine: each server given runs synthetic:llama3-8b on the GPU
 # (bf16 weights made on the device), and the bundled client load-tests it at concurrency 1 and
-# 64 with random token prompts; a table of the client's numbers last. The servers run one after
+# 64 with random token prompts; a table of the client's numbers, then one of the step thread's time
+# a step by phase over each load (schedule, build, forward, deliver: /metrics' step counters
+# scraped after each load, scripts/step_phases.py; issue 27's host share of a step). The servers run one after
 # another in the order given (give one twice to see the spread between runs).
 # Usage: OUT=DIR LIBS=DIR gpu_serve_check.sh BENCH NAME=SERVER[,ARG...] ...
 #   BENCH: the flashserve_bench binary; ARGs: extra server flags, comma-separated (e.g.
@@ -21,14 +23,15 @@ in=${IN:-512} outlen=${OUTLEN:-128} n1=${N1:-16} n64=${N64:-256}
 status=0
 run=0
 rows=()
+phases=()
 for spec in "$@"; do
   run=$((run + 1))
   name=${spec%%=*}
   IFS=, read -r -a argv <<<"${spec#*=}"
   server=${argv[0]}
   log="$out/serve_${run}_$name"
-  port=$((18000 + run))
-  "$server" --device cuda --model synthetic:llama3-8b --port "$port" --metrics-port -1 --http-port -1 "${argv[@]:1}" \
+  port=$((18000 + run)) mport=$((18100 + run))
+  "$server" --device cuda --model synthetic:llama3-8b --port "$port" --metrics-port "$mport" --http-port -1 "${argv[@]:1}" \
     >"$log.out" 2>"$log.err" &
   pid=$!
   for _ in $(seq 3600); do  # 180 s
@@ -50,6 +53,13 @@ for spec in "$@"; do
       --input-len "$in" --output-len "$outlen" --ignore-eos --num-warmups 2 --seed 0 --no-progress \
       --percentile-metrics ttft,tpot,itl --metric-percentiles 50,99 --result-json "$log.c$c.json" \
       >"$log.c$c.txt" 2>&1 || { status=1; echo "$name c=$c: the client failed"; tail -n 5 "$log.c$c.txt"; }
+    # The step thread's time by phase over this load (issue 27: the host's share of a step), from
+    # /metrics before and after: schedule, build, forward, deliver per step, in microseconds.
+    after=$( (exec 3<>/dev/tcp/127.0.0.1/"$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null |
+      grep -E '^flashserve:(step_seconds_total|steps_total)')
+    echo "$after" >"$log.c$c.metrics"
+    phases+=("$(python3 scripts/step_phases.py "$name" "$c" "$log.c$c.metrics" "${before:-}")")
+    before=$after
     rows+=("$(python3 - "$name" "$c" "$log.c$c.json" <<'EOF'
 import json, sys
 name, c, path = sys.argv[1:4]
@@ -66,8 +76,13 @@ EOF
   done
   kill -TERM "$pid" 2>/dev/null
   wait "$pid"
+  before=""
 done
 echo "| server | concurrency | completed | output tok/s | mean TTFT ms | median TTFT ms | mean TPOT ms | median ITL ms | p99 ITL ms |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "| server | concurrency | steps | schedule us/step | build us/step | forward us/step | deliver us/step |"
+echo "|---|---|---|---|---|---|---|"
+printf '%s\n' "${phases[@]}"
 exit $status

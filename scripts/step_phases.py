@@ -1,0 +1,28 @@
+"""One row of the step-phase table (gpu_serve_check.sh): the step thread's time a step by phase
+(schedule, build, forward, deliver; microseconds) between two scrapes of /metrics' step counters.
+Usage: step_phases.py NAME CONCURRENCY AFTER_FILE [BEFORE_TEXT]"""
+import re
+import sys
+
+
+def parse(text):
+    d = {}
+    for line in text.splitlines():
+        m = re.match(r'flashserve:step_seconds_total\{phase="(\w+)"\} (\S+)', line)
+        if m:
+            d[m.group(1)] = float(m.group(2))
+        m = re.match(r'flashserve:steps_total (\S+)', line)
+        if m:
+            d["steps"] = float(m.group(1))
+    return d
+
+
+name, c, path = sys.argv[1:4]
+before = sys.argv[4] if len(sys.argv) > 4 else ""
+a, b = parse(open(path).read()), parse(before)
+steps = a.get("steps", 0) - b.get("steps", 0)
+if steps <= 0:
+    print(f"| {name} | {c} | no steps | | | | |")
+    sys.exit(0)
+us = [1e6 * (a.get(k, 0) - b.get(k, 0)) / steps for k in ("schedule", "build", "forward", "deliver")]
+print(f"| {name} | {c} | {steps:.0f} | " + " | ".join(f"{x:.0f}" for x in us) + " |")
