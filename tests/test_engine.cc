@@ -4,6 +4,8 @@
 // requests rejected before they touch the cache; cancel frees the pool.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -555,6 +557,77 @@ TEST(Engine, CancelMidStreamReturnsThePool) {
   e->shutdown();
   std::shared_ptr<ResultStream> s3;
   EXPECT_EQ(e->enqueue(greedy("late", {1, 2}, 2), &s3).code(), StatusCode::kUnavailable);
+}
+
+// A model whose steps the engine treats as asynchronous (as a GPU model's): the engine hands the
+// last step's events to their streams between begin_step and end_step. The steps themselves
+// are the tiny model's; begin_step counts the steps.
+class AsyncSteps : public model::Model {
+ public:
+  explicit AsyncSteps(std::unique_ptr<model::Model> inner) : inner_(std::move(inner)) {}
+  const model::LlamaConfig& config() const override { return inner_->config(); }
+  const KVStorageShape& kv_shape() const override { return inner_->kv_shape(); }
+  Status forward(const model::ForwardBatch& b, std::vector<float>* logits) override { return inner_->forward(b, logits); }
+  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
+  Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
+    ++begun_;
+    return inner_->begin_step(b, rows);
+  }
+  Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
+    return inner_->end_step(tokens, logprobs);
+  }
+  bool async_steps() const override { return true; }
+  int begun() const { return begun_; }
+
+ private:
+  std::unique_ptr<model::Model> inner_;
+  std::atomic<int> begun_{0};
+};
+
+// The engine's overlapped delivery (issue 27) changes nothing a client sees: under batching,
+// chunking, prefix reuse and preemption every output equals the reference, in order, each
+// stream ends after its last token (the last step's events go out when the engine goes idle),
+// and a cancel still ends its stream and returns its blocks.
+TEST(Engine, OverlappedDeliveryKeepsEveryStreamWholeAndInOrder) {
+  std::mt19937 rng(12);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 5; ++i) prompts.push_back(random_prompt(rng, 4 + 9 * i));
+  for (int num_blocks : {200, 14}) {
+    auto inner = test::tiny_model(7, num_blocks, 4);
+    auto model = std::make_unique<AsyncSteps>(std::move(inner));
+    const AsyncSteps* async = model.get();
+    EngineConfig ec;
+    ec.num_blocks = num_blocks;
+    ec.block_size = 4;
+    ec.max_num_batched_tokens = 16;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::shared_ptr<ResultStream> st;
+      ASSERT_TRUE(e->enqueue(greedy("a" + std::to_string(i), prompts[i], 10), &st).ok());
+      streams.push_back(st);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Collected c = collect(*streams[i]);
+      EXPECT_EQ(c.last.reason, FinishReason::kLength);
+      EXPECT_EQ(c.last.completion_tokens, 10);
+      EXPECT_EQ(c.tokens, reference_greedy(prompts[i], 10)) << "request " << i << ", " << num_blocks << " blocks";
+    }
+    EXPECT_GT(async->begun(), 10);
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+    if (num_blocks < 200) continue;  // the cancel: a long request, in the roomy pool
+    std::shared_ptr<ResultStream> s;
+    const Status st = e->enqueue(greedy("long", random_prompt(rng, 30), 600), &s);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    StreamEvent ev;
+    ASSERT_TRUE(s->next(&ev));
+    ASSERT_TRUE(e->cancel("long").ok());
+    const Collected c = collect(*s);
+    EXPECT_EQ(c.last.reason, FinishReason::kAborted);
+    EXPECT_LT(c.last.completion_tokens, 600);
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  }
 }
 
 }  // namespace

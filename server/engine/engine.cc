@@ -232,26 +232,40 @@ void Engine::finish(Request& r, FinishReason reason, Status error) {
   const auto now = Clock::now();
   ev.elapsed_s = seconds(r.t_enqueue, now);
   ev.time_to_first_token_s = r.num_generated ? seconds(r.t_enqueue, r.t_first) : 0.0;
-  r.stream->push(std::move(ev));
+  outbox_.emplace_back(r.stream, std::move(ev));
   by_id_.erase({r.req.owner, r.req.request_id});
+}
+
+void Engine::flush_outbox() {
+  for (auto& [stream, ev] : outbox_) stream->push(std::move(ev));
+  outbox_.clear();
 }
 
 void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      const auto ready = [&] { return stopping_ || !waiting_.empty() || !running_.empty(); };
+      if (!ready()) {  // idle: the last events go out before the wait (else the next step sends them)
+        lock.unlock();
+        flush_outbox();
+        lock.lock();
+        work_cv_.wait(lock, ready);
+      }
       if (stopping_) {
         for (auto& r : running_) finish(request_of(r), FinishReason::kAborted);
         for (auto& r : waiting_) finish(request_of(r), FinishReason::kAborted);
         running_.clear();
         waiting_.clear();
+        lock.unlock();
+        flush_outbox();
         return;
       }
     }
     if (!step()) {
       // Nothing could be scheduled (every waiting request needs blocks that running ones hold):
       // wait for a change rather than spin.
+      flush_outbox();
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait_for(lock, std::chrono::milliseconds(5));
     }
@@ -282,7 +296,11 @@ bool Engine::step() {
   for (const auto& [s, st] : plan.failed) finish(request_of(s), FinishReason::kError, st);
   const auto t_scheduled = Clock::now();
   stats_.step_schedule_s += seconds(t0, t_scheduled);
-  if (plan.empty()) return plan.made_room;
+  if (plan.empty()) {
+    lock.unlock();
+    flush_outbox();  // a step that runs nothing sends what there is (failed requests' ends)
+    return plan.made_room;
+  }
 
   builder_.build(plan, cache_);
   if (!plan.copies.empty()) {
@@ -292,6 +310,8 @@ bool Engine::step() {
         finish(request_of(s.seq), FinishReason::kError, cst);
         running_.erase(std::remove(running_.begin(), running_.end(), s.seq), running_.end());
       });
+      lock.unlock();
+      flush_outbox();
       return true;
     }
   }
@@ -299,23 +319,37 @@ bool Engine::step() {
   const auto t_built = Clock::now();
   stats_.step_build_s += seconds(t_scheduled, t_built);
 
-  // The forward pass and the draws, without the lock (enqueue and cancel stay responsive).
+  // The forward pass and the draws, without the lock (enqueue and cancel stay responsive). The
+  // last step's events go to their streams while the device runs this one where the model's
+  // steps are asynchronous (between begin_step and end_step), else before it.
   lock.unlock();
   std::vector<int32_t> sampled;
   std::vector<model::TokenLogprobs> logprobs;  // one a row; token -1 where the row did not ask
-  Status fst = model_->forward_and_sample(builder_.batch(), builder_.rows(), &sampled, &logprobs);
+  const bool overlap = model_->async_steps();
+  auto t_launched = Clock::now();
+  if (!overlap) flush_outbox();
+  auto t_flushed = Clock::now();
+  Status fst = model_->begin_step(builder_.batch(), builder_.rows());
+  if (overlap) {
+    t_launched = Clock::now();
+    flush_outbox();
+    t_flushed = Clock::now();
+  }
+  if (fst.ok()) fst = model_->end_step(&sampled, &logprobs);
   if (fst.ok() && (sampled.size() != builder_.rows().size() || logprobs.size() != sampled.size()))
     fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
                          std::to_string(logprobs.size()) + " logprobs for " +
                          std::to_string(builder_.rows().size()) + " rows");
   const auto t_forward = Clock::now();
-  if (fst.ok()) step_cost_.observe(shape, seconds(t_built, t_forward));
+  // The forward phase without the pushes (they count as delivery, the phase they are part of).
+  const double pushes = seconds(t_launched, t_flushed), forward = seconds(t_built, t_forward) - pushes;
+  if (fst.ok()) step_cost_.observe(shape, forward);
   lock.lock();
   deliver(plan, fst, sampled, logprobs);
-  stats_.step_forward_s += seconds(t_built, t_forward);
+  stats_.step_forward_s += forward;
   stats_.step_cost = step_cost_.coefficients();
   stats_.step_cost_samples = step_cost_.num_samples();
-  stats_.step_deliver_s += seconds(t_forward, Clock::now());
+  stats_.step_deliver_s += pushes + seconds(t_forward, Clock::now());
   return true;
 }
 
@@ -351,7 +385,7 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
     StreamEvent ev;
     ev.tokens = {tok};
     if (sp.logprobs >= 0) ev.logprobs.push_back(std::move(logprobs[row]));
-    r.stream->push(std::move(ev));
+    outbox_.emplace_back(r.stream, std::move(ev));
     if (reason == FinishReason::kNone) {
       r.decode_pending = true;
     } else {

@@ -153,6 +153,12 @@ class Engine {
   void deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled,
                std::vector<model::TokenLogprobs>& logprobs);
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
+  // The step thread's events not yet on their streams, in order: pushed by flush_outbox, which
+  // the thread calls while the device runs the next step (between the model's begin_step and
+  // end_step), or before it waits for work; a step's tokens reach their streams without waiting
+  // for the pushes of the one before (issue 27: the host's share of a step). Step thread only.
+  void flush_outbox();
+  std::vector<std::pair<std::shared_ptr<ResultStream>, StreamEvent>> outbox_;
 
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;

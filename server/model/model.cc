@@ -39,4 +39,16 @@ Status Model::forward_and_sample(const ForwardBatch& batch, const std::vector<Sa
   return Status::Ok();
 }
 
+Status Model::begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) {
+  return forward_and_sample(batch, rows, &step_tokens_, &step_logprobs_);
+}
+
+Status Model::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
+  *tokens = std::move(step_tokens_);
+  if (logprobs != nullptr) *logprobs = std::move(step_logprobs_);
+  step_tokens_.clear();
+  step_logprobs_.clear();
+  return Status::Ok();
+}
+
 }  // namespace flashserve::model

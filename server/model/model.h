@@ -51,6 +51,21 @@ class Model {
   // model copies back the logits of the rows that ask, and of no other.
   virtual Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                                     std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
+  // forward_and_sample in two halves, so that a caller's host work can run while a GPU model's
+  // step does (the engine hands the last step's tokens to their streams in between; issue 27):
+  // begin_step runs the step, or on a GPU launches it and its draws; end_step waits for them and
+  // gives what forward_and_sample gives, logprobs included. An end_step follows every begin_step
+  // that succeeded, before the next begin_step. The default runs forward_and_sample in
+  // begin_step and hands its results over in end_step.
+  virtual Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows);
+  virtual Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs);
+  // Whether begin_step returns before the step is done (host work between it and end_step runs
+  // beside the device's); false for the default, which runs the whole step in begin_step.
+  virtual bool async_steps() const { return false; }
+
+ private:
+  std::vector<int32_t> step_tokens_;  // the default begin_step's results
+  std::vector<TokenLogprobs> step_logprobs_;
 };
 
 }  // namespace flashserve::model

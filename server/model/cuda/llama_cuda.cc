@@ -497,13 +497,24 @@ Status LlamaCudaModel::calibrate_layer(int32_t layer, int64_t num_tokens) {
 
 Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vector<SampleRow>& rows,
                                           std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
+  FS_RETURN_IF_ERROR(begin_step(b, rows));
+  return end_step(tokens, logprobs);
+}
+
+Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<SampleRow>& rows) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   FS_RETURN_IF_ERROR(forward_device(b));
-  FS_RETURN_IF_ERROR(sampler_.sample(logits_, config_.vocab_size, rows, stream_, tokens));
+  step_rows_ = rows;
+  return sampler_.launch(logits_, config_.vocab_size, rows, stream_);
+}
+
+Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
+  FS_RETURN_IF_ERROR(sampler_.finish(tokens));
+  const std::vector<SampleRow>& rows = step_rows_;
   if (logprobs == nullptr) return Status::Ok();
   logprobs->assign(rows.size(), TokenLogprobs{});
   // The asking rows' logits (the sampler only reads logits_), one copy a run of consecutive
-  // asking rows, packed in logprob_logits_; the sampler has synchronized stream_.
+  // asking rows, packed in logprob_logits_; the sampler's wait has covered the step.
   const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rows.size());
   int64_t asking = 0;
   for (const SampleRow& r : rows) asking += r.logprobs >= 0;

@@ -75,6 +75,12 @@ class LlamaCudaModel : public Model {
   // logprobs (those rows alone, after the sampling; the step and its graph are the same).
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                             std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr) override;
+  // The step and its draws launched on the device (begin_step returns once they are queued, or
+  // at the first host wait a step needs: an FP8 layer's calibration); end_step waits for the
+  // tokens, then copies back the logits of the rows that ask for logprobs.
+  Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) override;
+  Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) override;
+  bool async_steps() const override { return true; }
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
   Status forward_device(const ForwardBatch& batch);
@@ -159,6 +165,7 @@ class LlamaCudaModel : public Model {
   std::map<int32_t, Graph> graphs_;
   CudaSampler sampler_;
   std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
+  std::vector<SampleRow> step_rows_;   // begin_step's rows, for end_step's logprobs
 };
 
 }  // namespace flashserve::model

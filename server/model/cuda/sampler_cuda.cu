@@ -174,15 +174,34 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
 
 }  // namespace
 
-CudaSampler::~CudaSampler() { cudaFree(params_); }
+CudaSampler::~CudaSampler() {
+  if (done_ != nullptr) {
+    cudaEventSynchronize(done_);  // no copy into host_ in flight
+    cudaEventDestroy(done_);
+  }
+  cudaFree(params_);
+  cudaFreeHost(host_);
+}
 
 Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                            std::vector<int32_t>* tokens) {
+  FS_RETURN_IF_ERROR(launch(logits, vocab, rows, stream));
+  return finish(tokens);
+}
+
+Status CudaSampler::finish(std::vector<int32_t>* tokens) {
+  tokens->assign(static_cast<size_t>(rows_), 0);
+  if (rows_ == 0) return Status::Ok();
+  FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_), "sample"));
+  std::memcpy(tokens->data(), host_ + tokens_at_, static_cast<size_t>(rows_) * 4);
+  rows_ = 0;
+  return Status::Ok();
+}
+
+Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(rows.size());
-  if (n == 0) {
-    tokens->clear();
-    return Status::Ok();
-  }
+  rows_ = 0;
+  if (n == 0) return Status::Ok();
   std::vector<RowParams> params(static_cast<size_t>(n));
   std::vector<int32_t> banned;
   for (int64_t r = 0; r < n; ++r) {
@@ -212,19 +231,35 @@ Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector
     FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&params_, static_cast<size_t>(bytes)));
     capacity_ = bytes;
   }
+  // The same layout in pinned host memory: parameters and banned ids go up from it in one copy
+  // (from pageable memory a copy would first wait for the stream's work: the whole step), the
+  // tokens come back into its tail. The last launch's copies are done (finish waited for them).
+  if (bytes > host_capacity_) {
+    cudaFreeHost(host_);
+    host_ = nullptr;
+    host_capacity_ = 0;
+    void* p = nullptr;
+    FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, static_cast<size_t>(bytes)));
+    host_ = static_cast<char*>(p);
+    host_capacity_ = bytes;
+  }
+  if (done_ == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  const int64_t up = n * static_cast<int64_t>(sizeof(RowParams)) + static_cast<int64_t>(banned.size()) * 4;
+  std::memcpy(host_, params.data(), n * sizeof(RowParams));
+  if (!banned.empty()) std::memcpy(host_ + n * sizeof(RowParams), banned.data(), banned.size() * 4);
   char* base = static_cast<char*>(params_);
   auto* d_params = reinterpret_cast<RowParams*>(base);
   auto* d_banned = reinterpret_cast<int32_t*>(base + n * sizeof(RowParams));
   auto* d_out = d_banned + banned.size() + 1;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_params, params.data(), n * sizeof(RowParams), cudaMemcpyHostToDevice, stream));
-  if (!banned.empty())
-    FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_banned, banned.data(), banned.size() * 4, cudaMemcpyHostToDevice, stream));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, host_, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
   sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(logits, vocab, d_params,
                                                                                               d_banned, d_out);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
-  tokens->resize(static_cast<size_t>(n));
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(tokens->data(), d_out, n * 4, cudaMemcpyDeviceToHost, stream));
-  return cuda_status(cudaStreamSynchronize(stream), "sample");
+  tokens_at_ = reinterpret_cast<char*>(d_out) - base;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 4, cudaMemcpyDeviceToHost, stream));
+  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream));
+  rows_ = n;
+  return Status::Ok();
 }
 
 }  // namespace flashserve::model

@@ -21,13 +21,23 @@ class CudaSampler {
   CudaSampler(const CudaSampler&) = delete;
   CudaSampler& operator=(const CudaSampler&) = delete;
 
-  // tokens gets one id a row. logits: device, [rows.size(), vocab] fp32.
+  // tokens gets one id a row. logits: device, [rows.size(), vocab] fp32. launch then finish.
   Status sample(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                 std::vector<int32_t>* tokens);
+  // The draws queued on stream (their parameters uploaded from pinned memory, so nothing here
+  // waits for the work before them); finish waits for their tokens. One finish a launch, before
+  // the next launch (the pinned buffers are reused).
+  Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream);
+  Status finish(std::vector<int32_t>* tokens);
 
  private:
   void* params_ = nullptr;  // device: per-row parameters, banned ids, output tokens
   int64_t capacity_ = 0;
+  char* host_ = nullptr;    // pinned: the parameters and banned ids to upload, then the tokens back
+  int64_t host_capacity_ = 0;
+  int64_t rows_ = 0;        // the launched draws' rows; the tokens at host_ + tokens_at_
+  int64_t tokens_at_ = 0;
+  cudaEvent_t done_ = nullptr;  // recorded after the tokens' copy back
 };
 
 }  // namespace flashserve::model
