@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
+#include <chrono>
 
 #include <algorithm>
 #include <climits>
@@ -571,11 +573,15 @@ class AsyncSteps : public model::Model {
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
   Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
     ++begun_;
+    if (before_begin) before_begin(begun_);
     return inner_->begin_step(b, rows);
   }
+  std::function<void(int)> before_begin;  // called with the step's number (from 1) as it begins
   Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
+    if (before_end) before_end(begun_);
     return inner_->end_step(tokens, logprobs);
   }
+  std::function<void(int)> before_end;  // called with the step's number (from 1) before it ends
   bool async_steps() const override { return true; }
   int begun() const { return begun_; }
 
@@ -628,6 +634,52 @@ TEST(Engine, OverlappedDeliveryKeepsEveryStreamWholeAndInOrder) {
     EXPECT_LT(c.last.completion_tokens, 600);
     EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
   }
+}
+
+// The overlap itself, step by step of one request: when a step begins, the token of the step
+// before it is not on its stream yet (the reader is given 20 ms to show it, had it been pushed:
+// nothing is pushed while the step thread waits here); by the time that step ends, it is
+// (pushed between this step's begin_step and end_step, beside the device's work).
+TEST(Engine, OverlappedDeliveryPushesTheLastStepsTokenBeforeTheNextStepEnds) {
+  auto model = std::make_unique<AsyncSteps>(test::tiny_model(7, 64, 16));
+  AsyncSteps* async = model.get();
+  std::atomic<int> received{0};
+  std::atomic<bool> late{false}, early{false};
+  async->before_begin = [&](int step) {
+    if (step < 2) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (received.load() > step - 2) early = true;
+  };
+  async->before_end = [&](int step) {
+    if (step < 2) return;  // step 1 is the prompt's: no token before it
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (received.load() < step - 1 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (received.load() < step - 1) late = true;
+  };
+  EngineConfig ec;
+  ec.num_blocks = 64;
+  ec.block_size = 16;
+  ec.max_num_batched_tokens = 64;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+  std::mt19937 rng(13);
+  const std::vector<int32_t> prompt = random_prompt(rng, 9);
+  std::shared_ptr<ResultStream> s;
+  ASSERT_TRUE(e->enqueue(greedy("one", prompt, 12), &s).ok());
+  std::vector<int32_t> tokens;
+  std::thread reader([&] {
+    StreamEvent ev;
+    while (s->next(&ev)) {
+      tokens.insert(tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      received += static_cast<int>(ev.tokens.size());
+    }
+  });
+  reader.join();
+  EXPECT_FALSE(late) << "a step ended before the tokens of the step before it were on their stream";
+  EXPECT_FALSE(early) << "a step's token went out before the next step began: not beside the device's work";
+  EXPECT_EQ(tokens, reference_greedy(prompt, 12));
+  EXPECT_EQ(async->begun(), 12);
 }
 
 }  // namespace

@@ -319,37 +319,37 @@ bool Engine::step() {
   const auto t_built = Clock::now();
   stats_.step_build_s += seconds(t_scheduled, t_built);
 
-  // The forward pass and the draws, without the lock (enqueue and cancel stay responsive). The
-  // last step's events go to their streams while the device runs this one where the model's
-  // steps are asynchronous (between begin_step and end_step), else before it.
+  // The forward pass and the draws, without the lock (enqueue and cancel stay responsive). Where
+  // the model's steps are asynchronous (the CUDA model: begin_step queues the step) the last
+  // step's events go to their streams between begin_step and end_step, beside the device's work
+  // and inside the forward phase's wall time (which the step cost model sees: the step thread's
+  // real cost, the pushes included where the device did not hide them); a synchronous model's
+  // go out right after their own step, outside the lock.
   lock.unlock();
   std::vector<int32_t> sampled;
   std::vector<model::TokenLogprobs> logprobs;  // one a row; token -1 where the row did not ask
   const bool overlap = model_->async_steps();
-  auto t_launched = Clock::now();
-  if (!overlap) flush_outbox();
-  auto t_flushed = Clock::now();
   Status fst = model_->begin_step(builder_.batch(), builder_.rows());
-  if (overlap) {
-    t_launched = Clock::now();
-    flush_outbox();
-    t_flushed = Clock::now();
-  }
+  if (overlap) flush_outbox();
   if (fst.ok()) fst = model_->end_step(&sampled, &logprobs);
   if (fst.ok() && (sampled.size() != builder_.rows().size() || logprobs.size() != sampled.size()))
     fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
                          std::to_string(logprobs.size()) + " logprobs for " +
                          std::to_string(builder_.rows().size()) + " rows");
   const auto t_forward = Clock::now();
-  // The forward phase without the pushes (they count as delivery, the phase they are part of).
-  const double pushes = seconds(t_launched, t_flushed), forward = seconds(t_built, t_forward) - pushes;
+  const double forward = seconds(t_built, t_forward);
   if (fst.ok()) step_cost_.observe(shape, forward);
   lock.lock();
   deliver(plan, fst, sampled, logprobs);
+  if (!overlap) {
+    lock.unlock();
+    flush_outbox();
+    lock.lock();
+  }
   stats_.step_forward_s += forward;
   stats_.step_cost = step_cost_.coefficients();
   stats_.step_cost_samples = step_cost_.num_samples();
-  stats_.step_deliver_s += pushes + seconds(t_forward, Clock::now());
+  stats_.step_deliver_s += seconds(t_forward, Clock::now());
   return true;
 }
 

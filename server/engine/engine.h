@@ -154,9 +154,10 @@ class Engine {
                std::vector<model::TokenLogprobs>& logprobs);
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
   // The step thread's events not yet on their streams, in order: pushed by flush_outbox, which
-  // the thread calls while the device runs the next step (between the model's begin_step and
-  // end_step), or before it waits for work; a step's tokens reach their streams without waiting
-  // for the pushes of the one before (issue 27: the host's share of a step). Step thread only.
+  // the thread calls, for an asynchronous model, while the device runs the next step (between
+  // the model's begin_step and end_step: issue 27, the host's share of a step), else right after
+  // the step, outside the lock; and before it waits for work or when a step runs nothing. Step
+  // thread only.
   void flush_outbox();
   std::vector<std::pair<std::shared_ptr<ResultStream>, StreamEvent>> outbox_;
 

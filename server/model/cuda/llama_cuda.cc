@@ -225,6 +225,9 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
                                           m->stream_));
   m->qkv_fused_ = true;
   for (const Layer& L : m->layers_) m->qkv_fused_ = m->qkv_fused_ && L.wk == L.wq + Q * H && L.wv == L.wk + KV * H;
+  // The sampler's buffers for a full batch, so that a step's begin_step allocates nothing (an
+  // allocation would wait for the step it follows).
+  FS_RETURN_IF_ERROR(m->sampler_.reserve(B, 8 * B));
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m->stream_));
   *out = std::move(m);
   return Status::Ok();
@@ -348,9 +351,10 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
 // stream_ reaches it, so step N+1 must not write meta_host_ (nor free it to grow it) before that
 // copy has run. meta_uploaded_, recorded on stream_ right after the copy, marks it;
 // cudaEventSynchronize on it waits for the copy alone, not for step N's kernels (queued after the
-// event). forward() and forward_and_sample() synchronize stream_ before they return (the logits
-// or the sampled tokens come back), so there the event has long completed and the wait returns at
-// once; forward_device() alone (bench_model) returns with the step in flight, and then it waits.
+// event). forward() and end_step() wait for stream_'s work before they return (the logits or the
+// sampled tokens come back), so by the next step the event has long completed and the wait
+// returns at once; forward_device() and begin_step() return with the step in flight (bench_model,
+// and the engine between begin_step and end_step), and then it waits.
 // The device buffer needs no such care: the next upload into meta_dev_ is queued on stream_
 // behind every kernel of the step that reads it. The upload is never inside a graph capture (it
 // precedes cudaStreamBeginCapture), so graphs replay the kernels over the fixed meta_dev_.
@@ -504,29 +508,30 @@ Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vect
 Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<SampleRow>& rows) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   FS_RETURN_IF_ERROR(forward_device(b));
-  step_rows_ = rows;
+  step_logprobs_.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
+  for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
   return sampler_.launch(logits_, config_.vocab_size, rows, stream_);
 }
 
 Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
   FS_RETURN_IF_ERROR(sampler_.finish(tokens));
-  const std::vector<SampleRow>& rows = step_rows_;
+  const std::vector<int32_t>& asks = step_logprobs_;
   if (logprobs == nullptr) return Status::Ok();
-  logprobs->assign(rows.size(), TokenLogprobs{});
+  logprobs->assign(asks.size(), TokenLogprobs{});
   // The asking rows' logits (the sampler only reads logits_), one copy a run of consecutive
   // asking rows, packed in logprob_logits_; the sampler's wait has covered the step.
-  const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rows.size());
+  const int64_t V = config_.vocab_size, B = static_cast<int64_t>(asks.size());
   int64_t asking = 0;
-  for (const SampleRow& r : rows) asking += r.logprobs >= 0;
+  for (int32_t a : asks) asking += a >= 0;
   if (asking == 0) return Status::Ok();
   logprob_logits_.resize(static_cast<size_t>(asking * V));
   for (int64_t row = 0, packed = 0; row < B;) {
-    if (rows[row].logprobs < 0) {
+    if (asks[row] < 0) {
       ++row;
       continue;
     }
     int64_t end = row + 1;
-    while (end < B && rows[end].logprobs >= 0) ++end;
+    while (end < B && asks[end] >= 0) ++end;
     FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprob_logits_.data() + packed * V, logits_ + row * V,
                                             static_cast<size_t>((end - row) * V) * sizeof(float),
                                             cudaMemcpyDeviceToHost, stream_));
@@ -535,9 +540,9 @@ Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenL
   }
   FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs"));
   for (int64_t row = 0, packed = 0; row < B; ++row)
-    if (rows[row].logprobs >= 0)
+    if (asks[row] >= 0)
       (*logprobs)[row] = token_logprobs(logprob_logits_.data() + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
-                                        rows[row].logprobs);
+                                        asks[row]);
   return Status::Ok();
 }
 

@@ -165,7 +165,7 @@ class LlamaCudaModel : public Model {
   std::map<int32_t, Graph> graphs_;
   CudaSampler sampler_;
   std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
-  std::vector<SampleRow> step_rows_;   // begin_step's rows, for end_step's logprobs
+  std::vector<int32_t> step_logprobs_;  // begin_step's rows' logprobs asks (-1: none), for end_step
 };
 
 }  // namespace flashserve::model

@@ -189,6 +189,36 @@ Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector
   return finish(tokens);
 }
 
+// The device buffer (per-row parameters, banned ids, output tokens) and its pinned mirror (the
+// parameters and banned ids to upload from, the tokens back: from pageable memory a copy would
+// first wait for the stream's work, the whole step), grown to bytes. Called with no copy in
+// flight (launch waited for the last one).
+Status CudaSampler::grow(int64_t bytes) {
+  if (bytes > capacity_) {
+    cudaFree(params_);
+    params_ = nullptr;
+    capacity_ = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&params_, static_cast<size_t>(bytes)));
+    capacity_ = bytes;
+  }
+  if (bytes > host_capacity_) {
+    cudaFreeHost(host_);
+    host_ = nullptr;
+    host_capacity_ = 0;
+    void* p = nullptr;
+    FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, static_cast<size_t>(bytes)));
+    host_ = static_cast<char*>(p);
+    host_capacity_ = bytes;
+  }
+  return Status::Ok();
+}
+
+Status CudaSampler::reserve(int64_t rows, int64_t banned) {
+  if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
+  if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
+  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 4);
+}
+
 Status CudaSampler::finish(std::vector<int32_t>* tokens) {
   tokens->assign(static_cast<size_t>(rows_), 0);
   if (rows_ == 0) return Status::Ok();
@@ -200,6 +230,9 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens) {
 
 Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(rows.size());
+  // An earlier launch that was never finished may still copy into host_: wait for it (a no-op
+  // when it was finished).
+  if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
   rows_ = 0;
   if (n == 0) return Status::Ok();
   std::vector<RowParams> params(static_cast<size_t>(n));
@@ -225,24 +258,7 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ban_smem)));
   }
   const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 4;
-  if (bytes > capacity_) {
-    cudaFree(params_);
-    params_ = nullptr;
-    FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&params_, static_cast<size_t>(bytes)));
-    capacity_ = bytes;
-  }
-  // The same layout in pinned host memory: parameters and banned ids go up from it in one copy
-  // (from pageable memory a copy would first wait for the stream's work: the whole step), the
-  // tokens come back into its tail. The last launch's copies are done (finish waited for them).
-  if (bytes > host_capacity_) {
-    cudaFreeHost(host_);
-    host_ = nullptr;
-    host_capacity_ = 0;
-    void* p = nullptr;
-    FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, static_cast<size_t>(bytes)));
-    host_ = static_cast<char*>(p);
-    host_capacity_ = bytes;
-  }
+  FS_RETURN_IF_ERROR(grow(bytes));
   if (done_ == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   const int64_t up = n * static_cast<int64_t>(sizeof(RowParams)) + static_cast<int64_t>(banned.size()) * 4;
   std::memcpy(host_, params.data(), n * sizeof(RowParams));

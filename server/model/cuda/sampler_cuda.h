@@ -29,10 +29,14 @@ class CudaSampler {
   // the next launch (the pinned buffers are reused).
   Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream);
   Status finish(std::vector<int32_t>* tokens);
+  // Buffers for `rows` rows and `banned` banned ids in all, made now: a launch within them
+  // allocates nothing (an allocation would wait for the device's work: the whole step).
+  Status reserve(int64_t rows, int64_t banned);
 
  private:
   void* params_ = nullptr;  // device: per-row parameters, banned ids, output tokens
   int64_t capacity_ = 0;
+  Status grow(int64_t bytes);  // params_ and host_ to at least bytes
   char* host_ = nullptr;    // pinned: the parameters and banned ids to upload, then the tokens back
   int64_t host_capacity_ = 0;
   int64_t rows_ = 0;        // the launched draws' rows; the tokens at host_ + tokens_at_
