@@ -8,7 +8,7 @@
 # after next_call2_fp8.sh has passed (the kernels it relies on), prepared here:
 #   bash scripts/build_gpu.sh && cmake --build build-gpu --parallel 2 --target flashserve_server flashserve_bench
 #   bash scripts/gpu_pack.sh build-gpu/pack && rm -rf build-gpu/pack/old build-gpu/pack/bench \
-#     build-gpu/pack/tests/test_{decode,prefill,kv_storage,sampler}_cuda build-gpu/pack/server/hf_dump
+#     build-gpu/pack/tests/test_{decode,prefill,kv_storage,sampler,fp8,skinny_gemm}_cuda build-gpu/pack/server/{hf_dump,kv_cache_ppl}
 #   (about 40 MB), carry build-gpu/pack, then
 #   bash bench/results/session24/next_call3_fp8_server.sh
 # Steps (~6 min): test_model_cuda (LlamaCuda.Fp8CacheMatchesTheCpuModelsFp8Cache: the GPU model

@@ -5,7 +5,8 @@
 # caches bf16 (the baseline), fp8_e4m3, fp8_e5m2. After next_call2/3 have passed. The GGUF (98 MB)
 # is more than a call carries (64 MB), so three calls back to back while the machine stays warm:
 #   here: bash scripts/fetch_model.sh; cmake --build build-gpu --target kv_cache_ppl flashserve_server;
-#         bash scripts/gpu_pack.sh build-gpu/pack;
+#         bash scripts/gpu_pack.sh build-gpu/pack && rm -rf build-gpu/pack/{old,bench,tests} \
+#           build-gpu/pack/server/{hf_dump,flashserve_server} build-gpu/pack/client;
 #         split -n 2 -d ~/.cache/flashserve/models/SmolLM2-135M-Instruct.Q4_1.gguf build-gpu/gguf_part
 #   call A (carry build-gpu/gguf_part00): cp build-gpu/gguf_part00 /tmp/
 #   call B (carry build-gpu/gguf_part01): cp build-gpu/gguf_part01 /tmp/
