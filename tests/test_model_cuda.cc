@@ -259,7 +259,7 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
 // Skinny GEMMs (issue 27): the same model with skinny_gemm on against cuBLAS (and the CPU),
 // graphs on, over a 20-token prompt chunk (20 rows: the 4-tile instance), a 57-token one
 // (cuBLAS: more than 32 rows, but lm_head's one row) and 10 decodes (one row). Two MLP widths:
-// 344 (the tiny preset: the down projection, k 344, not a multiple of 128, stays on cuBLAS) and
+// 344 (the tiny preset: the down projection, k 344, not a multiple of 64, stays on cuBLAS) and
 // 384 (it takes the skinny path with the residual add and the next layer's input norm in its
 // epilogue, so the next layer skips its own norm). The calls are counted: the path ran.
 // The cache dtypes the CUDA model refuses, before its weights are made: fp16 (its cache is bf16

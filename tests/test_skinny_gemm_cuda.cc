@@ -134,8 +134,10 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
   // split over 4 sub-slices (528 blocks fill the wave); the 8B model's QKV (6144 x 4096, 8 splits)
   // and down projection (4096 x 14336, 14 splits). (Splits as on 132 SMs; the device's own count
   // may pick others: the test prints them.)
-  const Shape shapes[] = {{16, 128},    {176, 896},   {1040, 256},  {1024, 2176},
-                          {4096, 4224}, {33792, 512}, {6144, 4096}, {4096, 14336}};
+  // k an odd multiple of 64 (the last sub-slice half): 5 splits of one sub-slice (SmolLM2's 576),
+  // and one split of 2.5 sub-slices.
+  const Shape shapes[] = {{16, 128},    {176, 896},   {1040, 256},   {1024, 2176}, {4096, 4224},
+                          {33792, 512}, {192, 576},   {33792, 320},  {6144, 4096}, {4096, 14336}};
   uint64_t seed = 2700;
   for (const Shape& s : shapes) {
     for (int64_t m : {1, 3, 8, 9, 16, 17, 31, 32}) {
@@ -272,7 +274,7 @@ TEST(SkinnyGemmCuda, RefusesWhatItDoesNotTake) {
       {33, 64, 256, 256, a, p.ws_bytes},      // too many rows
       {0, 64, 256, 256, a, p.ws_bytes},       // none
       {32, 40, 256, 256, a, p.ws_bytes},      // n not a multiple of 16
-      {32, 64, 200, 200, a, p.ws_bytes},      // k not a multiple of 128
+      {32, 64, 200, 200, a, p.ws_bytes},      // k not a multiple of 64
       {32, 64, 256, 248, a, p.ws_bytes},      // lda < k
       {32, 64, 128, 256, a + 1, p.ws_bytes},  // a misaligned
       {32, 64, 256, 256, a, p.ws_bytes - 4},  // a short workspace
@@ -355,8 +357,8 @@ TEST(SkinnyGemmCuda, FusedEpilogueReplaysInAGraph) {
   cudaStreamDestroy(stream);
 }
 
-// The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and k / 128 splits,
-// a divisor of the sub-slices where one is in range; the workspace follows.
+// The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and ceil(k / 128)
+// splits, a divisor of the sub-slices where one is in range; the workspace follows.
 TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
   EXPECT_EQ(model::cuda::skinny_gemm_splits(128256, 4096, 132), 1);  // lm_head: 2004 blocks
   EXPECT_EQ(model::cuda::skinny_gemm_splits(28672, 4096, 132), 2);   // gate|up: 448 blocks
@@ -368,6 +370,8 @@ TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
   EXPECT_EQ(model::cuda::skinny_gemm_splits(1024, 2176, 132), 16);    // 17 sub-slices: uneven
   EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 4224, 132), 11);    // 33 sub-slices: 11 of 3
   EXPECT_EQ(model::cuda::skinny_gemm_splits(33792, 512, 132), 1);     // 528 blocks
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(192, 576, 132), 5);       // 4.5 sub-slices: 5, the last half
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(33792, 320, 132), 1);
   for (int64_t n : {16, 176, 1040, 6144}) {
     for (int64_t k : {128, 384, 896, 4096, 14336}) {
       const int s = model::cuda::skinny_gemm_splits(n, k, 132);

@@ -122,22 +122,29 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRowsPerCta + warp * 16;
   const bool rows = row0 < n;  // n is a multiple of 16: a warp's rows are all in or all out
-  const int subs = static_cast<int>(k / kSubK);
+  // Sub-slices of 128 k; where k is an odd multiple of 64 the last is half of one (its loads and
+  // staging of chunk 0 alone).
+  const int subs = static_cast<int>((k + kSubK - 1) / kSubK);
+  const bool half_tail = k % kSubK != 0;
   const int first = static_cast<int>(static_cast<int64_t>(blockIdx.y) * subs / gridDim.y);
   const int last = static_cast<int>(static_cast<int64_t>(blockIdx.y + 1) * subs / gridDim.y);
   const __nv_bfloat16* w_row = w + (rows ? (row0 + gid) * k : 0) + 8 * tig;  // row gid + 8: 8·k further
 
   // Load i of a sub-slice: chunk c = i / 4, half h = (i / 2) % 2, row gid + 8·(i % 2).
+  auto chunks_of = [&](int j) { return half_tail && j == subs - 1 ? 1 : 2; };  // 64-k chunks of sub-slice j
   auto load_w = [&](int j, uint4 (&dst)[kLoads]) {
     if (!rows) return;
     const __nv_bfloat16* p = w_row + static_cast<int64_t>(j) * kSubK;
+    const int loads = 4 * chunks_of(j);
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) dst[i] = load_stream(p + (i % 2) * 8 * k + (i / 4) * 64 + ((i / 2) % 2) * 32);
+    for (int i = 0; i < kLoads; ++i)
+      if (i < loads) dst[i] = load_stream(p + (i % 2) * 8 * k + (i / 4) * 64 + ((i / 2) % 2) * 32);
   };
   auto stage_a = [&](int j, int buf) {
     const int64_t k0 = static_cast<int64_t>(j) * kSubK;
-    for (int e = tid; e < Tr::kGroups * 8 * kTiles; e += kThreads) {
-      const int g = e % Tr::kGroups, row = e / Tr::kGroups;  // consecutive threads: consecutive k of a row
+    const int groups = Tr::kGroups / 2 * chunks_of(j);
+    for (int e = tid; e < groups * 8 * kTiles; e += kThreads) {
+      const int g = e % groups, row = e / groups;  // consecutive threads: consecutive k of a row
       const bool valid = row < m;
       cp_async_8(stage[buf] + (g * Tr::kPad + row) * 8, a + (valid ? row * lda + k0 + 4 * g : 0), valid);
     }
@@ -146,10 +153,11 @@ __global__ void __launch_bounds__(kThreads, 4)
   float acc[kTiles][4];
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
-  auto compute = [&](const uint4 (&wr)[kLoads], int buf) {
+  auto compute = [&](const uint4 (&wr)[kLoads], int buf, int pairs) {
     const unsigned char* s = stage[buf];
 #pragma unroll
     for (int ch = 0; ch < 4; ++ch) {  // (chunk, half) pairs: 32 k each, loads 2·ch (row gid), 2·ch + 1 (gid + 8)
+      if (ch >= pairs) break;  // a half sub-slice: chunk 0's two pairs
       const uint4 r0 = wr[2 * ch], r8 = wr[2 * ch + 1];
 #pragma unroll
       for (int st = 0; st < 2; ++st) {  // k-step st: k base + 4·st .. + 3 (base = 32·ch + 8·tig)
@@ -173,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       cp_async_wait<0>();
     }
     __syncthreads();  // a's sub-slice j is in stage[buf] for every warp
-    if (rows) compute(cur, buf);
+    if (rows) compute(cur, buf, 2 * chunks_of(j));
     __syncthreads();  // every warp is done with stage[buf] before sub-slice j + 2 is staged there
   };
   uint4 wa[kLoads], wb[kLoads];
@@ -299,13 +307,13 @@ __global__ void skinny_norm_kernel(int64_t n, SkinnyOutput out, const float* squ
 }  // namespace
 
 bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) {
-  return m >= 1 && m <= 32 && n >= 16 && n % 16 == 0 && k >= kSubK && k % kSubK == 0 && lda >= k && lda % 8 == 0 &&
+  return m >= 1 && m <= 32 && n >= 16 && n % 16 == 0 && k >= 64 && k % 64 == 0 && lda >= k && lda % 8 == 0 &&
          reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
          (n + kRowsPerCta - 1) / kRowsPerCta <= 2147483647ll;
 }
 
 int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
-  const int64_t blocks = (n + kRowsPerCta - 1) / kRowsPerCta, subs = k / kSubK;
+  const int64_t blocks = (n + kRowsPerCta - 1) / kRowsPerCta, subs = (k + kSubK - 1) / kSubK;
   const int64_t need = std::max<int64_t>(1, (4ll * std::max(1, sms) + blocks - 1) / blocks);  // a wave of 4 CTAs an SM
   const int64_t cap = std::min<int64_t>(16, std::max<int64_t>(1, subs));
   if (need >= cap) return static_cast<int>(cap);
@@ -335,7 +343,7 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   if (!skinny_gemm_supported(m, n, k, lda, a, w))
     return invalid_argument("skinny_gemm: m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " +
                             std::to_string(k) + ", lda " + std::to_string(lda) +
-                            " (it takes m 1..32, n a multiple of 16, k a multiple of 128, 16-byte aligned a rows and w)");
+                            " (it takes m 1..32, n a multiple of 16, k a multiple of 64, 16-byte aligned a rows and w)");
   const int64_t need = skinny_gemm_workspace_bytes(m, n, k, sms);
   if (ws.partials == nullptr || ws.bytes < need || reinterpret_cast<uintptr_t>(ws.partials) % 16)
     return invalid_argument("skinny_gemm: the workspace needs " + std::to_string(need) + " bytes, 16-byte aligned");

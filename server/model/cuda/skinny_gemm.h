@@ -12,7 +12,7 @@
 //   kResidual  x += c (fp32 residual stream), then, with a norm weight, h = bf16(w · x · rsqrt(
 //              mean(x²) + eps)) (the model's rms_norm after the residual add);
 //   kSwiGLU    c = [gate | up] (n = 2·I): act = bf16(silu(gate) · up).
-// Shapes it takes (skinny_gemm_supported): 1 <= m <= 32, n a multiple of 16, k a multiple of 128,
+// Shapes it takes (skinny_gemm_supported): 1 <= m <= 32, n a multiple of 16, k a multiple of 64,
 // a's rows 16-byte aligned (lda a multiple of 8), w 16-byte aligned; the caller keeps cuBLAS
 // otherwise and for larger m (the crossover: bench/NOTES.md "Skinny GEMMs").
 #pragma once
@@ -57,8 +57,8 @@ struct SkinnyWorkspace {
 // Whether skinny_gemm takes these shapes (see the header comment).
 bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w);
 // The k splits for n and k on `sms` SMs: enough CTAs (64 rows of w each) for a wave of 4 an SM
-// (the kernel's occupancy), at most 16 and at most k / 128, a divisor of k / 128 where one is in
-// that range.
+// (the kernel's occupancy), at most 16 and at most ceil(k / 128) (sub-slices of 128 k, the last
+// one half where k is an odd multiple of 64), a divisor of that where one is in range.
 int skinny_gemm_splits(int64_t n, int64_t k, int sms);
 // The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 64) · 4
 // for a norm's sums of squares.
