@@ -169,6 +169,8 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
       {{{20, 50}, {3, 9}}, 4, 1, 128, 64, true, true},                  // MQA, window + ALiBi + softcap
       {{{300, 2000}}, 32, 8, 128, 256, true},                           // GQA 32/8, pages of 256
       {{{65, 130}, {1, 700}}, 4, 4, 64, 32, false, false, 2e4f},        // |q| to ~1e5: fp16 q takes 2^-2
+      {{{40, 300}, {90, 90}}, 6, 2, 64, 16, true, true},                // d 64: window + ALiBi + softcap
+      {{{33, 97}}, 4, 2, 128, 8, false, false, 4e3f},                   // |q| to ~2e4, fp16 q too: q_mul 1, peaked softmax
   };
   uint64_t seed = 2900;
   for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
