@@ -133,6 +133,13 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_PAGED", p.seed % 2 ? "tma" : "gather"}},
                   true});
+  // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
+  // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
+  // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
+                   {"FLASHSERVE_PREFILL_WS_VARLEN", "0"}}});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);
@@ -228,8 +235,9 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
 
 // Varlen batches whose q lengths are far apart (one long sequence among short ones, a sequence
 // without queries, one query), packed and paged, every head dim, both masks, and batches of
-// more sequences than a persistent CTA caches (257 at d 64 and 128, 112 at d 256: their views
-// then read the offsets from global memory). Every run of check_problem, against the
+// more sequences than a persistent CTA caches (257 at d 64 and 128, 74 at d 256: their views
+// then read the offsets from global memory, and the walk keeps the grid order). The dynamic walk
+// takes only the q tiles that exist (WsVarlenOrder). Every run of check_problem, against the
 // reference, mma.sync and the CPU.
 TEST(PrefillCuda, SkewedVarlenBatches) {
   FS_SKIP_WITHOUT_CUDA();

@@ -274,6 +274,11 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // bench-only A/B of its cost (the memory model asks for it; FA3's cp.async path has none).
   const char* fence = std::getenv("FLASHSERVE_PREFILL_WS_PROXY_FENCE");
   maps->proxy_fence = fence != nullptr && std::strcmp(fence, "0") == 0 ? 0 : 1;
+  // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
+  // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
+  const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
+  maps->varlen = p.total_q != static_cast<int64_t>(p.batch) * p.max_seqlen_q &&
+                 !(varlen != nullptr && std::strcmp(varlen, "0") == 0);
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   if (p.paged) {

@@ -58,6 +58,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
   int proxy_fence = 1;  // gathered stages: the consumers' proxy fence (0: bench-only A/B of its cost)
+  int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
   unsigned* sched = nullptr;
@@ -173,10 +174,11 @@ struct PrefillWsTraits {
   static constexpr int kBaseSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
-  // cu_seqlens_k, or the pages' seq_lens: kSeqCache entries each, as many as fit up to 257), so
+  // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
+  // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and 128, 74 at d 256), so
   // that an item's view is made without global loads (0.7 us an item on the trace).
-  static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 8 < 257 ? (227 * 1024 - kBaseSmemBytes) / 8 : 257;
-  static constexpr int kSmemBytes = kBaseSmemBytes + 8 * kSeqCache;
+  static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 12 < 257 ? (227 * 1024 - kBaseSmemBytes) / 12 : 257;
+  static constexpr int kSmemBytes = kBaseSmemBytes + 12 * kSeqCache;
 };
 
 // The paged gather: 128 producer threads, a tile's page ids read by one lane each a tile ahead
@@ -381,11 +383,14 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   if (tid == 128) trace.entry();
   const int num_m = (p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM;
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
-  const int total = num_m * order.pairs;
+  const int grid_items = num_m * order.pairs;  // the grid order's items
   // A CTA that walks several items reads its sequences' offsets from shared memory (kSeqCache).
-  const bool seq_cached = static_cast<int>(gridDim.x) < total && p.batch + 1 <= Tr::kSeqCache;
+  const bool seq_cached = static_cast<int>(gridDim.x) < grid_items && p.batch + 1 <= Tr::kSeqCache;
+  const bool dynamic = maps.sched != nullptr;  // the dynamic walk (below)
+  const bool varlen = dynamic && seq_cached && maps.varlen != 0;  // WsVarlenOrder
   int* seq_q = item_slot + 4;
   int* seq_k = seq_q + Tr::kSeqCache;
+  int* seq_tiles = seq_k + Tr::kSeqCache;
   if (seq_cached) {
     for (int i = tid; i <= p.batch; i += Tr::kThreads) {
       seq_q[i] = p.cu_seqlens_q[i];
@@ -415,12 +420,12 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   // it frees up: the hardware's dispatch of one CTA an item, without a CTA's start and end); the
   // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
   // (the consumers read it after that stage's wait; an item without keys and the end, an item >=
-  // total, come with a plain arrival and no Q).
-  const bool dynamic = maps.sched != nullptr;
+  // grid_items, come with a plain arrival and no Q). Items are handed over by their index in
+  // the grid order (WsVarlenOrder's walk too).
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
   // the sequence's own, masked like any other).
-  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {
+  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
     order.item(w, m_tile, pair);
     h = pair % p.num_heads;
@@ -436,6 +441,33 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
   if (wg == 0) {
     // ---- producer ----
     setmaxnreg_dec<Tr::kProducerRegs>();
+    if (varlen) {
+      // WsVarlenOrder's q tile prefix, by warp 0: a lane a run of sequences, a scan of the runs.
+      // Here, not before the CTA's barrier: there its code changed the consumers' (their main
+      // loop 2579 -> 2728 instructions at d 128).
+      if (tid < 32) {
+        auto tiles_of = [&](int b) { return ws_q_tiles(seq_q[b + 1] - seq_q[b], Tr::kBlockM, num_m); };
+        const int per = (p.batch + 31) / 32, first = lane * per, last = min(p.batch, first + per);
+        int sum = 0;
+        for (int b = first; b < last; ++b) sum += tiles_of(b);
+        int incl = sum;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+          const int t = __shfl_up_sync(0xffffffffu, incl, d);
+          if (lane >= d) incl += t;
+        }
+        int run = incl - sum;
+        for (int b = first; b < last; ++b) {
+          seq_tiles[b] = run;
+          run += tiles_of(b);
+        }
+        if (lane == 31) {
+          seq_tiles[p.batch] = incl;
+          item_slot[3] = incl * p.num_heads;  // the walk's items (to_grid)
+        }
+      }
+      if (p.paged) named_barrier_sync(kConsumers + 2, 128); else __syncwarp();
+    }
     // Packed: one thread issues everything. Paged by TMA: the four warps, warp w the boxes w,
     // w + 4, ..., each issued by its lane 0 with the page id its lane j read (box w + 4j): the
     // TMA copy takes its coordinates in uniform registers, so 32 lanes of one warp issuing their
@@ -468,11 +500,26 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     // the items and take the claim from one of two slots after the consumers' item slot, one
     // named barrier a claim (a slot is rewritten two claims later, after every thread's read).
     int claims = 0;
+    // A claim wk of the walk as an item of the grid order, which the consumers walk, and
+    // grid_items past the walk's end (WsVarlenOrder's walk; the grid order's claims are its
+    // items). Its state comes from shared memory (item_slot[3]: the varlen walk's items) and
+    // the constant bank. A compact loop index beside w cost the row gather's tile loop registers
+    // at 24 (9 more instructions a tile at d 128); as it is, the tile loops differ from the grid
+    // order's build by a few local accesses a tile (d 128: 216 instructions, 14 local, against
+    // 219 and 12; 176 keys: 311 and 17 against 301 and 12); not inlined (a call), the
+    // consumers' main loop grew and spilled.
+    auto to_grid = [&](int wk) {
+      if (!varlen) return wk;
+      if (wk >= item_slot[3]) return grid_items;
+      int m_tile, pair;
+      WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair);
+      return order.index(m_tile, pair);
+    };
     auto next_item = [&](int w) {
       if (!dynamic) return w + static_cast<int>(gridDim.x);
-      if (!p.paged) return static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
+      if (!p.paged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       volatile int* claim = item_slot + 1 + (claims++ & 1);
-      if (tid == 0) *claim = static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
+      if (tid == 0) *claim = to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       named_barrier_sync(kConsumers + 2, 128);
       return *claim;
     };
@@ -489,7 +536,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     // zero for the next launch that takes them (every claim of this CTA is made).
     auto end_walk = [&] {
       if (!dynamic || tid != 0) return;
-      hand_over(total);
+      hand_over(grid_items);
       __threadfence();
       if (atomicAdd(maps.sched + 1, 1u) == gridDim.x - 1) {
         __threadfence();  // every other CTA's claims before the reset
@@ -506,7 +553,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         // one count (rows_done: the walk's tiles before this item) serves both rings.
         auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
         int rows_done = 0, traced = 0;
-        for (int w = blockIdx.x; w < total; w = next_item(w)) {
+        for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
           PrefillCta cta;
           int h, b, key_base, num_tiles;
           if (!item(w, cta, h, b, key_base, num_tiles)) continue;
@@ -551,7 +598,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     }
     State sk, sv;
     int traced = 0;
-    for (int w = blockIdx.x; w < total; w = next_item(w)) {
+    for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;
@@ -668,7 +715,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         if (lane == 0) slot = *item_slot;
         w = __shfl_sync(0xffffffffu, slot, 0);
       }
-      if (w >= total) break;
+      if (w >= grid_items) break;
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
