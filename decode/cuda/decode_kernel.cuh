@@ -308,8 +308,11 @@ __global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
   // CTAs run together, and evict-first measured faster there too (bench/history/decode.md,
   // "decode v4.2 experiment").
   const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
+  // FP8 instances copy without the L2 hint: with it, ptxas (CUDA 13.0) gave them cp.async copies
+  // whose cache-policy descriptor and shared-memory base come from uniform registers nothing
+  // writes (UR1, UR0): an illegal instruction on the H200 (session 24). Without, none.
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
-    kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0>(
+    kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0 && !kFp8>(
         src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
         [](int j, int c) {
           if constexpr (kFp8) {
