@@ -98,9 +98,6 @@ Status validate_prefill_lengths_host(const PrefillParams& p) {
 
 Status prefill(const PrefillParams& p, void* stream) {
   FS_RETURN_IF_ERROR(validate_prefill_shapes(p));
-  // FP8 pages on CUDA: the kernel instances exist (prefill_kernel.cuh) but have not yet run on a
-  // GPU. The scales are device pointers there, not read by the host.
-  if (p.paged) FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in(kWhere, p.pages.dtype, p.device));
   if (p.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool

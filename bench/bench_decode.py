@@ -521,7 +521,6 @@ def main():
         r = {"shape": label, "page": page, "dtype": str(dtype).split(".")[-1], "splits": plan.num_splits,
              "ours_s": t_ours, "ours_gbps": case.kv_bytes / t_ours / 1e9, "eager_s": t_eager, "copies": copies}
         if args.fp8 and dtype == bf16:
-            os.environ["FLASHSERVE_CUDA_FP8"] = "1"  # until the FP8 kernel has run on a GPU (decode.cc)
             ref = case.os[0].float().clone()
             pages8 = fp8_pages(case, args.fp8)
             f8, k8, _ = ours(lib, case, workers, fp8=pages8)

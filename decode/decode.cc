@@ -128,10 +128,8 @@ Status validate_decode_lengths_host(const DecodeParams& p) {
 
 Status decode(const DecodeParams& params, void* stream) {
   FS_RETURN_IF_ERROR(validate_decode_shapes(params));
-  // FP8 pages on CUDA: the kernel instances exist (decode_kernel.cuh) but have not yet run on a
-  // GPU (check_cuda_fp8_opt_in). The scales are device pointers there, not read by the host:
+  // FP8 pages on CUDA: the scales are device pointers there, not read by the host;
   // KVStorage::set_scales checks the values it stores.
-  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in(kWhere, params.pages.dtype, params.device));
   if (params.device == Device::kCUDA) {
 #if FLASHSERVE_WITH_CUDA
     // Lengths and block tables live on the device: the kernel never reads outside the pool

@@ -32,9 +32,7 @@ typedef enum fs_status {
 
 /* FS_FP8_E4M3 / FS_FP8_E5M2 (OCP e4m3fn: max 448, no inf; e5m2: max 57344): KV pages only, one
  * byte an element with a scale per (layer, kv head) for K and for V (element = scale * fp8(code));
- * q and o are fp32, fp16 or bf16. On CUDA (decode, paged prefill at head_dim 64/128, the storage)
- * only with FLASHSERVE_CUDA_FP8=1 while those kernels have not yet run on a GPU (else
- * FS_UNSUPPORTED naming it). */
+ * q and o are fp32, fp16 or bf16. On CUDA: decode, paged prefill at head_dim 64/128, the storage. */
 typedef enum fs_dtype {
   FS_FLOAT32 = 0,
   FS_FLOAT16 = 1,

@@ -9,7 +9,6 @@
 
 #include "common/check.h"
 #include "common/thread_pool.h"
-#include "kvcache/page_view_check.h"
 #if FLASHSERVE_WITH_CUDA
 #include "kvcache/cuda/kv_kernels.h"
 #endif
@@ -66,7 +65,6 @@ void KVStorage::release() {
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
   FS_RETURN_IF_ERROR(shape.validate());
   if (!is_valid(device)) return invalid_argument("KVStorage: invalid device");
-  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in("KVStorage", shape.dtype, device));
   KVStorage s;
   s.device_ = device;
   s.shape_ = shape;

@@ -8,8 +8,7 @@
 // FP8 pools (dtype fp8_e4m3 / fp8_e5m2, issue 25) hold one byte an element and, beside the
 // pages, a scale per (layer, kv head) for K and for V (1.0 until set_scales): element =
 // scale·fp8(code). append quantizes the model's K/V, code = sat_rne(x / scale); view() hands the
-// layer's scales to the kernels (a CUDA pool keeps a device copy of them). On CUDA, FP8 pools
-// are built but not yet run on a GPU: create takes them only with FLASHSERVE_CUDA_FP8=1.
+// layer's scales to the kernels (a CUDA pool keeps a device copy of them).
 #pragma once
 
 #include <cstdint>
@@ -47,9 +46,7 @@ class KVStorage {
   KVStorage(const KVStorage&) = delete;
   KVStorage& operator=(const KVStorage&) = delete;
 
-  // Allocates (cudaMalloc on CUDA) and zero-fills. RESOURCE_EXHAUSTED when memory is short;
-  // UNSUPPORTED for an FP8 pool on CUDA unless FLASHSERVE_CUDA_FP8=1 (its kernels have not yet
-  // run on a GPU).
+  // Allocates (cudaMalloc on CUDA) and zero-fills. RESOURCE_EXHAUSTED when memory is short.
   static Status create(Device device, const KVStorageShape& shape, KVStorage* out);
 
   Device device() const { return device_; }

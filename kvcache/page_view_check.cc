@@ -2,23 +2,12 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <utility>
 
 #include "common/check.h"
 
 namespace flashserve {
-
-Status check_cuda_fp8_opt_in(const char* where, DType pages_dtype, Device device) {
-  if (device != Device::kCUDA || !is_fp8(pages_dtype)) return Status::Ok();
-  const char* opt_in = std::getenv("FLASHSERVE_CUDA_FP8");
-  if (opt_in != nullptr && std::strcmp(opt_in, "1") == 0) return Status::Ok();
-  return unsupported(std::string(where) + ": " + dtype_name(pages_dtype) +
-                     " pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 "
-                     "takes them");
-}
 
 Status validate_page_view_shapes(const char* where, const KVPageView& pages, int64_t align) {
   FS_RETURN_IF_ERROR(check_pointer(where, "k_pages", pages.k_pages, align));

@@ -16,12 +16,6 @@ Status validate_page_view_shapes(const char* where, const KVPageView& pages, int
 // call, bf16/fp16 (the kernels widen them exactly). INVALID_ARGUMENT naming both types otherwise.
 Status validate_page_view_dtype(const char* where, const KVPageView& pages, DType dtype, Device device);
 
-// Whether CUDA takes FP8 pages: its FP8 pools, decode and paged prefill are built but have not
-// yet run on a GPU (issue 25), so KVStorage::create, decode and prefill take FP8 pages on CUDA
-// only with FLASHSERVE_CUDA_FP8=1 (read at every call): UNSUPPORTED naming the variable
-// otherwise. OK for any other device or dtype.
-Status check_cuda_fp8_opt_in(const char* where, DType pages_dtype, Device device);
-
 // FP8 pages (host-readable scales): each of the num_kv_heads K and V scales finite and > 0
 // (INVALID_ARGUMENT naming the first bad one). Nothing to check for other pages.
 Status validate_page_view_scales_host(const char* where, const KVPageView& pages, int32_t num_kv_heads);

@@ -23,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include "kvcache/page_view_check.h"
 #include "kvcache/sizing.h"
 #include "server/engine/engine.h"
 #include "server/grpc/logging.h"
@@ -311,8 +310,7 @@ int main(int argc, char** argv) {
                   "1024) or --kv-cache-memory");
     return 1;
   }
-  // The cache dtype: auto is the model's own; on CUDA bf16, or FP8 with the opt-in while its
-  // kernels have not yet run on a GPU (check_cuda_fp8_opt_in).
+  // The cache dtype: auto is the model's own; on CUDA bf16 or FP8.
   model::KvCacheOptions kv_options;
   {
     Status kst = model::parse_kv_cache_dtype(kv_cache_dtype, device == "cuda" ? DType::kBFloat16 : DType::kFloat32,
@@ -320,8 +318,6 @@ int main(int argc, char** argv) {
     if (kst.ok() && !kv_cache_scale.empty())
       kst = model::parse_kv_cache_scale(kv_cache_scale, &kv_options.k_scale, &kv_options.v_scale);
     if (kst.ok()) kst = kv_options.validate();
-    if (kst.ok() && device == "cuda")
-      kst = check_cuda_fp8_opt_in(("--kv-cache-dtype " + kv_cache_dtype).c_str(), kv_options.dtype, Device::kCUDA);
     if (kst.ok() && device == "cuda" && kv_options.dtype != DType::kBFloat16 && !is_fp8(kv_options.dtype))
       kst = unsupported("--kv-cache-dtype " + kv_cache_dtype +
                         ": the CUDA model's cache is bf16 or FP8 (--kv-cache-dtype auto, bf16, fp8_e4m3 or fp8_e5m2)");

@@ -31,7 +31,7 @@
 namespace flashserve::test {
 
 // An environment variable set (value) or unset (null) for a scope, then put back as it was: a
-// failed ASSERT in between leaves no opt-in (FLASHSERVE_CUDA_FP8) behind for later tests.
+// failed ASSERT in between leaves no override (e.g. FLASHSERVE_SKINNY_GEMM) behind for later tests.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {

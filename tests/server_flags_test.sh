@@ -80,13 +80,12 @@ if [ "${2:-}" = cuda ]; then
     'grep -q -- "--gpu-memory-utilization 0.1 allows .* weights and buffers.*nothing is left for the KV cache" "$tmp/err"'
   served -- "${gpu[@]}" --num-blocks 1024
   check "--num-blocks 1024 on the GPU: as before" 'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 2.00 GiB), by --num-blocks (bf16 pages)$" "$tmp/err"'
-  # An FP8 cache on the GPU (issue 25; opted in until its kernels have run): 1 MiB a block, twice
-  # the blocks in the same memory.
-  served FLASHSERVE_CUDA_FP8=1 -- "${gpu[@]}" --num-blocks 1024 --kv-cache-dtype fp8_e4m3
+  # An FP8 cache on the GPU (issue 25): 1 MiB a block, twice the blocks in the same memory.
+  served -- "${gpu[@]}" --num-blocks 1024 --kv-cache-dtype fp8_e4m3
   check "--kv-cache-dtype fp8_e4m3 on the GPU (rc $rc)" '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ]'
   check "... 1 MiB a block" 'grep -q "KV cache: 1024 blocks of 16 tokens (16368 tokens, 1.00 GiB), by --num-blocks (fp8_e4m3 pages)$" "$tmp/err"'
   check "... scales calibrated on the first prefill" 'grep -q "KV cache scales: calibrated on each layer.s first prefill, then fixed" "$tmp/err"'
-  served FLASHSERVE_CUDA_FP8=1 -- "${gpu[@]}" --kv-cache-dtype fp8_e5m2
+  served -- "${gpu[@]}" --kv-cache-dtype fp8_e5m2
   fp8=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.9 of .*/\1/p' "$tmp/err")
   # (within 0.5%: two processes see a few MiB of free memory apart)
   check "fp8_e5m2 by --gpu-memory-utilization 0.9: twice the bf16 blocks ($fp8 against $blocks)" \
@@ -176,7 +175,7 @@ served FLASHSERVE_KV_CACHE_MEMORY=100000000 -- --port 0 "${base[@]}"
 check "FLASHSERVE_KV_CACHE_MEMORY=100000000: 6103 blocks" 'grep -q "KV cache: 6103 blocks of 16 tokens" "$tmp/err"'
 
 # The KV cache dtype (issue 25): --kv-cache-dtype and --kv-cache-scale with their twins; a bad
-# value, scales for a cache that is not FP8, and an FP8 (or fp16) cache on CUDA are refused before
+# value, scales for a cache that is not FP8, and an fp16 cache on CUDA are refused before
 # listening, by name. FP8 pages are one byte an element: a quarter of the CPU model's fp32 bytes,
 # four times the tokens in the same --kv-cache-memory.
 for v in fp8 FP8_E4M3 fp32 int8 ''; do refused --kv-cache-dtype "--kv-cache-dtype '$v'" -- --port 0 "${base[@]}" --kv-cache-dtype "$v"; done
@@ -186,9 +185,6 @@ for v in 0 -1 nan inf 1e39 x 1,2,3 0.5,0 0.5, ''; do
 done
 refused --kv-cache-scale "FLASHSERVE_KV_CACHE_SCALE=nan" FLASHSERVE_KV_CACHE_SCALE=nan -- --port 0 "${base[@]}" --kv-cache-dtype fp8_e4m3
 refused --kv-cache-scale "--kv-cache-scale with the fp32 cache" -- --port 0 "${base[@]}" --kv-cache-scale 0.5
-refused --kv-cache-dtype "--kv-cache-dtype fp8_e4m3 on --device cuda" -u FLASHSERVE_CUDA_FP8 -- --port 0 "${base[@]}" --device cuda --kv-cache-dtype fp8_e4m3
-check "... says FP8 on CUDA waits for its opt-in" 'grep -q "fp8_e4m3 pages on CUDA: built but not yet validated on a GPU (issue 25); FLASHSERVE_CUDA_FP8=1 takes them" "$tmp/err"'
-refused --kv-cache-dtype "FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 on --device cuda" -u FLASHSERVE_CUDA_FP8 FLASHSERVE_KV_CACHE_DTYPE=fp8_e5m2 -- --port 0 "${base[@]}" --device cuda
 refused --kv-cache-dtype "--kv-cache-dtype fp16 on --device cuda" -- --port 0 "${base[@]}" --device cuda --kv-cache-dtype fp16
 served -- --port 0 "${base[@]}" --kv-cache-dtype fp8_e4m3
 check "--kv-cache-dtype fp8_e4m3 is served (rc $rc)" '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ]'

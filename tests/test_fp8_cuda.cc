@@ -8,8 +8,7 @@
 //   (b) against the CPU decode over the same pages (itself checked in test_fp8_attention.cc),
 // both formats, bf16 and fp16 q/o, head dims 64 and 128, GQA groups 1 to 8 and q_len 1 to 3
 // (row blocks of one and of two), block sizes 1 to 256, planned, one and three splits, outputs
-// and workspace poisoned; large q (the kernel's fp16 q takes a power-of-two scale). Until this
-// kernel has run on a GPU, a call opts in with FLASHSERVE_CUDA_FP8=1 (check_cuda_fp8_opt_in).
+// and workspace poisoned; large q (the kernel's fp16 q takes a power-of-two scale).
 // Prefill (the mma.sync kernel's FP8 instances) runs the same two checks over chunks on a cached
 // prefix, whole prompts, causal and not, GQA, window + ALiBi + softcap, block sizes 1 to 256.
 #include <gtest/gtest.h>
@@ -81,7 +80,6 @@ Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, int32_t
 
 TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   const Fp8Case cases[] = {
       {{1, 7, 77, 257}, 1, 12, 3, 64, 16},         // GQA 4, three kv heads
       {{5, 33, 100, 1000}, 3, 8, 8, 128, 1},       // block size 1, q_len 3
@@ -119,24 +117,17 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   }
 }
 
-// Without the opt-in, and with a scale pointer missing: a clear status, nothing written.
-TEST(Fp8DecodeCuda, RefusedWithoutOptInOrScales) {
+// With a scale pointer missing: a clear status, nothing written.
+TEST(Fp8DecodeCuda, RefusedWithoutScales) {
   FS_SKIP_WITHOUT_CUDA();
   Problem p = decode_problem({33, 70}, 1, 8, 2, 128, DType::kBFloat16, 16, 2600);
   ProblemData d = make_data(p);
   Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int) { return 1.f; });
-  unsetenv("FLASHSERVE_CUDA_FP8");
   Status st;
-  Outputs out = run_gpu(p, d, cache, 1, &st);
-  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-  EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
-  for (float x : out.lse) EXPECT_TRUE(std::isnan(x));  // as poisoned
-  setenv("FLASHSERVE_CUDA_FP8", "1", 1);
-  out = run_gpu(p, d, cache, 1, &st, /*no_v_scales=*/true);
+  const Outputs out = run_gpu(p, d, cache, 1, &st, /*no_v_scales=*/true);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
-  for (float x : out.lse) EXPECT_TRUE(std::isnan(x));
-  unsetenv("FLASHSERVE_CUDA_FP8");
+  for (float x : out.lse) EXPECT_TRUE(std::isnan(x));  // as poisoned
 }
 
 // The GPU's paged prefill over the device copy of cache's pool (no_v_scales: without its V scales).
@@ -162,7 +153,6 @@ struct Fp8PrefillCase {
 
 TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   const Fp8PrefillCase cases[] = {
       {{{7, 77}, {1, 1}, {33, 40}, {257, 1025}}, 12, 3, 64, 16, true},  // chunks over cached prefixes
       {{{77, 257}, {129, 129}}, 8, 8, 128, 1, false},                   // block size 1, a whole prompt
@@ -214,9 +204,9 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   }
 }
 
-// Without the opt-in, at head_dim 256 (no FP8 instance), and with a scale pointer missing: a
-// clear status, nothing written.
-TEST(Fp8PrefillCuda, RefusedWithoutOptInScalesOrAnFp8Instance) {
+// At head_dim 256 (no FP8 instance), and with a scale pointer missing: a clear status, nothing
+// written.
+TEST(Fp8PrefillCuda, RefusedWithoutScalesOrAnFp8Instance) {
   FS_SKIP_WITHOUT_CUDA();
   for (int dim : {128, 256}) {
     Problem p;
@@ -235,14 +225,8 @@ TEST(Fp8PrefillCuda, RefusedWithoutOptInScalesOrAnFp8Instance) {
         if (!std::isnan(x)) return false;
       return true;
     };
-    unsetenv("FLASHSERVE_CUDA_FP8");
     Status st;
     Outputs out = run_gpu_prefill(p, d, cache, &st);
-    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-    EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
-    EXPECT_TRUE(poisoned(out));
-    setenv("FLASHSERVE_CUDA_FP8", "1", 1);
-    out = run_gpu_prefill(p, d, cache, &st);
     if (dim == 256) {
       EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
       EXPECT_NE(st.message().find("head_dim 64 or 128"), std::string::npos) << st.to_string();
@@ -254,7 +238,6 @@ TEST(Fp8PrefillCuda, RefusedWithoutOptInScalesOrAnFp8Instance) {
       EXPECT_NE(st.message().find("need k_scales and v_scales"), std::string::npos) << st.to_string();
       EXPECT_TRUE(poisoned(out));
     }
-    unsetenv("FLASHSERVE_CUDA_FP8");
   }
 }
 
@@ -293,7 +276,6 @@ bool same_code(uint8_t a, uint8_t b, DType t) {
 // once), then the same copy_blocks: the pools agree byte for byte (or both hold a NaN code).
 TEST(Fp8StorageCuda, AppendAndCopyBlocksMatchTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
-  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   std::mt19937 rng(2700);
   std::normal_distribution<float> normal(0.f, 3.f);
   std::uniform_real_distribution<float> scale_of(0.01f, 0.5f);
@@ -364,7 +346,6 @@ TEST(Fp8StorageCuda, AppendAndCopyBlocksMatchTheCpu) {
 // against the CPU decode over the CPU pool the same append wrote.
 TEST(Fp8StorageCuda, DecodeOverAPoolTheGpuWrote) {
   FS_SKIP_WITHOUT_CUDA();
-  const ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");
   Problem p = decode_problem({77, 300, 1025}, 1, 16, 4, 128, DType::kBFloat16, 16, 2800);
   ProblemData d = make_data(p);
   Fp8Cache cache = make_fp8_cache(p, d, DType::kFp8E4M3, [](int h) { return 1.f + h; });  // the CPU pool

@@ -175,7 +175,6 @@ TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
 // its bf16 cache, printed (the agreement rate; random tiny weights, so a smoke figure).
 TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
   FS_SKIP_WITHOUT_CUDA();
-  const test::ScopedEnv opt_in("FLASHSERVE_CUDA_FP8", "1");  // until the FP8 kernels have run on a GPU
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 25, &w).ok());
@@ -265,8 +264,8 @@ TEST(LlamaCuda, Fp8CacheMatchesTheCpuModelsFp8Cache) {
 // 344 (the tiny preset: the down projection, k 344, not a multiple of 64, stays on cuBLAS) and
 // 384 (it takes the skinny path with the residual add and the next layer's input norm in its
 // epilogue, so the next layer skips its own norm). The calls are counted: the path ran.
-// The cache dtypes the CUDA model refuses, before its weights are made: fp16 (its cache is bf16
-// or FP8), and FP8 without the opt-in while the FP8 kernels have not yet run.
+// The cache dtypes the CUDA model refuses, before its weights are made: fp16 and fp32 (its cache
+// is bf16 or FP8).
 TEST(LlamaCuda, RefusesCacheDtypesItDoesNotTake) {
   FS_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = tiny_gpu();
@@ -276,17 +275,18 @@ TEST(LlamaCuda, RefusesCacheDtypesItDoesNotTake) {
   Status st = LlamaCudaModel::create(c, nullptr, 1, opt, &m);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
   EXPECT_NE(st.message().find("bf16, fp8_e4m3 or fp8_e5m2"), std::string::npos) << st.to_string();
-  const test::ScopedEnv no_opt_in("FLASHSERVE_CUDA_FP8", nullptr);
-  opt.kv.dtype = DType::kFp8E4M3;
+  EXPECT_EQ(m, nullptr);
+  opt.kv.dtype = DType::kFloat32;
   st = LlamaCudaModel::create(c, nullptr, 1, opt, &m);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.to_string();
-  EXPECT_NE(st.message().find("FLASHSERVE_CUDA_FP8=1"), std::string::npos) << st.to_string();
   EXPECT_EQ(m, nullptr);
 }
 
 TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
   FS_SKIP_WITHOUT_CUDA();
-  const test::ScopedEnv options_decide("FLASHSERVE_SKINNY_GEMM", nullptr);  // the options decide here
+  // The options decide here.
+  const test::ScopedEnv gemm("FLASHSERVE_SKINNY_GEMM", nullptr), rows("FLASHSERVE_SKINNY_MAX_ROWS", nullptr),
+      epilogue("FLASHSERVE_SKINNY_EPILOGUE", nullptr);
   for (int32_t inter : {344, 384}) {
     SCOPED_TRACE("intermediate_size " + std::to_string(inter));
     LlamaConfig c = tiny_gpu();
@@ -298,8 +298,14 @@ TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
     ASSERT_TRUE(LlamaModel::create(c, wb, 64, 16, &cpu).ok());
     CudaModelOptions opt = small_options();
     std::unique_ptr<LlamaCudaModel> cublas, skinny;
+    opt.skinny_gemm = false;
     ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &cublas).ok());
+    // Every path the skinny GEMMs have: the 20-token step too, lm_head, and the epilogues
+    // launched (344) and in the GEMM's launch (384).
     opt.skinny_gemm = true;
+    opt.skinny_max_rows = 32;
+    opt.skinny_lm_head = true;
+    opt.skinny_launch_epilogue = inter == 344;
     const Status st = LlamaCudaModel::create(c, &w, 0, opt, &skinny);
     ASSERT_TRUE(st.ok()) << st.to_string();
     KVCacheManager mgr(small_cache());

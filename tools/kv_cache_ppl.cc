@@ -16,8 +16,7 @@
 // MODEL: a .gguf file or model folder with a tokenizer, or synthetic:tiny (token ids from a
 // fixed seed: no text). The first dtype is the baseline. --device cuda: the CUDA model (bf16
 // weights and activations; its caches bf16, fp8_e4m3, fp8_e5m2: the greedy agreement of
-// the GPU Llama with an FP8 cache against bf16; FP8 with FLASHSERVE_CUDA_FP8=1 until its
-// kernels have run).
+// the GPU Llama with an FP8 cache against bf16).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -292,7 +292,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
     q [batch, q_len (1..8), H, D], caches [blocks, Hkv, block_size, D], block_table int32
     [batch, max_blocks], seq_lens int32 [batch] (the new tokens included). The caches hold q's
     dtype, or FP8 (torch.float8_e4m3fn / float8_e5m2, or uint8 codes with kv_dtype "fp8_e4m3" /
-    "fp8_e5m2"; on CUDA only with FLASHSERVE_CUDA_FP8=1 for now) with k_scales, v_scales float32
+    "fp8_e5m2") with k_scales, v_scales float32
     [Hkv]: key = k_scales[h] * fp8."""
     tq = _T(q, "q").need(4, "float")
     tk = _T(k_cache, "k_cache").need(4, "pages")

@@ -14,7 +14,6 @@
 #include "common/dtype.h"
 #include "decode/decode.h"
 #include "decode/planner.h"
-#include "kvcache/page_view_check.h"
 #include "server/model/cuda/model_kernels.h"
 #include "server/model/cuda/skinny_gemm.h"
 
@@ -81,7 +80,6 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   if (opt.kv.dtype != DType::kBFloat16 && !is_fp8(opt.kv.dtype))
     return unsupported(std::string("cuda model: a ") + dtype_name(opt.kv.dtype) +
                        " KV cache (the CUDA model's cache is bf16, fp8_e4m3 or fp8_e5m2)");
-  FS_RETURN_IF_ERROR(check_cuda_fp8_opt_in("cuda model", opt.kv.dtype, Device::kCUDA));  // before the weights
   std::unique_ptr<LlamaCudaModel> m(new LlamaCudaModel());
   m->config_ = c;
   m->opt_ = opt;
@@ -218,6 +216,11 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   // Exactly "1" / "0" (and "launch" / "fused"); anything else leaves the options as they are.
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
     m->opt_.skinny_gemm = env[0] == '1';
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_MAX_ROWS"); env != nullptr) {
+    char* end = nullptr;
+    const long rows = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && rows >= 1 && rows <= 32) m->opt_.skinny_max_rows = static_cast<int32_t>(rows);
+  }
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
       env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
     m->opt_.skinny_launch_epilogue = env[0] == 'l';
@@ -260,7 +263,8 @@ void LlamaCudaModel::set_skinny_launch_epilogue(bool on) {
 }
 
 bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) const {
-  return opt_.skinny_gemm && skinny_ws_.partials != nullptr && model::cuda::skinny_gemm_supported(m, n, k, lda, a, w) &&
+  return opt_.skinny_gemm && m <= opt_.skinny_max_rows && skinny_ws_.partials != nullptr &&
+         model::cuda::skinny_gemm_supported(m, n, k, lda, a, w) &&
          model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_.bytes;
 }
 
@@ -477,7 +481,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   }
   FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_));
   FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
-  if (skinny(B, c.vocab_size, H, H, last_norm_, lm_head_)) {
+  if (opt_.skinny_lm_head && skinny(B, c.vocab_size, H, H, last_norm_, lm_head_)) {
     SkinnyOutput o;
     o.kind = SkinnyEpilogue::kFp32;
     o.out_fp32 = logits_;

@@ -39,16 +39,23 @@ struct CudaModelOptions {
   int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1; a pool sized from memory: the context's
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
-  // Steps of at most 32 tokens (decode) take their projections by skinny_gemm (skinny_gemm.h:
-  // the weights streamed once, QKV as one GEMM, the residual add + RMSNorm and SwiGLU in its
-  // epilogues) instead of cuBLAS. Off until it has been measured on a GPU (issue 27);
-  // FLASHSERVE_SKINNY_GEMM=1 (or 0; other values are ignored), read at create, overrides this.
-  bool skinny_gemm = false;
-  // Their epilogues inside the GEMM's launch where they can be (skinny_gemm.h), or in launches of
-  // their own (an A/B: FLASHSERVE_SKINNY_EPILOGUE=launch or fused, read at create, overrides this).
-  bool skinny_launch_epilogue = false;
-  // The cache's dtype (bf16, or fp8_e4m3/fp8_e5m2: taken with FLASHSERVE_CUDA_FP8=1 until its
-  // kernels have run on a GPU) and, for FP8, its scales' policy (kv_cache_options.h).
+  // Steps of at most skinny_max_rows tokens (decode) take the layers' projections by skinny_gemm
+  // (skinny_gemm.h: the weights streamed once, QKV as one GEMM, the residual add + RMSNorm and
+  // SwiGLU in its epilogues) instead of cuBLAS. Measured on the H200 (bench/NOTES.md "Skinny
+  // GEMMs"): the decode step 0.91x cuBLAS's at 1 token, 0.93x at 16, 1.02x at 32, so on for up
+  // to 16 rows. FLASHSERVE_SKINNY_GEMM=1 or 0 and FLASHSERVE_SKINNY_MAX_ROWS=1..32 (other values
+  // are ignored), read at create, override these.
+  bool skinny_gemm = true;
+  int32_t skinny_max_rows = 16;
+  // Their epilogues in launches of their own (measured faster: the in-launch reductions run
+  // serially at each GEMM's tail), or inside the GEMM's launch where they can be
+  // (FLASHSERVE_SKINNY_EPILOGUE=launch or fused, read at create, overrides this).
+  bool skinny_launch_epilogue = true;
+  // lm_head by skinny_gemm too (fp32 logits): off, since cuBLAS alone reads it at 93% of the
+  // bandwidth (254 us against 284-287 at 1 row) and it has no epilogue to fuse.
+  bool skinny_lm_head = false;
+  // The cache's dtype (bf16, fp8_e4m3 or fp8_e5m2) and, for FP8, its scales' policy
+  // (kv_cache_options.h).
   KvCacheOptions kv = {DType::kBFloat16};
 };
 
