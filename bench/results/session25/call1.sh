@@ -21,7 +21,7 @@ source scripts/gpu_peers.sh install
 python3 -c "import flash_attn_interface" && echo "FA3 importable"
 timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --only 1,0,21,20,3,6,24 --passes 3 \
   --config v415=@$B/old/libflashserve_c.so 2>&1 | tee "$out/ab_v416_v415.log"
-timeout 330 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --json "$out/bench_prefill.json" \
+timeout 270 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --json "$out/bench_prefill.json" \
   > "$out/bench_prefill.log" 2>&1
 echo "bench_prefill rc $?"
 tail -n 18 "$out/bench_prefill.log"

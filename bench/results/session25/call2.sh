@@ -11,9 +11,8 @@
 #     launched epilogue), the per-GEMM table. Prediction: skinny-l at (1,1k) ~30 us under
 #     session 24's 5.208 ms (lm_head by cuBLAS now).
 #  3. The server on synthetic:llama3-8b, 2k prompts, 128 out, concurrency 1 and 64: a bf16 cache
-#     and an fp8_e4m3 cache (skinny on, the default), then bf16 with FLASHSERVE_SKINNY_GEMM=0.
-#     Predictions: FP8 at concurrency 64 median TPOT 0.75-0.9x bf16's; concurrency 1 level;
-#     skinny on against off at concurrency 1: ~0.91x TPOT.
+#     and an fp8_e4m3 cache (skinny on, the default). Predictions: FP8 at concurrency 64 median
+#     TPOT 0.75-0.9x bf16's; concurrency 1 level; concurrency 1 TPOT near bench_model's skinny-l.
 set -uo pipefail
 P=build-gpu/pack
 export LD_LIBRARY_PATH="$PWD/$P/lib:/usr/local/cuda/lib64"
@@ -30,5 +29,3 @@ echo "bench_model rc $?"
 grep -A8 "^batch" "$out/bench_model.log" | head -10
 OUT="$out/serve" IN=2048 OUTLEN=128 N1=8 N64=128 timeout 150 bash scripts/gpu_serve_check.sh $P/client/flashserve_bench \
   bf16=$P/server/flashserve_server fp8_e4m3=$P/server/flashserve_server,--kv-cache-dtype,fp8_e4m3 2>&1 | tee "$out/serve.log" | tail -12
-FLASHSERVE_SKINNY_GEMM=0 OUT="$out/serve_off" IN=2048 OUTLEN=128 N1=8 N64=64 timeout 80 bash scripts/gpu_serve_check.sh \
-  $P/client/flashserve_bench bf16_cublas=$P/server/flashserve_server 2>&1 | tee "$out/serve_off.log" | tail -9
