@@ -68,6 +68,15 @@ inline constexpr int kTileKeys = 64;
 #define FLASHSERVE_DECODE_MIN_BLOCKS 2
 #endif
 inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
+// FP8 pages' stages and CTAs an SM (A/B builds, session 25: short splits pay a CTA's fixed
+// cost at half the bytes of a 16-bit one, so more CTAs an SM may hide it): by default the bytes
+// in flight of the 16-bit kernel (2·stages - 1 tiles of half the size) at its CTAs an SM.
+#ifndef FLASHSERVE_DECODE_FP8_STAGES
+#define FLASHSERVE_DECODE_FP8_STAGES (2 * FLASHSERVE_DECODE_STAGES - 1)
+#endif
+#ifndef FLASHSERVE_DECODE_FP8_MIN_BLOCKS
+#define FLASHSERVE_DECODE_FP8_MIN_BLOCKS FLASHSERVE_DECODE_MIN_BLOCKS
+#endif
 #ifndef FLASHSERVE_DECODE_KV_EVICT_FIRST
 #define FLASHSERVE_DECODE_KV_EVICT_FIRST 1
 #endif
@@ -97,7 +106,8 @@ struct DecodeTraits {
   static constexpr int kKvChunks = kHeadDim * sizeof(KV) / 16;    // 16-byte chunks per key row
   // FP8: a tile is half the bytes, so twice the tiles stay in flight for the same bytes (3 stages
   // of 16-bit tiles keep 2 in flight, 5 of FP8 ones 4).
-  static constexpr int kStages = kFp8 ? 2 * ::flashserve::cuda::kStages - 1 : ::flashserve::cuda::kStages;
+  static constexpr int kStages = kFp8 ? FLASHSERVE_DECODE_FP8_STAGES : ::flashserve::cuda::kStages;
+  static constexpr int kMinBlocks = kFp8 ? FLASHSERVE_DECODE_FP8_MIN_BLOCKS : FLASHSERVE_DECODE_MIN_BLOCKS;
   static constexpr int kTileElems = kTileKeys * kHeadDim;         // one K (or V) tile
   static constexpr int kSmemKV = 2 * kStages * kTileElems * sizeof(KV);
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
@@ -161,7 +171,7 @@ __device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta
 }
 
 template <int kHeadDim, typename T, typename KV = T>
-__global__ void __launch_bounds__(kDecodeThreads, FLASHSERVE_DECODE_MIN_BLOCKS)
+__global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>::kMinBlocks))
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int resident) {
   using Tr = DecodeTraits<kHeadDim, T, KV>;
   constexpr bool kFp8 = Tr::kFp8;
