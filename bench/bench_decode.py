@@ -499,7 +499,8 @@ def main():
     results = []
     header = f"{'shape (batch,ctx)':<18}{'page':>5}{'dtype':>6}{'splits':>7}{'ours us':>9}{'GB/s':>7}{'%copy':>6}" \
              f"{'eager us':>9}{'flash GB/s':>11}{'cudnn GB/s':>11}{'flex GB/s':>10}{'x cudnn':>8}{'maxerr':>9}" + \
-             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" for n, _, _ in variants) + \
+             "".join(f"{n + ' GB/s':>{max(10, len(n) + 6)}}{'diff':>8}" +
+                     (f"{n + ' fp8 x16':>{max(10, len(n) + 9)}}" if args.fp8 else "") for n, _, _ in variants) + \
              (f"{'fp8 us':>9}{'fp8 GB/s':>9}{'%copy':>6}{'x16':>6}{'fp8 diff':>9}{'fa3 us':>8}{'fa3 fp8':>8}"
               f"{'fi us':>8}{'fi fp8':>8}{'x best fp8':>11}" if args.fp8 else "")
     for shape, page, dtype, *rest in rows:
@@ -553,6 +554,12 @@ def main():
             r[name + "_gbps"] = case.kv_bytes / graph_time(vfns) / 1e9
             r[name + "_diff"] = (case.os[0].float() - ref.float()).abs().max().item()
             del vfns, vkeep
+            if args.fp8 and dtype == bf16:  # the variant over FP8 pages, against our bf16 pages
+                p8 = fp8_pages(case, args.fp8)
+                vf8, vk8, _ = ours(vlib, case, vctas * sms.value, fp8=p8)
+                r[name + "_fp8_s"] = graph_time(vf8)
+                r[name + "_fp8_speedup"] = t_ours / r[name + "_fp8_s"]
+                del vf8, vk8, p8
         flash = (lambda: varlen_fns(case)) if case.packed else (lambda: sdpa_fns(case, SDPBackend.FLASH_ATTENTION))
         for name, make in (("flash", flash),
                            ("cudnn", lambda: sdpa_fns(case, SDPBackend.CUDNN_ATTENTION)),
@@ -585,7 +592,9 @@ def main():
               f"{fmt(r['ours_gbps'], 7)}{fmt(100 * r['ours_gbps'] * 1e9 / copy_bw, 6)}{fmt(r['eager_s'] * 1e6, 9, 1)}"
               f"{fmt(r.get('flash_gbps'), 11)}{fmt(r.get('cudnn_gbps'), 11)}{fmt(r.get('flex_gbps'), 10)}"
               f"{fmt(ratio, 8, 3)}{fmt(r.get('maxerr'), 9, 4)}" +
-              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" for n, _, _ in variants) +
+              "".join(f"{fmt(r.get(n + '_gbps'), max(10, len(n) + 6))}{fmt(r.get(n + '_diff'), 8, 4)}" +
+                      (fmt(r.get(n + '_fp8_speedup'), max(10, len(n) + 9), 2) if args.fp8 else "")
+                      for n, _, _ in variants) +
               (f"{fmt(r['fp8_s'] * 1e6, 9, 1)}{fmt(r['fp8_gbps'], 9)}{fmt(100 * r['fp8_gbps'] * 1e9 / copy_bw, 6)}"
                f"{fmt(r['fp8_speedup'], 6, 2)}{fmt(r['fp8_diff'], 9, 4)}"
                f"{fmt(r['fa3_s'] * 1e6 if r.get('fa3_s') else None, 8, 1)}"
