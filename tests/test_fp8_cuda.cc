@@ -9,8 +9,9 @@
 // both formats, bf16 and fp16 q/o, head dims 64 and 128, GQA groups 1 to 8 and q_len 1 to 3
 // (row blocks of one and of two), block sizes 1 to 256, planned, one and three splits, outputs
 // and workspace poisoned; large q (the kernel's fp16 q takes a power-of-two scale).
-// Prefill (the mma.sync kernel's FP8 instances) runs the same two checks over chunks on a cached
-// prefix, whole prompts, causal and not, GQA, window + ALiBi + softcap, block sizes 1 to 256.
+// Prefill (the mma.sync kernel's FP8 instances, and at d 128 on sm_90a the warp-specialized
+// kernel's) runs the same two checks over chunks on a cached prefix, whole prompts, causal and
+// not, GQA, window + ALiBi + softcap, block sizes 1 to 256, each kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -194,11 +195,20 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         PrefillParams cp = prefill_params(p, d, cpu);
         cp.pages = view_of(cache.storage, d);
         ASSERT_TRUE(prefill(cp).ok()) << what;
-        Status st;
-        const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
-        ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
-        EXPECT_EQ(compare(p, gpu, ref, tol), "") << what;
-        EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << what;
+        // The default kernel (at d 128 on sm_90a the warp-specialized one's FP8 instance), the
+        // mma.sync kernel's FP8 instance (forced: the cross-check), and the warp-specialized
+        // one on a persistent grid of 3 CTAs (several items a CTA: its rings and FP8 slots
+        // carried from item to item).
+        const char* configs[][2] = {{nullptr, nullptr}, {"mma", nullptr}, {nullptr, "3"}};
+        for (const auto& config : configs) {
+          const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]);
+          const std::string how = what + (config[0] != nullptr ? ", mma.sync" : config[1] != nullptr ? ", grid 3" : "");
+          Status st;
+          const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
+          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << how;
+          EXPECT_EQ(compare(p, gpu, ref, tol), "") << how;
+          EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << how;
+        }
       }
     }
   }

@@ -53,6 +53,9 @@ FS_WS_INSTANCE(256, 128, 80, __half)
 FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 #endif
 #undef FS_WS_INSTANCE
+// FP8 pages (prefill_sm90_ws_hd128_fp8.cu): d 128, bf16/fp16 calls over e4m3/e5m2.
+extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, true>(const PrefillParams&,
+                                                                                const PrefillTmaMaps&, int, cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -96,12 +99,13 @@ WsPaged ws_paged_choice() {
 // The row gather by default; it stages a row's offset in the pool in 16-byte units in 32 bits,
 // so pools below 64 GiB (else WsGather).
 bool ws_row_gather(const PrefillParams& p) {
-  const int64_t elem = 2;
+  const int64_t elem = dtype_size(p.pages.dtype);
   const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
                            (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
   return ws_paged_choice() == WsPaged::kRows && last_row / 16 <= UINT32_MAX;
 }
 bool ws_page_tma(const PrefillParams& p, int block_n) {
+  if (is_fp8(p.pages.dtype)) return false;  // FP8 pages: the row gather (its codes converted)
   const int bs = p.pages.block_size;
   const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
   return fits && std::min(bs, block_n) >= 8 && ws_paged_choice() == WsPaged::kTma;
@@ -230,6 +234,7 @@ bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, in
 // or 176 forces the choice at d 128 (A/B benchmarks, cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
   if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176) && !ws_row_gather(p))) return false;
+  if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
@@ -423,14 +428,18 @@ Status validate_prefill_cuda(const PrefillParams& p) {
 Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   cudaError_t err;
-  if (p.paged && is_fp8(p.pages.dtype)) {
-    // FP8 pages: the mma.sync kernel on every device (the Hopper kernels take 16-bit tiles, by
-    // TMA or into their swizzle; bench/history/prefill.md, "FP8 pages").
-    err = p.head_dim == 64 ? launch_prefill<64, __half, true>(p, stream) : launch_prefill<128, __half, true>(p, stream);
-    return cuda_status(err, "prefill kernel (FP8 pages)");
-  }
   Kernel kernel = Kernel::kMma;
   FS_RETURN_IF_ERROR(pick_kernel(p, &kernel));
+  // FP8 pages: at d 128 the warp-specialized kernel's FP8 instance where it runs (by the row
+  // gather, the codes converted into its fp16 stages), else the mma.sync kernel's FP8 instances
+  // on every device (FLASHSERVE_PREFILL_KERNEL=mma forces them: a cross-check; =wgmma too, v3
+  // has none); bench/history/prefill.md, "FP8 pages".
+  const bool fp8 = p.paged && is_fp8(p.pages.dtype);
+  auto prefill_fp8_mma = [&] {
+    err = p.head_dim == 64 ? launch_prefill<64, __half, true>(p, stream) : launch_prefill<128, __half, true>(p, stream);
+    return cuda_status(err, "prefill kernel (FP8 pages)");
+  };
+  if (fp8 && (kernel != Kernel::kWs || p.head_dim != 128)) return prefill_fp8_mma();
   // d 256: the warp-specialized kernel where sm_90a runs (there is no v3 kernel: =wgmma takes
   // it too), else mma.sync.
   if (p.head_dim == 256 && kernel == Kernel::kWgmma) kernel = Kernel::kWs;
@@ -466,12 +475,16 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         sms = std::min(sms, std::atoi(cap));
     }
     const bool wide = ws_wide(p);
-    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps) && (!fp8 || maps.row_gather != 0)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif
+      if (fp8) {
+        err = launch_prefill_sm90_ws<128, 128, 128, __half, true>(p, maps, sms, stream);
+        return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
+      }
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
@@ -490,7 +503,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
 #endif
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }
-    // Forced or not: e.g. no keys at all (a map needs rows), odd strides. d 256 has no v3.
+    // Forced or not: e.g. no keys at all (a map needs rows), odd strides. d 256 has no v3, nor
+    // FP8 pages.
+    if (fp8) return prefill_fp8_mma();
     kernel = p.head_dim == 256 ? Kernel::kMma : Kernel::kWgmma;
   }
   if (p.head_dim == 256) return prefill_mma_hd256(p, stream);

@@ -82,17 +82,6 @@ __device__ __forceinline__ void prefill_fp8_tile(const uint8_t* src, __half* dst
   }
 }
 
-// A 16-byte chunk of 8 bf16 or fp16 values (bf16: the call's dtype is bf16) as floats.
-__device__ __forceinline__ void chunk_to_float(const uint4& v, bool bf16, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t lo = w[j] & 0xffffu, hi = w[j] >> 16;
-    f[2 * j] = bf16 ? __uint_as_float(lo << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(lo)));
-    f[2 * j + 1] = bf16 ? __uint_as_float(hi << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(hi)));
-  }
-}
-
 template <int kHeadDim, typename T, bool kFp8 = false>
 __global__ void __launch_bounds__(kPrefillThreads, 2) prefill_kernel(const __grid_constant__ PrefillParams p) {
   using Tr = PrefillTraits<kHeadDim, T, kFp8>;

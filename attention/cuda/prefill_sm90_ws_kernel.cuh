@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "attention/cuda/fp8_convert.cuh"
 #include "attention/cuda/prefill_common.cuh"
 #include "attention/cuda/prefill_work_order.h"
 #include "attention/cuda/sm90_pipeline.cuh"
@@ -143,10 +144,16 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
          : head_dim == 64               ? PrefillWsTiles{192, 128, 2}
                                         : PrefillWsTiles{128, 128, 2};
 }
-template <int kHeadDim, int kRows, int kKeyTile, typename T>
+// kFp8: FP8 pages (issue 25; T = __half, the MMAs' and the stages' type, the call's q and o bf16 or
+// fp16 at run time), d 128 and 128-key tiles only: the row gather copies the codes into a slot of
+// their own (K and V, kFp8StageBytes), each producer thread converts the chunks it copied into the
+// fp16 stage, and the consumers convert their Q rows into fp16 by a power of two.
+template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
+  static_assert(!kFp8 || (std::is_same_v<T, __half> && kHeadDim == 128 && kRows == 128 && kKeyTile == 128),
+                "FP8 pages: fp16 MMAs, d 128, 128 x 128 tiles");
   static constexpr PrefillWsTiles kTiles =
       prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
@@ -169,9 +176,14 @@ struct PrefillWsTraits {
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
   static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
+  // FP8: the codes of a K and a V tile as the row gather lands them, and the consumer warps'
+  // maxima of |q| (4 a warpgroup).
+  static constexpr int kFp8StageBytes = kFp8 ? 2 * kBlockN * kHeadDim : 0;
+  static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // + 16: the dynamic walk's slots (the item the producer hands the consumers, two claims the
   // producer threads share).
-  static constexpr int kBaseSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
+  static constexpr int kBaseSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kFp8StageBytes + kFp8ScratchBytes +
+                                        kBarriers * 8 + kRowSlotBytes + 16 + 1024;
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
@@ -349,34 +361,60 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int tig) {
   w[3] = hi ? a1 : b1;
 }
 
-template <int kHeadDim, int kRows, int kKeyTile, typename T>
-__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>::kThreads, 1)
+// FP8 pages: the codes this producer thread copied into an FP8 slot (WsRowGather<64, kBN>'s
+// layout: 128-byte rows, chunk c of row r at r·128 + (c ^ r % 8)·16; thread tid: chunk tid % 8 of
+// rows tid / 8 + 16·i), converted into the fp16 stage (the swizzled layout of d 128: dims 16·c ..
+// + 15 are chunks 2·(c % 4) and + 1 of column block c / 4). Every FP8 code is an fp16 value.
+template <int kBN, typename KV>
+__device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, __half* dst, unsigned tid) {
+  const unsigned row0 = tid / 8, c = tid % 8, sw = row0 & 7;
+  const unsigned char* src = slot8 + row0 * 128 + ((c ^ sw) << 4);
+  __half* d = dst + (c / 4) * kBN * 64 + row0 * 64;
+  const unsigned j0 = 2 * (c % 4), o0 = (j0 ^ sw) << 3, o1 = ((j0 + 1) ^ sw) << 3;
+#pragma unroll
+  for (int i = 0; i < kBN / 16; ++i) {
+    const uint4 codes = *reinterpret_cast<const uint4*>(src + i * 16 * 128);
+    uint4 lo, hi;
+    fp8x4_to_half2x2<KV>(codes.x, lo.x, lo.y);
+    fp8x4_to_half2x2<KV>(codes.y, lo.z, lo.w);
+    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o0) = lo;
+    fp8x4_to_half2x2<KV>(codes.z, hi.x, hi.y);
+    fp8x4_to_half2x2<KV>(codes.w, hi.z, hi.w);
+    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = hi;
+  }
+}
+
+template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
+__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
   using Gather = WsGather<kHeadDim, kBN>;
-  using RowGather = WsRowGather<kHeadDim, kBN>;
+  // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
+  using RowGather = WsRowGather<kFp8 ? 64 : kHeadDim, kBN>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
   T* smem_k = smem_q + Tr::kQElems;
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem_v + Tr::kStages * Tr::kTileElems);
+  unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
+  float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
+  uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
   unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
   int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
   const Pipeline<1> pipe_q{bars, bars + 1};
   const Pipeline<Tr::kStages> pipe_k{bars + 2, bars + 2 + Tr::kStages};
   const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
   const int tid = threadIdx.x, lane = tid % 32;
-  const bool tma_pages = p.paged && maps.page_box > 0;
+  const bool tma_pages = !kFp8 && p.paged && maps.page_box > 0;
   // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
   // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
   // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
   // The row gather where the host asked for it (maps.row_gather: by default; it takes every tile
   // of this kernel); either gather arrives by cp.async.
-  const bool rows = RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0;
+  const bool rows = kFp8 || (RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0);
   const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
   const bool cp_gather = gather || rows;
   const WsTrace trace(maps);
@@ -430,7 +468,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     order.item(w, m_tile, pair);
     h = pair % p.num_heads;
     b = pair / p.num_heads;
-    if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, 2, seq_cached ? seq_q : nullptr, seq_cached ? seq_k : nullptr))
+    if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
+                  seq_cached ? seq_k : nullptr))
       return false;
     key_base = tma_pages ? (cta.cta_lo & ~(maps.page_box - 1)) : cta.cta_lo;
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
@@ -579,14 +618,51 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
             RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
             MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
           };
+          // FP8: a tile's codes into its slot (K or V), a cp.async group each ...
+          auto copy_codes = [&](bool is_v, int tile) {
+            RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(fp8_slots + (is_v ? kBN * kHeadDim : 0)), tid);
+            cp_async_commit();
+          };
+          // ... and, once this thread's copies have landed, its chunks converted into the stage (a
+          // thread converts only what it copied: no barrier between the producer threads), made
+          // visible to wgmma, and its arrival (the stage's 128).
+          auto convert_codes = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+            const unsigned j = static_cast<unsigned>(rows_done + tile);
+            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+            pipe.producer_acquire(st);
+            __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
+            const unsigned char* codes = fp8_slots + (is_v ? kBN * kHeadDim : 0);
+            if (p.pages.dtype == DType::kFp8E5M2) {
+              ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
+            } else {
+              ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
+            }
+            fence_proxy_async();
+            MBarrier::arrive(pipe.full_barrier(st));
+          };
           for (int t = 0; t <= num_tiles; ++t) {
-            if (t < num_tiles) load_rows(pipe_k, false, t);
-            if (t > 0) load_rows(pipe_v, true, t - 1);
+            if constexpr (kFp8) {
+              if (t < num_tiles) copy_codes(false, t);
+              if (t > 0) copy_codes(true, t - 1);
+            } else {
+              if (t < num_tiles) load_rows(pipe_k, false, t);
+              if (t > 0) load_rows(pipe_v, true, t - 1);
+            }
             if (t + 1 < num_tiles) {  // slot (t + 1) % 2 held tile t - 1's offsets, read above
               __syncwarp();
               RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
               ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
               __syncwarp();
+            }
+            if constexpr (kFp8) {  // K(t)'s group, then V(t - 1)'s (the later one)
+              if (t < num_tiles) {
+                if (t > 0) cp_async_wait<1>(); else cp_async_wait<0>();
+                convert_codes(pipe_k, false, t);
+              }
+              if (t > 0) {
+                cp_async_wait<0>();
+                convert_codes(pipe_v, true, t - 1);
+              }
             }
           }
           rows_done += num_tiles;
@@ -596,6 +672,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
         return;
       }
     }
+    if constexpr (!kFp8) {  // (FP8 pages take the row gather only)
     State sk, sv;
     int traced = 0;
     for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
@@ -670,6 +747,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
     }
     end_walk();
     if (cp_gather) cp_async_wait<0>();
+    }
     return;
   }
 
@@ -744,7 +822,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
         for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
-      const LogitArgs la(p.mask, h);
+      LogitArgs la(p.mask, h);  // FP8: k_scale / 2^e folded into its scales below
+      float v_mul = 1.f;         // FP8: the values' scale on the output
 
       float s[kBN / 2];
       // Descriptors from their low words (start address / 16, leading offset), made once: each
@@ -824,6 +903,48 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       if (num_tiles > 0) {
         if (last_wg) named_barrier_arrive(next_bar, 256);
         pipe_q.consumer_wait(sq);
+        if constexpr (kFp8) {
+          // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
+          // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
+          // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
+          // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
+          const bool bf16 = p.dtype == DType::kBFloat16;
+          const int wt = ctid % 128, bar_q = kConsumers + 3 + cw;
+          auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
+            return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
+          };
+          float mx = 0.f;
+#pragma unroll
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            chunk_to_float(*q_chunk(k), bf16, f);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(f[j]));
+          }
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+          if (lane == 0) q_maxima[4 * cw + wt / 32] = mx;
+          named_barrier_sync(bar_q, 128);
+          mx = fmaxf(fmaxf(q_maxima[4 * cw], q_maxima[4 * cw + 1]), fmaxf(q_maxima[4 * cw + 2], q_maxima[4 * cw + 3]));
+          float q_mul = 1.f;
+          // At most 2^64 up: q below 2^-50 everywhere keeps the fold a normal float.
+          if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
+#pragma unroll
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            uint4* c = q_chunk(k);
+            chunk_to_float(*c, bf16, f);
+            *c = make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
+                            pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul));
+          }
+          fence_proxy_async();
+          named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
+          const int kv_head = h / (p.num_heads / p.num_kv_heads);
+          const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
+          la.scale *= fold;
+          la.scale2 *= fold;
+          v_mul = p.pages.v_scales[kv_head];
+        }
         stamp(1);
         wait_stage(pipe_k, sk, fenced);
         stamp(2);
@@ -899,10 +1020,18 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
       // tig writes columns 8·(4g + tig) .. + 7 of each column block, g = 0, 1; a quad 64 contiguous
       // bytes): a store of 4 bytes a thread, 8 rows a warp instruction, took 1.3-1.5 us an item at
       // d 128 and held up the next item's loads (session 17's trace); else 4 bytes a store.
+      // FP8: o in the call's dtype (bf16 or fp16; T is the MMAs' fp16).
+      auto pk = [&](float a, float b) -> uint32_t {
+        if constexpr (kFp8) {
+          return p.dtype == DType::kBFloat16 ? pack2<__nv_bfloat16>(a, b) : pack2<__half>(a, b);
+        } else {
+          return pack2<T>(a, b);
+        }
+      };
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         float lse;
-        const float inv = finish_row(m_run[i], l_run[i], &lse);
+        const float inv = finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
@@ -913,7 +1042,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
 #pragma unroll
               for (int n = 0; n < 8; ++n)
                 *reinterpret_cast<uint32_t*>(out + c * 64 + n * 8 + tig * 2) =
-                    pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+                    pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
           }
         } else {
 #pragma unroll
@@ -924,7 +1053,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               const int n = 4 * g + j;
-              w4[j] = pack2<T>(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+              w4[j] = pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
             }
             quad_transpose(w4, tig);  // all lanes: the shuffles take the whole warp
             if (r < cta.block_rows)
@@ -952,11 +1081,11 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>:
 }
 
 // grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
-template <int kHeadDim, int kRows, int kKeyTile, typename T>
+template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kFp8>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
