@@ -394,6 +394,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   using Gather = WsGather<kHeadDim, kBN>;
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
   using RowGather = WsRowGather<kFp8 ? 64 : kHeadDim, kBN>;
+  static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "the row slots' size does not depend on the head dim");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
@@ -913,13 +914,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
             return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
           };
+          // Rows past the sequence's queries (the TMA box reads on into the next sequence's)
+          // take no part in the max, and are zeroed.
+          auto in_rows = [&](int k) { return cw * 64 + wt / 8 + 16 * (k % 4) < cta.block_rows; };
           float mx = 0.f;
 #pragma unroll
           for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
             float f[8];
             chunk_to_float(*q_chunk(k), bf16, f);
 #pragma unroll
-            for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fabsf(f[j]));
+            for (int j = 0; j < 8; ++j) mx = in_rows(k) ? fmaxf(mx, fabsf(f[j])) : mx;
           }
 #pragma unroll
           for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -934,8 +938,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             float f[8];
             uint4* c = q_chunk(k);
             chunk_to_float(*c, bf16, f);
-            *c = make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
-                            pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul));
+            *c = in_rows(k) ? make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
+                                         pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul))
+                            : make_uint4(0, 0, 0, 0);
           }
           fence_proxy_async();
           named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
