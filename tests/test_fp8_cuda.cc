@@ -152,6 +152,47 @@ struct Fp8PrefillCase {
   float logit_scale = 1.f;    // 2e4: |q| past fp16's range (bf16 only)
 };
 
+// One FP8 prefill case against float64 over the dequantized values and against the CPU: by the
+// default kernel (at d 128 on sm_90a the warp-specialized one's FP8 instance), the mma.sync
+// kernel's FP8 instance (forced: the cross-check), and the warp-specialized one on a persistent
+// grid of 3 CTAs (several items a CTA: its rings and FP8 slots carried from item to item).
+void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t seed) {
+  Problem p;
+  p.seqs = k.seqs;
+  p.num_heads = k.heads;
+  p.num_kv_heads = k.kv_heads;
+  p.head_dim = k.head_dim;
+  p.dtype = q_dtype;
+  p.block_size = k.block_size;
+  p.causal = k.causal;
+  p.logit_scale = k.logit_scale;
+  if (k.masks) {
+    p.window_left = 17;
+    p.alibi = true;
+    p.softcap = 30.f;
+  }
+  p.seed = seed;
+  ProblemData d = make_data(p);
+  Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
+  const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
+  const Reference ref = reference(p, cache.dequantized);
+  const Tolerance tol = gpu_tolerance(p, ref);
+  Outputs cpu = make_outputs(p);
+  PrefillParams cp = prefill_params(p, d, cpu);
+  cp.pages = view_of(cache.storage, d);
+  ASSERT_TRUE(prefill(cp).ok()) << what;
+  const char* configs[][2] = {{nullptr, nullptr}, {"mma", nullptr}, {nullptr, "3"}};
+  for (const auto& config : configs) {
+    const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]);
+    const std::string how = what + (config[0] != nullptr ? ", mma.sync" : config[1] != nullptr ? ", grid 3" : "");
+    Status st;
+    const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
+    ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << how;
+    EXPECT_EQ(compare(p, gpu, ref, tol), "") << how;
+    EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << how;
+  }
+}
+
 TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
   const Fp8PrefillCase cases[] = {
@@ -171,47 +212,19 @@ TEST(Fp8PrefillCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         // (fp16's ulp) is below ex2.approx's error (the bf16 call's is not): H200, session 24,
         // 0.036316 against 0.036133 with a bound of 0.00017 at logit_scale 4000.
         if (k.logit_scale > 1e3f && q_dtype == DType::kFloat16) continue;
-        Problem p;
-        p.seqs = k.seqs;
-        p.num_heads = k.heads;
-        p.num_kv_heads = k.kv_heads;
-        p.head_dim = k.head_dim;
-        p.dtype = q_dtype;
-        p.block_size = k.block_size;
-        p.causal = k.causal;
-        p.logit_scale = k.logit_scale;
-        if (k.masks) {
-          p.window_left = 17;
-          p.alibi = true;
-          p.softcap = 30.f;
-        }
-        p.seed = seed++;
-        ProblemData d = make_data(p);
-        Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
-        const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
-        const Reference ref = reference(p, cache.dequantized);
-        const Tolerance tol = gpu_tolerance(p, ref);
-        Outputs cpu = make_outputs(p);
-        PrefillParams cp = prefill_params(p, d, cpu);
-        cp.pages = view_of(cache.storage, d);
-        ASSERT_TRUE(prefill(cp).ok()) << what;
-        // The default kernel (at d 128 on sm_90a the warp-specialized one's FP8 instance), the
-        // mma.sync kernel's FP8 instance (forced: the cross-check), and the warp-specialized
-        // one on a persistent grid of 3 CTAs (several items a CTA: its rings and FP8 slots
-        // carried from item to item).
-        const char* configs[][2] = {{nullptr, nullptr}, {"mma", nullptr}, {nullptr, "3"}};
-        for (const auto& config : configs) {
-          const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]);
-          const std::string how = what + (config[0] != nullptr ? ", mma.sync" : config[1] != nullptr ? ", grid 3" : "");
-          Status st;
-          const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
-          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << how;
-          EXPECT_EQ(compare(p, gpu, ref, tol), "") << how;
-          EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << how;
-        }
+        check_fp8_prefill(k, t, q_dtype, seed++);
       }
     }
   }
+}
+
+// The warp-specialized FP8 producer's pipeline over many tiles (a slot's next codes copied while
+// the tile before is converted and multiplied), at a size compute-sanitizer's racecheck and
+// memcheck take in seconds: 6 and 2 key tiles an item, pages of 16 rows, 2 and 4 items a CTA.
+TEST(Fp8PrefillCuda, WsPipelineOverManyTiles) {
+  FS_SKIP_WITHOUT_CUDA();
+  check_fp8_prefill({{{40, 700}, {130, 130}}, 4, 2, 128, 16, true}, DType::kFp8E4M3, DType::kBFloat16, 2950);
+  check_fp8_prefill({{{40, 700}, {130, 130}}, 4, 2, 128, 16, false}, DType::kFp8E5M2, DType::kFloat16, 2951);
 }
 
 // At head_dim 256 (no FP8 instance), and with a scale pointer missing: a clear status, nothing

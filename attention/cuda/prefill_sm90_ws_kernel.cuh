@@ -365,22 +365,30 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int tig) {
 // layout: 128-byte rows, chunk c of row r at r·128 + (c ^ r % 8)·16; thread tid: chunk tid % 8 of
 // rows tid / 8 + 16·i), converted into the fp16 stage (the swizzled layout of d 128: dims 16·c ..
 // + 15 are chunks 2·(c % 4) and + 1 of column block c / 4). Every FP8 code is an fp16 value.
+// The 8 threads of a store phase are one row's 8 chunks: threads c and c + 4 would store to the
+// same banks (column blocks 16 KB apart, chunks 2·(c % 4) ^ r % 8 alike), so threads c >= 4 store
+// their odd chunk first: each store then covers a row's 8 chunk columns, 32 banks, no conflict.
 template <int kBN, typename KV>
 __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, __half* dst, unsigned tid) {
   const unsigned row0 = tid / 8, c = tid % 8, sw = row0 & 7;
+  const bool odd_first = c >= 4;
   const unsigned char* src = slot8 + row0 * 128 + ((c ^ sw) << 4);
   __half* d = dst + (c / 4) * kBN * 64 + row0 * 64;
-  const unsigned j0 = 2 * (c % 4), o0 = (j0 ^ sw) << 3, o1 = ((j0 + 1) ^ sw) << 3;
+  const unsigned j0 = 2 * (c % 4) + (odd_first ? 1u : 0u), j1 = j0 ^ 1u;
+  const unsigned o0 = (j0 ^ sw) << 3, o1 = (j1 ^ sw) << 3;
 #pragma unroll
   for (int i = 0; i < kBN / 16; ++i) {
     const uint4 codes = *reinterpret_cast<const uint4*>(src + i * 16 * 128);
-    uint4 lo, hi;
-    fp8x4_to_half2x2<KV>(codes.x, lo.x, lo.y);
-    fp8x4_to_half2x2<KV>(codes.y, lo.z, lo.w);
-    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o0) = lo;
-    fp8x4_to_half2x2<KV>(codes.z, hi.x, hi.y);
-    fp8x4_to_half2x2<KV>(codes.w, hi.z, hi.w);
-    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = hi;
+    // The first store's 8 codes: dims 16·c + 8 .. + 15 where odd_first, else 16·c .. + 7.
+    const uint32_t f0 = odd_first ? codes.z : codes.x, f1 = odd_first ? codes.w : codes.y;
+    const uint32_t s0 = odd_first ? codes.x : codes.z, s1 = odd_first ? codes.y : codes.w;
+    uint4 first, second;
+    fp8x4_to_half2x2<KV>(f0, first.x, first.y);
+    fp8x4_to_half2x2<KV>(f1, first.z, first.w);
+    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o0) = first;
+    fp8x4_to_half2x2<KV>(s0, second.x, second.y);
+    fp8x4_to_half2x2<KV>(s1, second.z, second.w);
+    *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 }
 
@@ -641,29 +649,38 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             fence_proxy_async();
             MBarrier::arrive(pipe.full_barrier(st));
           };
-          for (int t = 0; t <= num_tiles; ++t) {
-            if constexpr (kFp8) {
-              if (t < num_tiles) copy_codes(false, t);
-              if (t > 0) copy_codes(true, t - 1);
-            } else {
-              if (t < num_tiles) load_rows(pipe_k, false, t);
-              if (t > 0) load_rows(pipe_v, true, t - 1);
-            }
-            if (t + 1 < num_tiles) {  // slot (t + 1) % 2 held tile t - 1's offsets, read above
-              __syncwarp();
-              RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
-              ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
-              __syncwarp();
-            }
-            if constexpr (kFp8) {  // K(t)'s group, then V(t - 1)'s (the later one)
+          // Slot (t + 1) % 2 held tile t - 1's offsets, read by the copies issued before.
+          auto stage_next = [&](int t) {
+            if (t + 1 >= num_tiles) return;
+            __syncwarp();
+            RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
+            ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
+            __syncwarp();
+          };
+          if constexpr (kFp8) {
+            // A slot's next codes are copied as soon as this thread has converted its chunks of
+            // the last ones (no other thread reads them), so each copy has a tile's MMAs to land
+            // in: K(t + 1) is issued after K(t)'s conversion, V(t) after V(t - 1)'s. The groups
+            // in flight at each wait, oldest first: K(t), V(t - 1); then V(t - 1), K(t + 1).
+            copy_codes(false, 0);
+            for (int t = 0; t <= num_tiles; ++t) {
+              stage_next(t);
               if (t < num_tiles) {
                 if (t > 0) cp_async_wait<1>(); else cp_async_wait<0>();
                 convert_codes(pipe_k, false, t);
+                if (t + 1 < num_tiles) copy_codes(false, t + 1);
               }
               if (t > 0) {
-                cp_async_wait<0>();
+                if (t + 1 < num_tiles) cp_async_wait<1>(); else cp_async_wait<0>();
                 convert_codes(pipe_v, true, t - 1);
               }
+              if (t < num_tiles) copy_codes(true, t);
+            }
+          } else {
+            for (int t = 0; t <= num_tiles; ++t) {
+              if (t < num_tiles) load_rows(pipe_k, false, t);
+              if (t > 0) load_rows(pipe_v, true, t - 1);
+              stage_next(t);
             }
           }
           rows_done += num_tiles;
