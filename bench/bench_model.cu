@@ -4,7 +4,7 @@
 // to 32 rows) with the skinny GEMMs (issue 27), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
-// Usage: bench_model [--quick]
+// Usage: bench_model [--quick | --gemms] (--gemms: the projections' table alone)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -77,21 +77,24 @@ double read_bandwidth(cudaStream_t s, const void* buf, int64_t bytes) {
   return bytes / (times[times.size() / 2] * 1e-3);
 }
 
-// Median seconds of fn(i) over reps calls (i: the call's index, to rotate inputs), after 2 warm-ups.
+// Median seconds a call of fn(i) (i: the call's index, to rotate inputs) over reps timings of
+// `each` calls back to back between two events, after 2 warm-up timings. each = 1 times one call
+// alone, so the host's launch latency is inside (the step's graph replay has none); each > 1
+// times calls queued behind each other, as a step's kernels are.
 template <typename Fn>
-double median_seconds(cudaStream_t s, int reps, Fn fn) {
+double median_seconds(cudaStream_t s, int reps, Fn fn, int each = 1) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   std::vector<float> times;
   for (int r = 0; r < reps + 2; ++r) {
     cudaEventRecord(e0, s);
-    fn(r);
+    for (int i = 0; i < each; ++i) fn(r * each + i);
     cudaEventRecord(e1, s);
     cudaEventSynchronize(e1);
     float ms;
     cudaEventElapsedTime(&ms, e0, e1);
-    if (r >= 2) times.push_back(ms);
+    if (r >= 2) times.push_back(ms / each);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
@@ -113,6 +116,10 @@ double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
 // The decode projections of Llama-3-8B alone: skinny_gemm (its epilogue: bf16 out, fp32 for
 // lm_head) against cuBLAS (the model's call) at 1..32 rows, weights rotated over copies of at
 // least 192 MB in all (no L2 reuse), GB/s of weight bytes and the share of the read bandwidth.
+// Each call is timed as the mean of 10 queued back to back (median of 20 such), as a step's
+// kernels run: session 25's table timed one launch alone, the host's launch latency inside
+// (~5 us, a quarter of the short projections' times). FLASHSERVE_SKINNY_SPLITS=N (the env, A/B)
+// forces the skinny kernel's splits; the workspace is sized for the most (16).
 void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t Q = int64_t{c.num_attention_heads} * c.head_dim, KV = int64_t{c.num_key_value_heads} * c.head_dim;
@@ -140,14 +147,16 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   cudaMalloc(&out, 32 * V * 4);
   model::cuda::SkinnyWorkspace sws;
   for (const Shape& sh : shapes) {
-    sws.bytes = std::max(sws.bytes, model::cuda::skinny_gemm_workspace_bytes(32, sh.n, sh.k, sms));
+    sws.bytes = std::max(sws.bytes, (16 * 32 * sh.n + 32 * ((sh.n + 63) / 64)) * int64_t{4});  // 16 splits
     sws.counter_count = std::max(sws.counter_count, model::cuda::skinny_gemm_counters(sh.n));
   }
   cudaMalloc(&ws, sws.bytes);
   sws.partials = ws;
   cudaMalloc(&sws.counters, sws.counter_count * sizeof(unsigned));
   cudaMemset(sws.counters, 0, sws.counter_count * sizeof(unsigned));
-  std::printf("\ndecode projections alone (bf16 weights streamed; %% of the read bandwidth %.2f TB/s):\n", bw / 1e12);
+  const char* forced = std::getenv("FLASHSERVE_SKINNY_SPLITS");
+  std::printf("\ndecode projections alone (bf16 weights streamed; %% of the read bandwidth %.2f TB/s; 10 calls queued;"
+              " skinny splits %s):\n", bw / 1e12, forced != nullptr ? forced : "by the rule");
   std::printf("(skinny: its epilogue in the GEMM's launch; skinny-l: in a launch of its own)\n");
   std::printf("%-8s %5s %10s %11s %10s %8s %8s %9s\n", "gemm", "rows", "skinny us", "skinny-l us", "cuBLAS us", "skinny%", "cuBLAS%",
               "cuBLAS/sk");
@@ -172,13 +181,13 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
         o.cols[0] = sh.n;
       }
       Status st;
-      const double ts = median_seconds(s, 20, [&](int r) {
-        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s);
-      });
+      const double ts = median_seconds(
+          s, 20, [&](int r) { st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s); },
+          10);
       o.launch_epilogue = true;
-      const double tl = median_seconds(s, 20, [&](int r) {
-        st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s);
-      });
+      const double tl = median_seconds(
+          s, 20, [&](int r) { st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s); },
+          10);
       if (!st.ok()) std::printf("skinny_gemm: %s\n", st.to_string().c_str());
       const float alpha = 1.f, beta = 0.f;
       const double tc = median_seconds(s, 20, [&](int r) {
@@ -186,7 +195,7 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
                      &alpha, w[r % copies], CUDA_R_16BF, static_cast<int>(sh.k), a, CUDA_R_16BF, static_cast<int>(sh.k),
                      &beta, out, sh.fp32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT);
-      });
+      }, 10);
       std::printf("%-8s %5lld %10.1f %11.1f %10.1f %7.0f%% %7.0f%% %9.2f\n", sh.name, static_cast<long long>(m),
                   ts * 1e6, tl * 1e6, tc * 1e6, 100 * bytes / ts / bw, 100 * bytes / tc / bw, tc / ts);
     }
@@ -203,12 +212,26 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool gemms_only = argc > 1 && std::strcmp(argv[1], "--gemms") == 0;
   if (!cuda_available()) {
     std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
     return 0;
   }
   LlamaConfig c;
   if (!synthetic_preset("llama3-8b", &c).ok()) return 1;
+  if (gemms_only) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    void* buf = nullptr;
+    const int64_t bytes = int64_t{4} << 30;
+    if (cudaMalloc(&buf, bytes) != cudaSuccess) return 1;
+    model::cuda::fill_normal(static_cast<__nv_bfloat16*>(buf), bytes / 2, 0.f, 1.f, 77, s);
+    const double bw = read_bandwidth(s, buf, bytes);
+    cudaFree(buf);
+    std::printf("read-only bandwidth measured now: %.2f TB/s\n", bw / 1e12);
+    gemm_table(c, bw, s);
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
+  }
   const int bs = 16;
   const int max_ctx = 8192, max_batch = 256;
   // K/V for the largest case that fits: (64, 8k) = 512k tokens = 64 GiB; (256, 8k) does not fit.

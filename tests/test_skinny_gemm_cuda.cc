@@ -384,5 +384,26 @@ TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
   }
 }
 
+// FLASHSERVE_SKINNY_SPLITS=N (A/B benchmarks) forces min(N, the cap) splits; 0 or junk: the rule.
+TEST(SkinnyGemmSplits, ForcedByTheEnvironmentWithinTheCap) {
+  {
+    const ScopedEnv force("FLASHSERVE_SKINNY_SPLITS", "4");
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(128256, 4096, 132), 4);
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 4096, 132), 4);
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(1024, 128, 132), 1);  // one sub-slice: the cap
+    EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(3, 4096, 4096, 132), (int64_t{4} * 3 * 4096 + 3 * 64) * 4);
+  }
+  {
+    const ScopedEnv force("FLASHSERVE_SKINNY_SPLITS", "40");
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 16);
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(16, 896, 132), 7);
+  }
+  for (const char* junk : {"0", "x"}) {
+    const ScopedEnv force("FLASHSERVE_SKINNY_SPLITS", junk);
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);
+  }
+  EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);  // the variable gone again
+}
+
 }  // namespace
 }  // namespace flashserve::test

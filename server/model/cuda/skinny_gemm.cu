@@ -316,6 +316,10 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
   const int64_t blocks = (n + kRowsPerCta - 1) / kRowsPerCta, subs = (k + kSubK - 1) / kSubK;
   const int64_t need = std::max<int64_t>(1, (4ll * std::max(1, sms) + blocks - 1) / blocks);  // a wave of 4 CTAs an SM
   const int64_t cap = std::min<int64_t>(16, std::max<int64_t>(1, subs));
+  if (const char* force = std::getenv("FLASHSERVE_SKINNY_SPLITS")) {
+    const long f = std::strtol(force, nullptr, 10);
+    if (f >= 1) return static_cast<int>(std::min<int64_t>(f, cap));
+  }
   if (need >= cap) return static_cast<int>(cap);
   for (int64_t s = need; s <= cap; ++s)  // a divisor of the sub-slices: every split the same work
     if (subs % s == 0) return static_cast<int>(s);

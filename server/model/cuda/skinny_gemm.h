@@ -59,6 +59,8 @@ bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const v
 // The k splits for n and k on `sms` SMs: enough CTAs (64 rows of w each) for a wave of 4 an SM
 // (the kernel's occupancy), at most 16 and at most ceil(k / 128) (sub-slices of 128 k, the last
 // one half where k is an odd multiple of 64), a divisor of that where one is in range.
+// FLASHSERVE_SKINNY_SPLITS=N (read at each call; A/B benchmarks) forces min(N, that cap) splits
+// instead; a workspace sized without it may then be too small (skinny_gemm says so).
 int skinny_gemm_splits(int64_t n, int64_t k, int sms);
 // The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 64) · 4
 // for a norm's sums of squares.
