@@ -1,36 +1,32 @@
 #!/usr/bin/env bash
-# Session 26 call 3 (issue 27): the decode projections alone, skinny against cuBLAS, each call
-# timed among 10 queued back to back (session 25's table timed single launches, the host's launch
-# latency inside), by the split rule and with the splits forced to 1, 2, 4, 8, 16
-# (FLASHSERVE_SKINNY_SPLITS): which split count streams each shape fastest. Then the server with
-# a bf16 and an fp8_e4m3 cache (issue 25; the FP8 chunks on the warp-specialized kernel's new
-# producer). Built here: build_gpu.sh, bench_model, the server and client; gpu_pack.sh less
-# bench/, tests/, hf_dump, kv_cache_ppl. Carry build-gpu/pack and build-gpu/bench/bench_model.
+# Session 26 call 3 (issue 27): the decode step's kernels as a chain of programmatic dependents.
+# Before: the skinny GEMMs and decode were dependents, while their epilogue kernels, RMSNorm,
+# rotary + append and the last rows' gather were plain launches, so each of the ~13 kernel
+# boundaries of a layer drained the GPU. Now every kernel of the chain waits for its predecessor
+# on the device (griddepcontrol.wait) and triggers its dependents at its start, and a skinny
+# GEMM launched early prefetches its next 3 sub-slices of weights into the L2 before it waits.
+# Built here: bash scripts/build_gpu.sh (bench_model and the CUDA tests). Carry
+# build-gpu/bench/bench_model, build-gpu/tests/test_skinny_gemm_cuda, build-gpu/tests/test_model_cuda.
+# Steps: the skinny and model tests (the GPU model against the CPU's, graph replay against
+# eager: a kernel that ran ahead of its input would show); then bench_model --quick three ways:
+# all dependents (the new default), the model's small kernels plain (FLASHSERVE_MODEL_PDL=0),
+# nothing dependent (and FLASHSERVE_SKINNY_PDL=0).
+# Floor at (1,1k): 3.63 ms (16.06 GB of weights at ~4.45 TB/s). Session 25: skinny-l 5.155 ms.
+# Prediction: (1,1k) 4.6-4.9 ms with the chain (~416 boundaries a step, 0.5-1.3 us saved each),
+# nothing-dependent ~5.3 ms.
 set -uo pipefail
-P=build-gpu/pack
-export LD_LIBRARY_PATH="$PWD/$P/lib:/usr/local/cuda/lib64"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64"
 out=${OUT:-/tmp/o}; mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
-timeout 60 build-gpu/bench/bench_model --gemms > "$out/gemms_rule.log" 2>&1; echo "rule rc $?"
-for s in 1 2 4 8 16; do
-  FLASHSERVE_SKINNY_SPLITS=$s timeout 60 build-gpu/bench/bench_model --gemms > "$out/gemms_s$s.log" 2>&1; echo "splits $s rc $?"
+B=build-gpu
+timeout 100 $B/tests/test_skinny_gemm_cuda > "$out/test_skinny.log" 2>&1
+echo "skinny rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_skinny.log" | tr '\n' ' ')"
+grep -E "Failure|FAILED" "$out/test_skinny.log" | head -6
+timeout 150 $B/tests/test_model_cuda > "$out/test_model.log" 2>&1
+echo "model rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_model.log" | tr '\n' ' ')"
+grep -E "Failure|FAILED" "$out/test_model.log" | head -6
+for cfg in "pdl" "model_plain FLASHSERVE_MODEL_PDL=0" "none FLASHSERVE_MODEL_PDL=0 FLASHSERVE_SKINNY_PDL=0"; do
+  name=${cfg%% *}; vars=${cfg#"$name"}
+  env $vars timeout 130 $B/bench/bench_model --quick > "$out/bench_model_$name.log" 2>&1
+  echo "== $name ($vars) rc $?"; grep -A6 "^batch" "$out/bench_model_$name.log" | head -6
 done
-python3 - "$out" <<'PY'
-import re, sys, glob, os
-out = sys.argv[1]
-runs = ["rule"] + [f"s{s}" for s in (1, 2, 4, 8, 16)]
-table = {}
-for r in runs:
-    for line in open(os.path.join(out, f"gemms_{r}.log")):
-        m = re.match(r"(\S+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s", line)
-        if m and m.group(1) in ("qkv", "o", "gate|up", "down", "lm_head"):
-            table.setdefault((m.group(1), int(m.group(2))), {})[r] = (float(m.group(4)), float(m.group(5)))
-print("skinny-l us (launched epilogue) by splits; cuBLAS us")
-print(f"{'gemm':8} {'rows':>4} " + " ".join(f"{r:>7}" for r in runs) + f" {'cuBLAS':>7}")
-for (g, m), v in table.items():
-    if m not in (1, 8, 16): continue
-    print(f"{g:8} {m:4d} " + " ".join(f"{v[r][0]:7.1f}" if r in v else "      -" for r in runs) + f" {v['rule'][1]:7.1f}")
-PY
-OUT=/tmp/serve IN=2048 OUTLEN=128 N1=8 N64=128 timeout 170 bash scripts/gpu_serve_check.sh $P/client/flashserve_bench \
-  bf16=$P/server/flashserve_server fp8_e4m3=$P/server/flashserve_server,--kv-cache-dtype,fp8_e4m3 2>&1 | tee "$out/serve.log" | tail -12
-cp /tmp/serve/*.json "$out/" 2>/dev/null

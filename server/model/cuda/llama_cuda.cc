@@ -221,6 +221,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     const long rows = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && rows >= 1 && rows <= 32) m->opt_.skinny_max_rows = static_cast<int32_t>(rows);
   }
+  if (const char* env = std::getenv("FLASHSERVE_MODEL_PDL"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
+    m->opt_.pdl = env[0] == '1';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
       env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
     m->opt_.skinny_launch_epilogue = env[0] == 'l';
@@ -417,7 +419,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   bool h_ready = false;
   for (int32_t layer = 0; layer < c.num_hidden_layers; ++layer) {
     const Layer& L = layers_[layer];
-    if (!h_ready) FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_));
+    if (!h_ready) FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_, opt_.pdl));
     h_ready = false;
     if (qkv_fused_ && skinny(T, (Hq + 2 * Hkv) * D, H, H, h_, L.wq)) {
       SkinnyOutput o;  // one GEMM over [wq; wk; wv], its columns into q_, k_, v_
@@ -441,7 +443,8 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     const bool calibrate = kv_scales_.needs_calibration(layer);
     FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
                                                      static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
-                                                     static_cast<int32_t>(D), pages, /*append=*/!calibrate, stream_));
+                                                     static_cast<int32_t>(D), pages, /*append=*/!calibrate, stream_,
+                                                     opt_.pdl));
     if (calibrate) {
       FS_RETURN_IF_ERROR(calibrate_layer(layer, T));
       FS_RETURN_IF_ERROR(kv_.append(layer, 1, DType::kBFloat16, k_, v_, a.slots, T, stream_));
@@ -459,7 +462,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     } else {
       FS_RETURN_IF_ERROR(gemm(attn_, L.wo, T, H, Hq * D, tmp_, false));
       FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
-      FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_));
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.post_norm, T, H, eps, h_, stream_, opt_.pdl));
     }
     if (skinny(T, 2 * I, H, H, h_, L.w_gu)) {
       SkinnyOutput o;
@@ -479,8 +482,8 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
       FS_CUDA_RETURN_IF_ERROR(model::cuda::add_into(x_, tmp_, T * H, stream_));
     }
   }
-  FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_));
-  FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::gather_rows(x_, a.last_rows, B, H, last_, stream_, opt_.pdl));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(last_, final_norm_, B, H, eps, last_norm_, stream_, opt_.pdl));
   if (opt_.skinny_lm_head && skinny(B, c.vocab_size, H, H, last_norm_, lm_head_)) {
     SkinnyOutput o;
     o.kind = SkinnyEpilogue::kFp32;

@@ -54,6 +54,11 @@ struct CudaModelOptions {
   // lm_head by skinny_gemm too (fp32 logits): off, since cuBLAS alone reads it at 93% of the
   // bandwidth (254 us against 284-287 at 1 row) and it has no epilogue to fuse.
   bool skinny_lm_head = false;
+  // The step's small kernels (RMSNorm, rotary + append, the last rows' gather) launched as
+  // programmatic dependents on sm_90+ (each waits on the device for the kernel before it and
+  // lets the next start its CTAs: the skinny GEMMs prefetch their weights meanwhile), as the
+  // skinny GEMMs and decode are. FLASHSERVE_MODEL_PDL=1 or 0, read at create, overrides this.
+  bool pdl = true;
   // The cache's dtype (bf16, fp8_e4m3 or fp8_e5m2) and, for FP8, its scales' policy
   // (kv_cache_options.h).
   KvCacheOptions kv = {DType::kBFloat16};

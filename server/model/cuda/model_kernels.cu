@@ -1,11 +1,16 @@
 #include "server/model/cuda/model_kernels.h"
 
+#include "attention/cuda/pdl.cuh"
 #include "kvcache/cuda/fp8_quantize.cuh"
 #include "kvcache/page_view.h"
 
 namespace flashserve::model::cuda {
 
 namespace {
+
+using ::flashserve::cuda::launch_kernel;
+using ::flashserve::cuda::pdl_launch_dependents;
+using ::flashserve::cuda::pdl_wait;
 
 constexpr int kThreads = 256;
 
@@ -16,6 +21,8 @@ __global__ void embed_gather_kernel(const __nv_bfloat16* embed, const int32_t* t
 }
 
 __global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t hidden, float eps, __nv_bfloat16* y) {
+  pdl_wait();  // (a dependent launch: see model_kernels.h)
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const float* row = x + t * hidden;
   float ss = 0.f;
@@ -38,6 +45,8 @@ __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __n
                                    int32_t heads, int32_t kv_heads, int32_t head_dim, char* k_pages, char* v_pages,
                                    const __grid_constant__ KVPageView pages, int64_t capacity, bool append, bool fp8,
                                    bool e5m2) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
@@ -110,6 +119,8 @@ __global__ void add_into_kernel(float* x, const __nv_bfloat16* y, int64_t n) {
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t i = blockIdx.x;
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) out[i * width + j] = x[rows[i] * width + j];
 }
@@ -145,14 +156,15 @@ cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int6
 }
 
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
-                     __nv_bfloat16* y, cudaStream_t s) {
-  rms_norm_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(x, weight, hidden, eps, y);
-  return cudaGetLastError();
+                     __nv_bfloat16* y, cudaStream_t s, bool dependent) {
+  return launch_kernel<rms_norm_kernel>(dim3(static_cast<unsigned>(t)), dim3(kThreads), 0, s, dependent, x, weight,
+                                        hidden, eps, y);
 }
 
 cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* positions,
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
-                        int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s) {
+                        int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s,
+                        bool dependent) {
   // The view's pages are the layer's storage, written here (the view holds them const for its readers).
   auto* k_pages = static_cast<char*>(const_cast<void*>(pages.k_pages));
   auto* v_pages = static_cast<char*>(const_cast<void*>(pages.v_pages));
@@ -161,11 +173,9 @@ cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16*
                  (fp8 && (pages.k_scales == nullptr || pages.v_scales == nullptr))))
     return cudaErrorInvalidValue;
   const int64_t capacity = append ? int64_t{pages.num_blocks} * pages.block_size : 0;
-  rope_append_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(q, k, v, positions, inv_freq, slots, heads,
-                                                                   kv_heads, head_dim, k_pages, v_pages, pages,
-                                                                   capacity, append, fp8,
-                                                                   pages.dtype == DType::kFp8E5M2);
-  return cudaGetLastError();
+  return launch_kernel<rope_append_kernel>(dim3(static_cast<unsigned>(t)), dim3(kThreads), 0, s, dependent, q, k, v,
+                                           positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages,
+                                           pages, capacity, append, fp8, pages.dtype == DType::kFp8E5M2);
 }
 
 cudaError_t kv_amax(const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t, int32_t kv_heads, int32_t head_dim,
@@ -185,9 +195,10 @@ cudaError_t add_into(float* x, const __nv_bfloat16* y, int64_t n, cudaStream_t s
   return cudaGetLastError();
 }
 
-cudaError_t gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s) {
-  gather_rows_kernel<<<static_cast<unsigned>(n), kThreads, 0, s>>>(x, rows, width, out);
-  return cudaGetLastError();
+cudaError_t gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t width, float* out, cudaStream_t s,
+                        bool dependent) {
+  return launch_kernel<gather_rows_kernel>(dim3(static_cast<unsigned>(n)), dim3(kThreads), 0, s, dependent, x, rows,
+                                           width, out);
 }
 
 cudaError_t fill_normal(__nv_bfloat16* p, int64_t n, float mean, float stddev, uint64_t seed, cudaStream_t s) {

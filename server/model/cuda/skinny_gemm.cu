@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
+#include "attention/cuda/pdl.cuh"
 #include "common/cuda_check.h"
 
 namespace flashserve::model::cuda {
@@ -28,13 +29,20 @@ namespace {
 
 using ::flashserve::cuda::cp_async_commit;
 using ::flashserve::cuda::cp_async_wait;
+using ::flashserve::cuda::launch_kernel;
 using ::flashserve::cuda::mma_16816;
+using ::flashserve::cuda::pdl_launch_dependents;
+using ::flashserve::cuda::pdl_wait;
 
 constexpr int kThreads = 128;     // 4 warps
 constexpr int kRowsPerCta = 64;   // of w: 16 a warp
 constexpr int kSubK = 128;        // k a sub-slice
 constexpr int kLoads = 8;         // 16-byte loads of w a thread a sub-slice: 2 chunks × 2 halves × 2 rows
 constexpr int kFinishThreads = 256;  // the epilogue's blocks; kResidual: a block a row's 256 columns
+// Sub-slices of w after its first that a CTA launched early (a programmatic dependent, its
+// predecessor still running) prefetches into the L2 before it waits: 3 (48 KB a CTA, ~25 MB for
+// a wave of 528 CTAs: within the 60 MB L2 beside what the predecessor streams).
+constexpr int kPrefetchSubs = 3;
 
 template <int kTiles>  // tiles of 8 rows of a: m <= 8·kTiles
 struct SkinnyTraits {
@@ -50,6 +58,13 @@ __device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+}
+
+// bytes (a multiple of 16, 16-byte aligned) from global memory into the L2, asynchronously.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#endif
 }
 
 // 8 bytes by cp.async, zeros where !valid (src-size 0: nothing read).
@@ -184,13 +199,23 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (rows) compute(cur, buf, 2 * chunks_of(j));
     __syncthreads();  // every warp is done with stage[buf] before sub-slice j + 2 is staged there
   };
+  // The kernel after this one (its epilogue, or the step's next kernel), if launched as a
+  // dependent, may start its CTAs once all of these have: they wait for this grid's end.
+  pdl_launch_dependents();
   uint4 wa[kLoads], wb[kLoads];
   if (first < last) load_w(first, wa);  // the weights: nothing before this kernel writes them
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent (skinny_gemm), this CTA may start while the kernel
-  // before it ends: it waits here, every CTA, before it reads a (that kernel's output) or writes.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  // before it ends: then its next kPrefetchSubs sub-slices of w go to the L2 meanwhile (a row's
+  // k range is contiguous: one bulk prefetch a row, by the warp's lanes 0..15), so that the
+  // stream of weights runs on across the kernels' boundary. Then it waits here, every CTA,
+  // before it reads a (that kernel's output) or writes.
+  if (rows && lane < 16 && first + 1 < last) {
+    const int subs_ahead = last - first - 1 < kPrefetchSubs ? last - first - 1 : kPrefetchSubs;
+    const int64_t k0 = static_cast<int64_t>(first + 1) * kSubK, span = static_cast<int64_t>(subs_ahead) * kSubK;
+    const int64_t bytes = (span < k - k0 ? span : k - k0) * 2;
+    prefetch_l2(w + (row0 + lane) * k + k0, static_cast<uint32_t>(bytes));
+  }
+  pdl_wait();
   if (first < last) {
     stage_a(first, 0);
     for (int j = first; j < last; j += 2) {
@@ -265,7 +290,10 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 // kStore, kFp32, kSwiGLU: element by element over the outputs.
+// The three epilogue kernels are launched as programmatic dependents too (skinny_gemm).
 __global__ void skinny_finish_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t plane = static_cast<int64_t>(m) * n;
   const int64_t cols = out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * cols;
@@ -278,6 +306,8 @@ __global__ void skinny_finish_kernel(const float* partial, int splits, int m, in
 // partials over the SMs: one block a row read 16 splits × 16 KB alone at batch 1).
 __global__ void skinny_residual_kernel(const float* partial, int splits, int m, int64_t n, SkinnyOutput out,
                                        float* squares) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.y;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
   const float v = col < n ? finish_one(out, partial, splits, plane, n, row, col) : 0.f;
@@ -297,6 +327,8 @@ __global__ void skinny_residual_kernel(const float* partial, int splits, int m, 
 // kResidual with a norm, second kernel: the row's sum of squares from its blocks' (in order:
 // the same value in every block), then h = bf16(w · (x · rsqrt(mean + eps))) (the model's rms_norm).
 __global__ void skinny_norm_kernel(int64_t n, SkinnyOutput out, const float* squares) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t row = blockIdx.y;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
   float total = 0.f;
@@ -376,8 +408,9 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   const dim3 grid(static_cast<unsigned>((n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(splits));
   const int mi = static_cast<int>(m);
   // A programmatic dependent of the kernel before it on sm_90+ (its CTAs load their first
-  // weights while that kernel ends; see the kernel's griddepcontrol.wait), as decode launches;
-  // FLASHSERVE_SKINNY_PDL=0 (read once) launches it plainly, for A/B.
+  // weights while that kernel ends; see the kernel's pdl_wait), as decode launches, and so are
+  // the epilogue's kernels after it; FLASHSERVE_SKINNY_PDL=0 (read once) launches all plainly,
+  // for A/B.
   static const bool pdl_allowed = [] {
     const char* env = std::getenv("FLASHSERVE_SKINNY_PDL");
     return env == nullptr || std::strcmp(env, "0") != 0;
@@ -395,18 +428,17 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   if (fused.counters != nullptr) return Status::Ok();  // the kernel finished
   if (out.kind == SkinnyEpilogue::kResidual) {
     const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
-    skinny_residual_kernel<<<rows, kFinishThreads, 0, stream>>>(partial, splits, mi, n, out, squares);
-    if (out.norm_weight != nullptr) {
-      err = cudaGetLastError();
-      if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm epilogue");
-      skinny_norm_kernel<<<rows, kFinishThreads, 0, stream>>>(n, out, squares);
-    }
+    err = launch_kernel<skinny_residual_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_allowed, partial, splits, mi,
+                                                n, out, squares);
+    if (err == cudaSuccess && out.norm_weight != nullptr)
+      err = launch_kernel<skinny_norm_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_allowed, n, out, squares);
   } else {
     const int64_t items = m * (out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n);
     const int64_t blocks = std::min<int64_t>((items + kFinishThreads - 1) / kFinishThreads, 4ll * std::max(1, sms) * 8);
-    skinny_finish_kernel<<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(partial, splits, mi, n, out);
+    err = launch_kernel<skinny_finish_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kFinishThreads), 0, stream,
+                                              pdl_allowed, partial, splits, mi, n, out);
   }
-  return flashserve::cuda_status(cudaGetLastError(), "skinny_gemm epilogue");
+  return flashserve::cuda_status(err, "skinny_gemm epilogue");
 }
 
 }  // namespace flashserve::model::cuda
