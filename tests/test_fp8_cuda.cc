@@ -30,6 +30,27 @@
 namespace flashserve::test {
 namespace {
 
+// A case's data, its FP8 cache (scales 0.5 + h % 4) and float64 reference over the dequantized
+// values, the GPU's tolerance, and outputs for the CPU's run.
+struct Fp8Fixture {
+  ProblemData d;
+  Fp8Cache cache;
+  std::string what;
+  Reference ref;
+  Tolerance tol;
+  Outputs cpu;
+};
+Fp8Fixture make_fp8_fixture(const Problem& p, DType t) {
+  Fp8Fixture f;
+  f.d = make_data(p);
+  f.cache = make_fp8_cache(p, f.d, t, [](int h) { return 0.5f + (h % 4); });
+  f.what = std::string(dtype_name(t)) + " pages, " + p.describe();
+  f.ref = reference(p, f.cache.dequantized);
+  f.tol = gpu_tolerance(p, f.ref);
+  f.cpu = make_outputs(p);
+  return f;
+}
+
 struct Fp8Case {
   std::vector<int> lens;
   int q_len, heads, kv_heads, head_dim, block_size;
@@ -96,12 +117,13 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         if (k.logit_scale > 1e4f && q_dtype == DType::kFloat16) continue;  // fp16 q cannot hold it
         Problem p = decode_problem(k.lens, k.q_len, k.heads, k.kv_heads, k.head_dim, q_dtype, k.block_size, seed++);
         p.logit_scale = k.logit_scale;
-        ProblemData d = make_data(p);
-        Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
-        const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
-        const Reference ref = reference(p, cache.dequantized);
-        const Tolerance tol = gpu_tolerance(p, ref);
-        Outputs cpu = make_outputs(p);
+        Fp8Fixture f = make_fp8_fixture(p, t);
+        ProblemData& d = f.d;
+        const Fp8Cache& cache = f.cache;
+        const std::string& what = f.what;
+        const Reference& ref = f.ref;
+        const Tolerance& tol = f.tol;
+        Outputs& cpu = f.cpu;
         DecodeParams cp = decode_params(p, d, cpu);
         cp.pages = view_of(cache.storage, d);
         ASSERT_TRUE(decode(cp).ok()) << what;
@@ -172,12 +194,13 @@ void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t
     p.softcap = 30.f;
   }
   p.seed = seed;
-  ProblemData d = make_data(p);
-  Fp8Cache cache = make_fp8_cache(p, d, t, [](int h) { return 0.5f + (h % 4); });
-  const std::string what = std::string(dtype_name(t)) + " pages, " + p.describe();
-  const Reference ref = reference(p, cache.dequantized);
-  const Tolerance tol = gpu_tolerance(p, ref);
-  Outputs cpu = make_outputs(p);
+  Fp8Fixture f = make_fp8_fixture(p, t);
+  ProblemData& d = f.d;
+  const Fp8Cache& cache = f.cache;
+  const std::string& what = f.what;
+  const Reference& ref = f.ref;
+  const Tolerance& tol = f.tol;
+  Outputs& cpu = f.cpu;
   PrefillParams cp = prefill_params(p, d, cpu);
   cp.pages = view_of(cache.storage, d);
   ASSERT_TRUE(prefill(cp).ok()) << what;
