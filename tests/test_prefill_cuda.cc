@@ -133,6 +133,13 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_PAGED", p.seed % 2 ? "tma" : "gather"}},
                   true});
+  // O from registers (FLASHSERVE_PREFILL_WS_TMA_O=0), where by default the instances with an O
+  // buffer (d 64, d 128 at 128 keys) store a warpgroup's whole 64-row blocks by TMA, on a
+  // 3-CTA grid (the buffer reused from item to item).
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_TMA_O", "0"},
+                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"}}});
   // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
   // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
   // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).

@@ -286,6 +286,14 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
                  !(varlen != nullptr && std::strcmp(varlen, "0") == 0);
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
+  // O by TMA stores where the instance has the buffer (PrefillWsTraits::kTmaO) and the map encodes
+  // (o 16-byte aligned, strides of 16 bytes); else from registers. FLASHSERVE_PREFILL_WS_TMA_O=0
+  // stores from registers (A/B), read at every call.
+  const char* tma_o = std::getenv("FLASHSERVE_PREFILL_WS_TMA_O");
+  maps->o_tma = !(tma_o != nullptr && std::strcmp(tma_o, "0") == 0) &&
+                        encode_rows(&maps->o, p, p.o, p.num_heads, p.total_q, p.o_row_stride, p.o_head_stride, 64)
+                    ? 1
+                    : 0;
   if (p.paged) {
     const int box = std::min(p.pages.block_size, tiles.block_n);
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&

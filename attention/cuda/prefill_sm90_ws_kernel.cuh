@@ -28,7 +28,9 @@
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
 //    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs.
-// The O tile is normalised in registers and stored 16 bytes a thread (quad_transpose).
+// The O tile is normalised in registers and stored by TMA from a buffer in shared memory where
+// the instance has room for one (PrefillWsTraits::kTmaO) and a warpgroup's 64 rows are all the
+// sequence's, else from registers 16 bytes a thread (quad_transpose).
 // bench/history/prefill.md, "prefill v4.0" to "prefill v4.9", has the floors, predictions and
 // measurements.
 #pragma once
@@ -55,6 +57,11 @@ namespace flashserve::cuda {
 // 64 columns × page_box tokens of one (block, kv head).
 struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
+  // O, [rows, heads, head_dim] in boxes of 64 columns × 1 head × 64 rows (a consumer
+  // warpgroup's), where o_tma: the instances with an O buffer (PrefillWsTraits::kTmaO) store
+  // their whole 64-row blocks through it.
+  CUtensorMap o;
+  int o_tma = 0;
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
@@ -180,10 +187,15 @@ struct PrefillWsTraits {
   // maxima of |q| (4 a warpgroup).
   static constexpr int kFp8StageBytes = kFp8 ? 2 * kBlockN * kHeadDim : 0;
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
+  // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
+  // swizzled) for the TMA store of O, where shared memory has room: d 128 at 128 × 128 (198 KB
+  // with it) and d 64 (113 KB); not the 176-key tile (208 KB of stages), d 256 (224 KB), FP8.
+  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
+  static constexpr bool kTmaO = !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + kRestBytes <= 227 * 1024;
+  static constexpr int kOElems = kTmaO ? kQElems : 0;
   // + 16: the dynamic walk's slots (the item the producer hands the consumers, two claims the
   // producer threads share).
-  static constexpr int kBaseSmemBytes = (kQElems + 2 * kStages * kTileElems) * 2 + kFp8StageBytes + kFp8ScratchBytes +
-                                        kBarriers * 8 + kRowSlotBytes + 16 + 1024;
+  static constexpr int kBaseSmemBytes = (kQElems + kOElems + 2 * kStages * kTileElems) * 2 + kRestBytes;
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
@@ -408,7 +420,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
   T* smem_k = smem_q + Tr::kQElems;
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
-  unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
+  T* smem_o = smem_v + Tr::kStages * Tr::kTileElems;  // kTmaO: O's buffer (1024-byte aligned: Q and the stages are)
+  unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_o + Tr::kOElems);  // FP8: K, V codes
   float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
   uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
   unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
@@ -1038,10 +1051,14 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       }
 
       // Normalise and store: o in the storage type, lse in natural log (the producer is loading
-      // the next item meanwhile). Where o allows (o16), 16 bytes a store (quad_transpose: thread
-      // tig writes columns 8·(4g + tig) .. + 7 of each column block, g = 0, 1; a quad 64 contiguous
-      // bytes): a store of 4 bytes a thread, 8 rows a warp instruction, took 1.3-1.5 us an item at
-      // d 128 and held up the next item's loads (session 17's trace); else 4 bytes a store.
+      // the next item meanwhile). Where the instance has an O buffer (kTmaO), the host a map
+      // (maps.o_tma) and this warpgroup's 64 rows are all the sequence's: into the buffer
+      // (4-byte stores in the accumulators' layout, 128-byte swizzled: a warp's 32 lanes on 32
+      // banks), then one thread's TMA store of the 64 rows, which runs on while the warpgroup
+      // takes its next item (the store from registers took 1.1-1.2 us an item at d 128 and held
+      // up the next item's loads: session 17's trace). Else from registers: where o allows
+      // (o16), 16 bytes a store (quad_transpose: thread tig writes columns 8·(4g + tig) .. + 7 of
+      // each column block, g = 0, 1; a quad 64 contiguous bytes), else 4 bytes a store.
       // FP8: o in the call's dtype (bf16 or fp16; T is the MMAs' fp16).
       auto pk = [&](float a, float b) -> uint32_t {
         if constexpr (kFp8) {
@@ -1050,6 +1067,13 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           return pack2<T>(a, b);
         }
       };
+      const int wt = ctid % 128, bar_o = kConsumers + 3 + cw;  // (FP8's Q barrier: never both)
+      const bool tma_o = Tr::kTmaO && maps.o_tma != 0 && cta.block_rows >= 64 * (cw + 1);
+      T* o_wg = smem_o + cw * 64 * 64;  // this warpgroup's rows in column block 0 (block c: + c·kBlockM·64)
+      if (tma_o) {
+        if (wt == 0) bulk_wait_read<0>();  // the last item's store has read the buffer
+        named_barrier_sync(bar_o, 128);
+      }
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         float lse;
@@ -1057,7 +1081,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
-        if (!o16) {
+        if (tma_o) {
+          // Row r - 64·cw of the warpgroup's box; its 16-byte chunk n at n ^ (r % 8) (r % 8 = gid).
+          T* orow = o_wg + (r - 64 * cw) * 64 + tig * 2;
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+              *reinterpret_cast<uint32_t*>(orow + c * Tr::kBlockM * 64 + (n ^ gid) * 8) =
+                  pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+        } else if (!o16) {
           if (r < cta.block_rows) {
 #pragma unroll
             for (int c = 0; c < Tr::kBlocks; ++c)
@@ -1084,6 +1117,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         }
         if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
       }
+      if (tma_o) {
+        fence_proxy_async();  // the buffer's writes, for the TMA's (async proxy) reads
+        named_barrier_sync(bar_o, 128);
+        if (wt == 0) {
+          const int row0 = static_cast<int>(cta.q0 + cta.row0) + 64 * cw;
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c) tma_store_3d(&maps.o, o_wg + c * Tr::kBlockM * 64, c * 64, h, row0);
+          bulk_commit_group();
+        }
+      }
       stamp(7);
       ++traced;
     }
@@ -1096,6 +1139,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   } else {
     walk(std::false_type{});
   }
+  // The last O stores done before the CTA (and its shared memory) ends.
+  if (Tr::kTmaO && maps.o_tma != 0 && ctid % 128 == 0) bulk_wait<0>();
   if (ctid == 0) trace.exit(traced);
 #else
   __trap();  // not sm_90a code: the host launches this kernel only where it runs sm_90a code

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 26 call 1 (issue 25's paged prefill over FP8, the warp-specialized FP8 instance): its
+# Session 26 call 1 (issues 25 and 22's paged prefill over FP8, the warp-specialized FP8 instance): its
 # producer made to overlap (each slot's next codes copied right after this thread's conversion of
 # the last ones: a tile's MMAs for every copy to land in; session 25 call 3 waited on each copy
 # right after issuing it: 347 TFLOP/s, 0.59 of bf16 pages) and its stores without bank conflicts.
@@ -29,3 +29,10 @@ for pass in 1 2; do
     --json "$out/bench_prefill_fp8_$pass.json" > "$out/bench_prefill_fp8_$pass.log" 2>&1
   echo "bench pass $pass rc $?"; grep -E "FP8|^bfloat" "$out/bench_prefill_fp8_$pass.log" | tail -3
 done
+# (issue 22) prefill v4.17: O by TMA stores from a shared-memory buffer (d 128 at 128 keys, d 64),
+# against the registers' 16-byte stores (FLASHSERVE_PREFILL_WS_TMA_O=0), 3 passes, same process:
+# 16x1k, 4x4k, 1x16k causal, 4x4k causal paged 16, 8x2k, d 64 4x4k, the skew row.
+# Prediction: +3-6% at 16x1k (the store took 1.1-1.2 us of an item's ~18, and held up the next
+# item's loads), +1-2% at 4x4k and 8x2k, level on 1x16k.
+timeout 290 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --only 0,1,2,3,5,6,20,21,15,24 --passes 3 \
+  --config regs=FLASHSERVE_PREFILL_WS_TMA_O=0 2>&1 | tee "$out/ab_tma_o.log"
