@@ -392,7 +392,11 @@ TEST(PrefillCuda, OutputsNot16ByteAligned) {
       };
       const Layout layouts[] = {{"o 4 bytes off", 2, H * dim, dim},
                                 {"rows of H*D + 2", 0, H * dim + 2, dim},
-                                {"heads D + 2 apart", 0, H * (dim + 2), dim + 2}};
+                                {"heads D + 2 apart", 0, H * (dim + 2), dim + 2},
+                                // Padded by 16 bytes: the TMA store of O (d 64, d 128) with strides
+                                // of its own, nothing written in the pads.
+                                {"rows of H*D + 8", 0, H * dim + 8, dim},
+                                {"heads D + 8 apart", 0, H * (dim + 8), dim + 8}};
       for (const Layout& l : layouts) {
         DeviceProblem g = upload(p, d);
         Outputs host = make_outputs(p);
