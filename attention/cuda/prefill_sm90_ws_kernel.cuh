@@ -537,6 +537,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     if (tid >= (p.paged ? 128 : 1)) return;
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
+      if (Tr::kTmaO && maps.o_tma != 0) prefetch_tensor_map(&maps.o);
       if (!p.paged || tma_pages) {
         prefetch_tensor_map(&maps.k);
         prefetch_tensor_map(&maps.v);
