@@ -16,15 +16,18 @@
 
 namespace flashserve::cuda {
 
-// The architecture a kernel's loaded code was built for (cudaFuncAttributes::binaryVersion, 90
-// for sm_90), asked once a kernel; 0 if the runtime cannot say. Kernels that wait for their
-// predecessor with griddepcontrol do so only in code for sm_90+: launch them as programmatic
-// dependents only when this is >= 90 (PTX of an older architecture may be JIT-run on a Hopper).
+// The architecture a kernel's loaded code was written for, asked once a kernel: the lower of
+// cudaFuncAttributes::binaryVersion (90 for sm_90) and ptxVersion (the virtual architecture its
+// source targeted, which decides __CUDA_ARCH__: PTX of an older architecture JIT-run on a Hopper
+// has binaryVersion 90 but no sm_90 code paths); 0 if the runtime cannot say. Kernels that wait
+// for their predecessor with griddepcontrol do so only in code for sm_90+: launch them as
+// programmatic dependents only when this is >= 90.
 template <auto Kernel>
 int binary_version() {
   static const int version = [] {
     cudaFuncAttributes attr{};
-    return cudaFuncGetAttributes(&attr, Kernel) == cudaSuccess ? attr.binaryVersion : 0;
+    if (cudaFuncGetAttributes(&attr, Kernel) != cudaSuccess) return 0;
+    return attr.ptxVersion > 0 && attr.ptxVersion < attr.binaryVersion ? attr.ptxVersion : attr.binaryVersion;
   }();
   return version;
 }
