@@ -4,7 +4,8 @@
 // to 32 rows) with the skinny GEMMs (issue 27), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
-// Usage: bench_model [--quick | --gemms] (--gemms: the projections' table alone)
+// Usage: bench_model [--quick] [--steps-only] | --gemms (--gemms: the projections' table alone;
+// --steps-only: without it)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -211,8 +212,12 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const bool gemms_only = argc > 1 && std::strcmp(argv[1], "--gemms") == 0;
+  auto flag = [&](const char* name) {
+    for (int i = 1; i < argc; ++i)
+      if (std::strcmp(argv[i], name) == 0) return true;
+    return false;
+  };
+  const bool quick = flag("--quick"), gemms_only = flag("--gemms"), steps_only = flag("--steps-only");
   if (!cuda_available()) {
     std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
     return 0;
@@ -298,7 +303,7 @@ int main(int argc, char** argv) {
   const double flops = 2.0 * 8192 * (m->weight_bytes() / 2.0);  // 2 FLOPs per weight per token
   std::printf("prefill 4x2048 tokens: %.2f ms, %.0f tokens/s, %.0f TFLOP/s (GEMMs only counted)\n", tp * 1e3,
               8192 / tp, flops / tp / 1e12);
-  gemm_table(c, bw, m->stream());
+  if (!steps_only) gemm_table(c, bw, m->stream());
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::fprintf(stderr, "CUDA: %s\n", cudaGetErrorString(err));

@@ -27,6 +27,6 @@ echo "model rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_model.log" | tr '
 grep -E "Failure|FAILED" "$out/test_model.log" | head -6
 for cfg in "pdl" "model_plain FLASHSERVE_MODEL_PDL=0" "none FLASHSERVE_MODEL_PDL=0 FLASHSERVE_SKINNY_PDL=0"; do
   name=${cfg%% *}; vars=${cfg#"$name"}
-  env $vars timeout 130 $B/bench/bench_model --quick > "$out/bench_model_$name.log" 2>&1
+  env $vars timeout 130 $B/bench/bench_model --quick --steps-only > "$out/bench_model_$name.log" 2>&1
   echo "== $name ($vars) rc $?"; grep -A6 "^batch" "$out/bench_model_$name.log" | head -6
 done
