@@ -43,6 +43,16 @@ constexpr int kFinishThreads = 256;  // the epilogue's blocks; kResidual: a bloc
 // predecessor still running) prefetches into the L2 before it waits: 3 (48 KB a CTA, ~25 MB for
 // a wave of 528 CTAs: within the 60 MB L2 beside what the predecessor streams).
 constexpr int kPrefetchSubs = 3;
+// The parts of the programmatic dependent launch beyond the main kernel's wait
+// (FLASHSERVE_SKINNY_PDL_FLAGS=bits, read once, A/B): 1 the main kernel triggers its dependents
+// at its start, 2 it prefetches its next sub-slices into the L2 before it waits, 4 the epilogue
+// kernels are launched as dependents. Measured (H200, session 26, bench_model decode step,
+// launched epilogues, ms at (1,1k) / (16,1k) / (1,8k) / (16,8k), three runs): 4 alone 4.978-5.016 /
+// 5.634-5.672 / 5.155-5.184 / 9.047-9.068; none 5.011-5.047 / 5.683-5.718 / 5.209-5.243 /
+// 9.082-9.104; 1 level with none; 1 + 4 worse at 16 rows (6.006-6.037); 2 worse everywhere
+// (5.361 / 6.093 at 1 and 16 rows: the prefetches of a wave's CTAs compete with the stream they
+// were to continue); all three 5.326-5.350 / 6.449-6.474. So 4 by default.
+constexpr int kPdlTrigger = 1, kPdlPrefetch = 2, kPdlEpilogue = 4;
 
 template <int kTiles>  // tiles of 8 rows of a: m <= 8·kTiles
 struct SkinnyTraits {
@@ -131,7 +141,7 @@ struct FusedState {
 template <int kTiles>
 __global__ void __launch_bounds__(kThreads, 4)
     skinny_gemm_kernel(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, int m, int64_t n, int64_t k,
-                       float* partial, const __grid_constant__ SkinnyOutput fout, FusedState fused) {
+                       float* partial, const __grid_constant__ SkinnyOutput fout, FusedState fused, int pdl_flags) {
   using Tr = SkinnyTraits<kTiles>;
   __shared__ __align__(16) unsigned char stage[2][Tr::kStageBytes];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -199,17 +209,19 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (rows) compute(cur, buf, 2 * chunks_of(j));
     __syncthreads();  // every warp is done with stage[buf] before sub-slice j + 2 is staged there
   };
-  // The kernel after this one (its epilogue, or the step's next kernel), if launched as a
-  // dependent, may start its CTAs once all of these have: they wait for this grid's end.
-  pdl_launch_dependents();
+  // (kPdlTrigger, off by default) The kernel after this one (its epilogue, or the step's next
+  // kernel), if launched as a dependent, may start its CTAs once all of these have: they wait
+  // for this grid's end.
+  if (pdl_flags & kPdlTrigger) pdl_launch_dependents();
   uint4 wa[kLoads], wb[kLoads];
   if (first < last) load_w(first, wa);  // the weights: nothing before this kernel writes them
   // Launched as a programmatic dependent (skinny_gemm), this CTA may start while the kernel
-  // before it ends: then its next kPrefetchSubs sub-slices of w go to the L2 meanwhile (a row's
+  // before it ends: (kPdlPrefetch, off by default: slower) then its next kPrefetchSubs
+  // sub-slices of w go to the L2 meanwhile (a row's
   // k range is contiguous: one bulk prefetch a row, by the warp's lanes 0..15), so that the
   // stream of weights runs on across the kernels' boundary. Then it waits here, every CTA,
   // before it reads a (that kernel's output) or writes.
-  if (rows && lane < 16 && first + 1 < last) {
+  if ((pdl_flags & kPdlPrefetch) && rows && lane < 16 && first + 1 < last) {
     const int subs_ahead = last - first - 1 < kPrefetchSubs ? last - first - 1 : kPrefetchSubs;
     const int64_t k0 = static_cast<int64_t>(first + 1) * kSubK, span = static_cast<int64_t>(subs_ahead) * kSubK;
     const int64_t bytes = (span < k - k0 ? span : k - k0) * 2;
@@ -415,10 +427,15 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
     const char* env = std::getenv("FLASHSERVE_SKINNY_PDL");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
+  static const int pdl_flags = [] {
+    const char* env = std::getenv("FLASHSERVE_SKINNY_PDL_FLAGS");
+    return env != nullptr ? static_cast<int>(std::strtol(env, nullptr, 10)) : kPdlEpilogue;
+  }();
+  const bool pdl_epilogue = pdl_allowed && (pdl_flags & kPdlEpilogue) != 0;
   auto launch = [&](auto kernel) {
     const bool dependent = pdl_allowed && ::flashserve::cuda::binary_version<decltype(kernel)::value>() >= 90;
     ::flashserve::cuda::LaunchConfig lc(grid, dim3(kThreads), 0, stream, dependent);
-    return cudaLaunchKernelEx(&lc.config, decltype(kernel)::value, a, lda, w, mi, n, k, partial, out, fused);
+    return cudaLaunchKernelEx(&lc.config, decltype(kernel)::value, a, lda, w, mi, n, k, partial, out, fused, pdl_flags);
   };
   cudaError_t err = m <= 8    ? launch(std::integral_constant<decltype(&skinny_gemm_kernel<1>), &skinny_gemm_kernel<1>>{})
                     : m <= 16 ? launch(std::integral_constant<decltype(&skinny_gemm_kernel<2>), &skinny_gemm_kernel<2>>{})
@@ -428,15 +445,15 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   if (fused.counters != nullptr) return Status::Ok();  // the kernel finished
   if (out.kind == SkinnyEpilogue::kResidual) {
     const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
-    err = launch_kernel<skinny_residual_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_allowed, partial, splits, mi,
+    err = launch_kernel<skinny_residual_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, partial, splits, mi,
                                                 n, out, squares);
     if (err == cudaSuccess && out.norm_weight != nullptr)
-      err = launch_kernel<skinny_norm_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_allowed, n, out, squares);
+      err = launch_kernel<skinny_norm_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, n, out, squares);
   } else {
     const int64_t items = m * (out.kind == SkinnyEpilogue::kSwiGLU ? n / 2 : n);
     const int64_t blocks = std::min<int64_t>((items + kFinishThreads - 1) / kFinishThreads, 4ll * std::max(1, sms) * 8);
     err = launch_kernel<skinny_finish_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kFinishThreads), 0, stream,
-                                              pdl_allowed, partial, splits, mi, n, out);
+                                              pdl_epilogue, partial, splits, mi, n, out);
   }
   return flashserve::cuda_status(err, "skinny_gemm epilogue");
 }
