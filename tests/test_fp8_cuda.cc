@@ -118,12 +118,7 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
         Problem p = decode_problem(k.lens, k.q_len, k.heads, k.kv_heads, k.head_dim, q_dtype, k.block_size, seed++);
         p.logit_scale = k.logit_scale;
         Fp8Fixture f = make_fp8_fixture(p, t);
-        ProblemData& d = f.d;
-        const Fp8Cache& cache = f.cache;
-        const std::string& what = f.what;
-        const Reference& ref = f.ref;
-        const Tolerance& tol = f.tol;
-        Outputs& cpu = f.cpu;
+        auto& [d, cache, what, ref, tol, cpu] = f;
         DecodeParams cp = decode_params(p, d, cpu);
         cp.pages = view_of(cache.storage, d);
         ASSERT_TRUE(decode(cp).ok()) << what;
@@ -195,12 +190,7 @@ void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t
   }
   p.seed = seed;
   Fp8Fixture f = make_fp8_fixture(p, t);
-  ProblemData& d = f.d;
-  const Fp8Cache& cache = f.cache;
-  const std::string& what = f.what;
-  const Reference& ref = f.ref;
-  const Tolerance& tol = f.tol;
-  Outputs& cpu = f.cpu;
+  auto& [d, cache, what, ref, tol, cpu] = f;
   PrefillParams cp = prefill_params(p, d, cpu);
   cp.pages = view_of(cache.storage, d);
   ASSERT_TRUE(prefill(cp).ok()) << what;
