@@ -56,8 +56,9 @@ struct CudaModelOptions {
   bool skinny_lm_head = false;
   // The step's small kernels (RMSNorm, rotary + append, the last rows' gather) launched as
   // programmatic dependents on sm_90+ (each waits on the device for the kernel before it and
-  // lets the next start its CTAs: the skinny GEMMs prefetch their weights meanwhile), as the
-  // skinny GEMMs and decode are. FLASHSERVE_MODEL_PDL=1 or 0, read at create, overrides this.
+  // lets the next start its CTAs: a skinny GEMM's load its first weights meanwhile), as the
+  // skinny GEMMs and decode are: ~1% of the decode step (H200, session 26: 5.011-5.047 against
+  // 5.064 ms at (1,1k); bench/NOTES.md). FLASHSERVE_MODEL_PDL=1 or 0, read at create, overrides this.
   bool pdl = true;
   // The cache's dtype (bf16, fp8_e4m3 or fp8_e5m2) and, for FP8, its scales' policy
   // (kv_cache_options.h).
