@@ -33,6 +33,7 @@ using ::flashserve::cuda::launch_kernel;
 using ::flashserve::cuda::mma_16816;
 using ::flashserve::cuda::pdl_launch_dependents;
 using ::flashserve::cuda::pdl_wait;
+using ::flashserve::cuda::prefetch_l2;
 
 constexpr int kThreads = 128;     // 4 warps
 constexpr int kRowsPerCta = 64;   // of w: 16 a warp
@@ -68,13 +69,6 @@ __device__ __forceinline__ uint4 load_stream(const __nv_bfloat16* p) {
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
-}
-
-// bytes (a multiple of 16, 16-byte aligned) from global memory into the L2, asynchronously.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#endif
 }
 
 // 8 bytes by cp.async, zeros where !valid (src-size 0: nothing read).
