@@ -1,7 +1,9 @@
 // Model benchmark on the GPU: synthetic Llama-3-8B shapes in bf16 (weights generated on the
 // device), decode step time at batch {1, 16, 32, 64, 256} × context {1k, 8k} next to the floor
 // (weight bytes + K/V bytes) / the read bandwidth measured in the same run, with cuBLAS and (up
-// to 32 rows) with the skinny GEMMs (issue 27), and prefill tokens/s. Logits stay on the device.
+// to 32 rows) with the skinny GEMMs (issue 27; "skinny ms": their epilogues launched, the
+// model's default, which sessions 24-26 printed as "skinny-l ms"; "skinny-r ms": with rotary + the
+// K/V append in the QKV epilogue), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
 // Usage: bench_model [--quick] [--steps-only] | --gemms (--gemms: the projections' table alone;
@@ -255,7 +257,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   m->set_skinny_gemm(false);  // the cuBLAS columns are cuBLAS whatever FLASHSERVE_SKINNY_GEMM says
-  m->set_skinny_launch_epilogue(false);
+  m->set_skinny_launch_epilogue(true);
+  m->set_skinny_rope_append(false);
   // Random K/V in the whole pool (never zeros).
   const KVStorageShape& ks = m->kv_shape();
   model::cuda::fill_normal(static_cast<__nv_bfloat16*>(m->kv().k_pages(0)), ks.bytes() / 2, 0.f, 1.f, 77, m->stream());
@@ -265,8 +268,8 @@ int main(int argc, char** argv) {
   std::printf("read-only bandwidth measured now: %.2f TB/s (the floor below uses it)\n", bw / 1e12);
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
               ks.bytes() / 1e9);
-  std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s %11s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
-              "floor %", "tokens/s", "skinny ms", "floor %", "skinny-l ms");
+  std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s %11s %9s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
+              "floor %", "tokens/s", "skinny ms", "floor %", "skinny-r ms", "floor %");
   for (int ctx : {1024, 8192}) {
     for (int batch : {1, 16, 32, 64, 256}) {
       if (int64_t{batch} * ctx > kv_tokens - 16) {
@@ -281,19 +284,22 @@ int main(int argc, char** argv) {
       m->set_cuda_graphs(true);
       const double t = time_step(*m, b, quick ? 5 : 20);
       const double floor = (m->weight_bytes() + batch * ctx * kv_token_bytes) / bw;
-      double tk = 0, tl = 0;  // with skinny GEMMs (graphs), where the step takes them; their epilogues launched
+      // With skinny GEMMs (graphs), where the step takes them, their epilogues launched (the
+      // default; the in-launch epilogue, measured slower in session 24, is in the --gemms table
+      // alone); then (A/B) with rotary + the K/V append in the QKV epilogue (skinny-r).
+      double tk = 0, tr = 0;
       if (batch <= 32) {
         m->set_skinny_gemm(true);
         tk = time_step(*m, b, quick ? 5 : 20);
-        m->set_skinny_launch_epilogue(true);  // A/B: the epilogues in launches of their own
-        tl = time_step(*m, b, quick ? 5 : 20);
-        m->set_skinny_launch_epilogue(false);
+        m->set_skinny_rope_append(true);
+        tr = time_step(*m, b, quick ? 5 : 20);
+        m->set_skinny_rope_append(false);
         m->set_skinny_gemm(false);
       }
       std::printf("%-8d %-6d %10.3f %10.3f %10.3f %8.0f%% %12.0f", batch, ctx, te * 1e3, t * 1e3, floor * 1e3,
                   100 * floor / t, batch / t);
       if (tk > 0)
-        std::printf(" %10.3f %8.0f%% %11.3f", tk * 1e3, 100 * floor / tk, tl * 1e3);
+        std::printf(" %10.3f %8.0f%% %11.3f %8.0f%%", tk * 1e3, 100 * floor / tk, tr * 1e3, 100 * floor / tr);
       std::printf("%s\n", m->cuda_graphs() ? "" : " (graph capture failed: eager)");
     }
   }

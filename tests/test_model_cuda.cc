@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -352,6 +353,52 @@ TEST(LlamaCuda, SkinnyGemmsMatchCublas) {
     const int64_t per_step = int64_t{c.num_hidden_layers} * (inter % 128 == 0 ? 4 : 3) + 1;
     EXPECT_GE(skinny->skinny_calls(), 2 * per_step + 1);
     EXPECT_EQ(cublas->skinny_calls(), 0);
+  }
+}
+
+// Rotary + the K/V append in the fused QKV GEMM's epilogue (skinny_rope_append) writes the same
+// bits as rope_append after it: the logits of every step (a 20-token skinny step, a 57-token
+// cuBLAS one, graph-replayed decode steps) equal bit for bit, with a bf16 and an FP8 cache (whose
+// first write calibrates by the plain path).
+TEST(LlamaCuda, SkinnyRopeAppendIsBitExact) {
+  FS_SKIP_WITHOUT_CUDA();
+  const test::ScopedEnv gemm("FLASHSERVE_SKINNY_GEMM", nullptr), rows("FLASHSERVE_SKINNY_MAX_ROWS", nullptr),
+      rope("FLASHSERVE_SKINNY_ROPE", nullptr);
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 31, &w).ok());
+  for (DType kv : {DType::kBFloat16, DType::kFp8E4M3}) {
+    SCOPED_TRACE(dtype_name(kv));
+    CudaModelOptions opt = small_options();
+    opt.kv.dtype = kv;
+    opt.skinny_gemm = true;
+    opt.skinny_max_rows = 32;
+    std::unique_ptr<LlamaCudaModel> plain, fused;
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &plain).ok());
+    opt.skinny_rope_append = true;
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &fused).ok());
+    KVCacheManager mgr(small_cache());
+    std::mt19937 rng(31);
+    std::vector<int32_t> seq(77);
+    for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(1, seq.data(), 77, 0, &cached).ok());
+    for (int s = 0; s < 10; ++s) {
+      ForwardBatch b = s == 0   ? step(mgr, 1, seq, 20, false)
+                       : s == 1 ? step(mgr, 1, seq, 57, false)
+                                : step(mgr, 1, seq, 1, true);
+      std::vector<float> lp, lf;
+      ASSERT_TRUE(plain->forward(b, &lp).ok()) << "step " << s;
+      const Status st = fused->forward(b, &lf);
+      ASSERT_TRUE(st.ok()) << st.to_string() << ", step " << s;
+      ASSERT_EQ(lp.size(), lf.size());
+      for (float x : lf) ASSERT_TRUE(std::isfinite(x)) << "step " << s;
+      ASSERT_EQ(std::memcmp(lp.data(), lf.data(), lp.size() * sizeof(float)), 0) << "step " << s;
+      if (s > 0) seq.push_back(static_cast<int32_t>(std::max_element(lp.begin(), lp.end()) - lp.begin()));
+    }
+    EXPECT_TRUE(fused->cuda_graphs());
+    EXPECT_EQ(plain->skinny_calls(), fused->skinny_calls());
+    EXPECT_GT(fused->skinny_calls(), 0);
   }
 }
 

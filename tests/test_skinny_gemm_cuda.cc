@@ -1,12 +1,15 @@
 // Skinny GEMMs on CUDA (issue 27; label gpu): c = a · wᵀ for 1..32 rows of a against a float64
 // reference over the same bf16 inputs (random N(0,1) a, N(0, 1/k) w, fixed seeds), for every
 // epilogue: bf16 outputs in three pieces (a fused QKV), fp32 (logits), the residual add with and
-// without the RMSNorm after it, SwiGLU; rows 1, 3, 8, 9, 16, 17, 31, 32 (the three instances and
-// their edges), n and k from one sub-slice to the 8B model's, splits even and uneven. Outputs
-// and workspace poisoned (NaN) first; NaN never passes. Bad shapes and a short workspace: a clear
-// status, nothing written. The split rule (host only) runs without a GPU.
+// without the RMSNorm after it (launched: in two launches and in one), SwiGLU, and rotary + the
+// K/V append (bit for bit against kStore then rope_append, bf16 and FP8 pools); rows 1, 3, 8, 9,
+// 16, 17, 31, 32 (the three instances and their edges), n and k from one sub-slice to the 8B
+// model's, splits even and uneven. Outputs and workspace poisoned (NaN) first; NaN never passes.
+// Bad shapes and a short workspace: a clear status, nothing written. The split rules (host
+// only) run without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "kvcache/page_view.h"
+#include "server/model/cuda/model_kernels.h"
 #include "server/model/cuda/skinny_gemm.h"
 #include "tests/cuda_support.h"
 
@@ -192,7 +197,10 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
           }
         }
         // kResidual, with the norm and without it: x0 random, x = x0 + c, h = bf16(w · x · rsqrt(mean x² + eps)).
-        for (bool norm : {true, false}) {
+        // (With the launched epilogue the norm also in one launch, a block a row: norm_one_launch.)
+        for (int variant : {0, 1, 2}) {
+          const bool norm = variant < 2, one_launch = variant == 1;
+          if (one_launch && !launch) continue;
           std::mt19937 rng(static_cast<uint32_t>(seed * 7));
           std::normal_distribution<float> normal(0.f, 2.f);
           std::vector<float> x0(static_cast<size_t>(m * s.n));
@@ -206,6 +214,7 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
           o.norm_weight = norm ? dnw.as<__nv_bfloat16>() : nullptr;
           o.normed = norm ? dh.as<__nv_bfloat16>() : nullptr;
           o.eps = 1e-5f;
+          o.norm_one_launch = one_launch;
           ASSERT_TRUE(model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, s.n, s.k, o,
                                                p.workspace(), sms, nullptr)
                           .ok());
@@ -221,9 +230,10 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
             const double inv = 1.0 / std::sqrt(ss / static_cast<double>(s.n) + 1e-5);
             for (int64_t j = 0; j < s.n; ++j) want_h[i * s.n + j] = nw.value[j] * want_x[i * s.n + j] * inv;
           }
-          EXPECT_EQ(check("residual", x, want_x, 16 * fp32_ulp, scale + 8), "") << how;
+          const std::string variant_how = how + (one_launch ? ", norm in one launch" : "");
+          EXPECT_EQ(check("residual", x, want_x, 16 * fp32_ulp, scale + 8), "") << variant_how;
           if (norm) {
-            EXPECT_EQ(check("rms norm", download_bf16(dh, m * s.n), want_h, bf16_ulp, 4), "") << how;
+            EXPECT_EQ(check("rms norm", download_bf16(dh, m * s.n), want_h, bf16_ulp, 4), "") << variant_how;
           }
         }
         // kSwiGLU: columns [0, n/2) gate, [n/2, n) up.
@@ -357,6 +367,217 @@ TEST(SkinnyGemmCuda, FusedEpilogueReplaysInAGraph) {
   cudaStreamDestroy(stream);
 }
 
+// kRopeAppend (the fused QKV's epilogue with rotary and the K/V append): bit for bit what kStore
+// followed by rope_append writes (q, k, v and the pool's bytes, bf16 and FP8 pools, from the
+// same random pool bytes), and q, k, v within bf16 of float64 rotary over the float64 c. Slots
+// outside the pool (-1, the pool's size) are skipped; without append the pool is untouched.
+// Shapes: whole heads of d 128 (the 8B model's 32/8 heads and a small 4/2) and d 64 (6/2 heads,
+// k an odd multiple of 64); rows 1, 3, 16, 17.
+TEST(SkinnyGemmCuda, RopeAppendEpilogueMatchesStoreThenRopeAppend) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int sms = device_sms();
+  struct Shape {
+    int heads, kv_heads, d;
+    int64_t k;
+  };
+  const Shape shapes[] = {{4, 2, 128, 4224}, {32, 8, 128, 4096}, {6, 2, 64, 576}};
+  const int32_t num_blocks = 7, block_size = 5;  // 35 slots: a token's slot mid-page too
+  uint64_t seed = 2750;
+  for (const Shape& sh : shapes) {
+    const int64_t qc = int64_t{sh.heads} * sh.d, kc = int64_t{sh.kv_heads} * sh.d, n = qc + 2 * kc;
+    std::vector<float> inv_freq(static_cast<size_t>(sh.d / 2));
+    for (size_t i = 0; i < inv_freq.size(); ++i)
+      inv_freq[i] = static_cast<float>(std::pow(500000.0, -2.0 * static_cast<double>(i) / sh.d));
+    DeviceBuffer d_inv = to_device(inv_freq);
+    for (int64_t m : {1, 3, 16, 17}) {
+      if (n * sh.k > (8 << 20) && m != 1 && m != 17) continue;  // the long references: fewer rows
+      Problem p = make_problem(m, n, sh.k, seed++, sms);
+      std::mt19937 rng(static_cast<uint32_t>(seed * 13));
+      // Distinct slots in the pool; with 3 rows or more, row 1 at -1 and row 2 at the pool's size.
+      std::vector<int64_t> slots(static_cast<size_t>(num_blocks * block_size));
+      for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots.resize(static_cast<size_t>(m));
+      if (m >= 3) {
+        slots[1] = -1;
+        slots[2] = int64_t{num_blocks} * block_size;
+      }
+      std::vector<int32_t> positions(static_cast<size_t>(m));
+      for (int32_t& pos : positions) pos = static_cast<int32_t>(rng() % 8192);
+      DeviceBuffer d_slots = to_device(slots), d_pos = to_device(positions);
+      const std::string what = "heads " + std::to_string(sh.heads) + "/" + std::to_string(sh.kv_heads) + " d " +
+                               std::to_string(sh.d) + " k " + std::to_string(sh.k) + " m " + std::to_string(m);
+      for (DType dtype : {DType::kBFloat16, DType::kFp8E4M3, DType::kFp8E5M2}) {
+        for (bool append : {true, false}) {
+          if (!append && dtype != DType::kBFloat16) continue;
+          const std::string how = what + " " + dtype_name(dtype) + (append ? "" : ", no append");
+          const int64_t pool_bytes = int64_t{num_blocks} * 2 * kc * block_size * dtype_size(dtype);
+          std::vector<uint8_t> pool0(static_cast<size_t>(pool_bytes));
+          for (uint8_t& b : pool0) b = static_cast<uint8_t>(rng() % 0x7b);  // finite codes, never all zero
+          std::vector<float> k_scales(static_cast<size_t>(sh.kv_heads)), v_scales(k_scales.size());
+          for (size_t h = 0; h < k_scales.size(); ++h) {
+            k_scales[h] = 0.01f + 0.003f * static_cast<float>(h);
+            v_scales[h] = 0.02f + 0.005f * static_cast<float>(h);
+          }
+          DeviceBuffer d_ks = to_device(k_scales), d_vs = to_device(v_scales);
+          // Run A: kStore, then rope_append; run B: kRopeAppend. Outputs poisoned, pools alike.
+          struct Run {
+            DeviceBuffer q, k, v, pool;
+            KVPageView pages;
+          } runs[2];
+          for (Run& r : runs) {
+            r.q.allocate(m * qc * 2);
+            r.k.allocate(m * kc * 2);
+            r.v.allocate(m * kc * 2);
+            r.pool = to_device(pool0);
+            r.pages = make_page_view(r.pool.get(), dtype, num_blocks, sh.kv_heads, block_size, sh.d, nullptr, 0, nullptr);
+            if (is_fp8(dtype)) {
+              r.pages.k_scales = d_ks.as<float>();
+              r.pages.v_scales = d_vs.as<float>();
+            }
+          }
+          SkinnyOutput o;
+          o.launch_epilogue = true;
+          o.cols[0] = qc;
+          o.cols[1] = o.cols[2] = kc;
+          for (int i = 0; i < 2; ++i) {
+            o.out[0] = runs[i].q.as<__nv_bfloat16>();
+            o.out[1] = runs[i].k.as<__nv_bfloat16>();
+            o.out[2] = runs[i].v.as<__nv_bfloat16>();
+            if (i == 1) {
+              o.kind = SkinnyEpilogue::kRopeAppend;
+              o.positions = d_pos.as<int32_t>();
+              o.inv_freq = d_inv.as<float>();
+              o.slots = d_slots.as<int64_t>();
+              o.head_dim = sh.d;
+              o.pages = runs[i].pages;
+              o.append = append;
+            }
+            const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), m, n,
+                                                       sh.k, o, p.workspace(), sms, nullptr);
+            ASSERT_TRUE(st.ok()) << st.to_string() << ", " << how;
+            if (i == 0)
+              FS_ASSERT_CUDA(model::cuda::rope_append(runs[0].q.as<__nv_bfloat16>(), runs[0].k.as<__nv_bfloat16>(),
+                                                      runs[0].v.as<__nv_bfloat16>(), d_pos.as<int32_t>(),
+                                                      d_inv.as<float>(), d_slots.as<int64_t>(), m, sh.heads,
+                                                      sh.kv_heads, sh.d, runs[0].pages, append, nullptr));
+          }
+          FS_ASSERT_CUDA(cudaDeviceSynchronize());
+          auto bytes = [](const DeviceBuffer& b, int64_t count) {
+            std::vector<uint8_t> h(static_cast<size_t>(count));
+            b.download(h.data(), count);
+            return h;
+          };
+          EXPECT_EQ(bytes(runs[0].q, m * qc * 2), bytes(runs[1].q, m * qc * 2)) << "q, " << how;
+          EXPECT_EQ(bytes(runs[0].k, m * kc * 2), bytes(runs[1].k, m * kc * 2)) << "k, " << how;
+          EXPECT_EQ(bytes(runs[0].v, m * kc * 2), bytes(runs[1].v, m * kc * 2)) << "v, " << how;
+          const std::vector<uint8_t> pool_a = bytes(runs[0].pool, pool_bytes), pool_b = bytes(runs[1].pool, pool_bytes);
+          EXPECT_EQ(pool_a, pool_b) << "pool, " << how;
+          // What changed in the pool: a written slot's K and V for every kv head, nothing else.
+          int64_t changed = 0, outside = 0;
+          const int64_t elem = dtype_size(dtype);
+          for (int64_t at = 0; at < pool_bytes; ++at) {
+            if (pool_b[static_cast<size_t>(at)] == pool0[static_cast<size_t>(at)]) continue;
+            ++changed;
+            const int64_t e = at / elem, slot_in_block = e / sh.d % block_size, block = e / (2 * kc * block_size);
+            const int64_t slot = block * block_size + slot_in_block;
+            bool written = false;
+            for (int64_t t = 0; t < m; ++t) written = written || (append && slots[static_cast<size_t>(t)] == slot);
+            if (!written) ++outside;
+          }
+          EXPECT_EQ(outside, 0) << "pool bytes changed outside the written slots, " << how;
+          if (append) {
+            EXPECT_GT(changed, 0) << how;
+          } else {
+            EXPECT_EQ(changed, 0) << how;
+          }
+          // Against float64 rotary over the float64 c (bf16 rounding of c and of the result).
+          if (dtype != DType::kBFloat16) continue;
+          const std::vector<float> q = download_bf16(runs[1].q, m * qc), k = download_bf16(runs[1].k, m * kc),
+                                   v = download_bf16(runs[1].v, m * kc);
+          int64_t bad = 0;
+          std::string first;
+          const double ulp = std::ldexp(1.0, -8), scale = max_abs(p.c);
+          for (int64_t t = 0; t < m; ++t) {
+            for (int h = 0; h < sh.heads + sh.kv_heads; ++h)
+              for (int i = 0; i < sh.d / 2; ++i) {
+                const int64_t col = int64_t{h} * sh.d + i;
+                const double x = p.c[t * n + col], y = p.c[t * n + col + sh.d / 2];
+                const double ang = positions[t] * static_cast<double>(inv_freq[i]);
+                const double ra = x * std::cos(ang) - y * std::sin(ang), rb = y * std::cos(ang) + x * std::sin(ang);
+                const bool is_q = h < sh.heads;
+                const float* row = is_q ? &q[(t * sh.heads + h) * sh.d] : &k[(t * sh.kv_heads + h - sh.heads) * sh.d];
+                const double tol = 3 * ulp * (std::fabs(x) + std::fabs(y)) + 1e-5 * scale;
+                for (auto [got, want] : {std::pair{row[i], ra}, std::pair{row[i + sh.d / 2], rb}})
+                  if (!(std::fabs(got - want) <= tol) && bad++ == 0)
+                    first = "row " + std::to_string(t) + " head " + std::to_string(h) + " dim " + std::to_string(i) +
+                            ": " + std::to_string(got) + " vs " + std::to_string(want);
+              }
+            for (int64_t e = 0; e < kc; ++e) {
+              const double want = p.c[t * n + qc + kc + e];
+              if (!(std::fabs(v[t * kc + e] - want) <= 2 * ulp * std::fabs(want) + 1e-5 * scale) && bad++ == 0)
+                first = "v row " + std::to_string(t) + " at " + std::to_string(e);
+            }
+          }
+          EXPECT_EQ(bad, 0) << "against float64, first: " << first << ", " << how;
+        }
+      }
+    }
+  }
+}
+
+// kRopeAppend's refusals: pieces that are not whole heads, a missing positions / inv_freq, an
+// append without slots or with FP8 pages lacking scales: INVALID_ARGUMENT, nothing written.
+TEST(SkinnyGemmCuda, RopeAppendRefusesWhatItCannotDo) {
+  FS_SKIP_WITHOUT_CUDA();
+  const int sms = device_sms();
+  Problem p = make_problem(2, 512, 256, 3200, sms);  // heads 2 of d 128, kv heads 1
+  DeviceBuffer q(2 * 256 * 2), k(2 * 128 * 2), v(2 * 128 * 2), pos(2 * 4), inv(64 * 4), slots(2 * 8), pool(4 * 2 * 128 * 4);
+  auto good = [&] {
+    SkinnyOutput o;
+    o.kind = SkinnyEpilogue::kRopeAppend;
+    o.out[0] = q.as<__nv_bfloat16>();
+    o.out[1] = k.as<__nv_bfloat16>();
+    o.out[2] = v.as<__nv_bfloat16>();
+    o.cols[0] = 256;
+    o.cols[1] = o.cols[2] = 128;
+    o.positions = pos.as<int32_t>();
+    o.inv_freq = inv.as<float>();
+    o.slots = slots.as<int64_t>();
+    o.head_dim = 128;
+    o.pages = make_page_view(pool.get(), DType::kBFloat16, 4, 1, 2, 128, nullptr, 0, nullptr);
+    o.append = true;
+    return o;
+  };
+  std::vector<SkinnyOutput> bad;
+  for (int i = 0; i < 7; ++i) bad.push_back(good());
+  bad[0].head_dim = 96;             // pieces not whole heads
+  bad[1].positions = nullptr;
+  bad[2].inv_freq = nullptr;
+  bad[3].slots = nullptr;           // an append without slots
+  bad[4].pages.dtype = DType::kFp8E4M3;  // FP8 pages without scales
+  bad[5].cols[1] = 256;             // k wider than v (and the sum not n)
+  bad[5].cols[0] = 0;
+  bad[6].out[2] = nullptr;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), 2, 512, 256,
+                                               bad[i], p.workspace(), sms, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "case " << i;
+    EXPECT_NE(st.message().find("kRopeAppend"), std::string::npos) << st.to_string();
+  }
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  for (const DeviceBuffer* b : {&q, &k, &v}) {
+    std::vector<uint16_t> bits(static_cast<size_t>(b == &q ? 512 : 256));
+    b->download(bits.data(), static_cast<int64_t>(bits.size() * 2));
+    for (uint16_t x : bits) ASSERT_EQ(x, 0xffff) << "a refused call wrote its output";
+  }
+  std::vector<uint8_t> pb(4 * 2 * 128 * 4);
+  pool.download(pb.data(), static_cast<int64_t>(pb.size()));
+  for (uint8_t x : pb) ASSERT_EQ(x, 0xff) << "a refused call wrote the pool";
+  // The good call goes through (and fuses nothing: a launch of its own).
+  EXPECT_FALSE(model::cuda::skinny_gemm_fuses(2, 512, good(), p.workspace()));
+}
+
 // The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and ceil(k / 128)
 // splits, a divisor of the sub-slices where one is in range; the workspace follows.
 TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
@@ -385,6 +606,7 @@ TEST(SkinnyGemmSplits, FillsTheGpuWithinItsBounds) {
 }
 
 // FLASHSERVE_SKINNY_SPLITS=N (A/B benchmarks) forces min(N, the cap) splits; 0 or junk: the rule.
+// FLASHSERVE_SKINNY_SPLIT_RULE=wave: one wave's worth instead; other values: the rule.
 TEST(SkinnyGemmSplits, ForcedByTheEnvironmentWithinTheCap) {
   {
     const ScopedEnv force("FLASHSERVE_SKINNY_SPLITS", "4");
@@ -403,6 +625,23 @@ TEST(SkinnyGemmSplits, ForcedByTheEnvironmentWithinTheCap) {
     EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);
   }
   EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);  // the variable gone again
+  {
+    // FLASHSERVE_SKINNY_SPLIT_RULE=wave: the most splits within one wave of 4 CTAs an SM.
+    const ScopedEnv rule("FLASHSERVE_SKINNY_SPLIT_RULE", "wave");
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 5);     // qkv: 480 CTAs
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 4096, 132), 8);     // o: 512
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(28672, 4096, 132), 1);    // gate|up: 448
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(4096, 14336, 132), 8);    // down: 512
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(128256, 4096, 132), 1);   // lm_head: many waves anyway
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(16, 896, 132), 7);        // the cap
+    EXPECT_EQ(model::cuda::skinny_gemm_workspace_bytes(2, 6144, 4096, 132), (int64_t{5} * 2 * 6144 + 2 * 96) * 4);
+    const ScopedEnv force("FLASHSERVE_SKINNY_SPLITS", "3");  // a forced count still wins
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 3);
+  }
+  for (const char* other : {"", "divisor"}) {
+    const ScopedEnv rule("FLASHSERVE_SKINNY_SPLIT_RULE", other);
+    EXPECT_EQ(model::cuda::skinny_gemm_splits(6144, 4096, 132), 8);
+  }
 }
 
 }  // namespace

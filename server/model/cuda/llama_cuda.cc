@@ -213,7 +213,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(m->inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
   // Skinny GEMMs (decode steps): QKV as one weight where the three are adjacent (the weight
   // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
-  // Exactly "1" / "0" (and "launch" / "fused"); anything else leaves the options as they are.
+  // Exactly "1" / "0" (and "launch" / "fused", "one" / "two"); anything else leaves the options as they are.
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
     m->opt_.skinny_gemm = env[0] == '1';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_MAX_ROWS"); env != nullptr) {
@@ -223,6 +223,10 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   }
   if (const char* env = std::getenv("FLASHSERVE_MODEL_PDL"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
     m->opt_.pdl = env[0] == '1';
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_ROPE"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
+    m->opt_.skinny_rope_append = env[0] == '1';
+  if (const char* env = std::getenv("FLASHSERVE_SKINNY_NORM"); env != nullptr && (!std::strcmp(env, "one") || !std::strcmp(env, "two")))
+    m->opt_.skinny_norm_one_launch = env[0] == 'o';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
       env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
     m->opt_.skinny_launch_epilogue = env[0] == 'l';
@@ -260,6 +264,13 @@ void LlamaCudaModel::set_skinny_gemm(bool on) {
 void LlamaCudaModel::set_skinny_launch_epilogue(bool on) {
   if (on == opt_.skinny_launch_epilogue) return;
   opt_.skinny_launch_epilogue = on;
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+  graphs_.clear();
+}
+
+void LlamaCudaModel::set_skinny_rope_append(bool on) {
+  if (on == opt_.skinny_rope_append) return;
+  opt_.skinny_rope_append = on;
   for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   graphs_.clear();
 }
@@ -414,6 +425,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     o.norm_weight = norm;
     o.normed = norm != nullptr ? h_ : nullptr;
     o.eps = eps;
+    o.norm_one_launch = opt_.skinny_norm_one_launch;
     return o;
   };
   bool h_ready = false;
@@ -421,6 +433,16 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
     const Layer& L = layers_[layer];
     if (!h_ready) FS_CUDA_RETURN_IF_ERROR(model::cuda::rms_norm(x_, L.in_norm, T, H, eps, h_, stream_, opt_.pdl));
     h_ready = false;
+    // The layer's pages (the decode rows' tables first, then the prefill rows').
+    const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
+    // An FP8 layer's first write calibrates its scales first: rotary alone, the amax of the
+    // rotated K and of V, then KVStorage's quantizing append.
+    const bool calibrate = kv_scales_.needs_calibration(layer);
+    // Rotary on q and k and the new K/V into their slots (the cache layout is the project's,
+    // [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it; an FP8 cache
+    // quantized there too): in the fused QKV GEMM's epilogue (opt_.skinny_rope_append) or by
+    // rope_append after the projections, one launch either way.
+    bool roped = false;
     if (qkv_fused_ && skinny(T, (Hq + 2 * Hkv) * D, H, H, h_, L.wq)) {
       SkinnyOutput o;  // one GEMM over [wq; wk; wv], its columns into q_, k_, v_
       o.out[0] = q_;
@@ -428,23 +450,27 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
       o.out[2] = v_;
       o.cols[0] = Hq * D;
       o.cols[1] = o.cols[2] = Hkv * D;
+      if (opt_.skinny_rope_append && !calibrate) {
+        o.kind = SkinnyEpilogue::kRopeAppend;
+        o.positions = a.positions;
+        o.inv_freq = inv_freq_;
+        o.slots = a.slots;
+        o.head_dim = static_cast<int32_t>(D);
+        o.pages = pages;
+        o.append = true;
+        roped = true;
+      }
       FS_RETURN_IF_ERROR(skinny_call(h_, H, L.wq, T, (Hq + 2 * Hkv) * D, H, o));
     } else {
       FS_RETURN_IF_ERROR(gemm(h_, L.wq, T, Hq * D, H, q_, false));
       FS_RETURN_IF_ERROR(gemm(h_, L.wk, T, Hkv * D, H, k_, false));
       FS_RETURN_IF_ERROR(gemm(h_, L.wv, T, Hkv * D, H, v_, false));
     }
-    // The layer's pages (the decode rows' tables first, then the prefill rows').
-    const KVPageView pages = kv_.view(layer, a.block_tables, step.block_table_stride, a.seq_lens);
-    // Rotary on q and k and the new K/V into their slots: one launch (the cache layout is the
-    // project's, [blocks, 2, kv_heads, block_size, head_dim], as KVStorage allocates it; an FP8
-    // cache quantized there too). An FP8 layer's first write calibrates its scales first: rotary
-    // alone, the amax of the rotated K and of V, then KVStorage's quantizing append.
-    const bool calibrate = kv_scales_.needs_calibration(layer);
-    FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
-                                                     static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
-                                                     static_cast<int32_t>(D), pages, /*append=*/!calibrate, stream_,
-                                                     opt_.pdl));
+    if (!roped)
+      FS_CUDA_RETURN_IF_ERROR(model::cuda::rope_append(q_, k_, v_, a.positions, inv_freq_, a.slots, T,
+                                                       static_cast<int32_t>(Hq), static_cast<int32_t>(Hkv),
+                                                       static_cast<int32_t>(D), pages, /*append=*/!calibrate,
+                                                       stream_, opt_.pdl));
     if (calibrate) {
       FS_RETURN_IF_ERROR(calibrate_layer(layer, T));
       FS_RETURN_IF_ERROR(kv_.append(layer, 1, DType::kBFloat16, k_, v_, a.slots, T, stream_));

@@ -51,6 +51,14 @@ struct CudaModelOptions {
   // serially at each GEMM's tail), or inside the GEMM's launch where they can be
   // (FLASHSERVE_SKINNY_EPILOGUE=launch or fused, read at create, overrides this).
   bool skinny_launch_epilogue = true;
+  // Rotary + the K/V append in the fused QKV GEMM's epilogue (SkinnyEpilogue::kRopeAppend: the
+  // same bits as rope_append after it, one launch a layer fewer). Off until measured on the GPU
+  // (written in session 27 without one). FLASHSERVE_SKINNY_ROPE=1 or 0, read at create, overrides this.
+  bool skinny_rope_append = false;
+  // The residual add + RMSNorm after o and down in one launch, a cluster of blocks a row
+  // (SkinnyOutput::norm_one_launch, sm_90+), instead of two. Off until measured (session 27, no GPU).
+  // FLASHSERVE_SKINNY_NORM=one or two, read at create, overrides this.
+  bool skinny_norm_one_launch = false;
   // lm_head by skinny_gemm too (fp32 logits): off, since cuBLAS alone reads it at 93% of the
   // bandwidth (254 us against 284-287 at 1 row) and it has no epilogue to fuse.
   bool skinny_lm_head = false;
@@ -104,6 +112,7 @@ class LlamaCudaModel : public Model {
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
   void set_skinny_launch_epilogue(bool on);
+  void set_skinny_rope_append(bool on);
   bool skinny_gemm() const { return opt_.skinny_gemm; }
   // skinny_gemm calls made so far (issued or captured into a graph; tests check the path ran).
   int64_t skinny_calls() const { return skinny_calls_; }

@@ -1,8 +1,8 @@
 #include "server/model/cuda/model_kernels.h"
 
 #include "attention/cuda/pdl.cuh"
-#include "kvcache/cuda/fp8_quantize.cuh"
 #include "kvcache/page_view.h"
+#include "server/model/cuda/rope_append.cuh"
 
 namespace flashserve::model::cuda {
 
@@ -38,49 +38,34 @@ __global__ void rms_norm_kernel(const float* x, const __nv_bfloat16* w, int64_t 
     y[t * hidden + i] = __float2bfloat16_rn(__bfloat162float(w[i]) * (row[i] * inv));
 }
 
-// An FP8 pool (fp8): the bf16 value quantized with its kv head's scale (fp8_code), as
+// An FP8 pool: the bf16 value quantized with its kv head's scale (kv_store), as
 // KVStorage::append would quantize the bf16 K/V this kernel leaves in k and v: the same codes.
 __global__ void rope_append_kernel(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const int32_t* positions, const float* inv_freq, const int64_t* slots,
-                                   int32_t heads, int32_t kv_heads, int32_t head_dim, char* k_pages, char* v_pages,
-                                   const __grid_constant__ KVPageView pages, int64_t capacity, bool append, bool fp8,
-                                   bool e5m2) {
+                                   int32_t heads, int32_t kv_heads, int32_t head_dim,
+                                   const __grid_constant__ KVPageView pages, bool append) {
   pdl_wait();
   pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int half = head_dim / 2;
   const float pos = static_cast<float>(positions[t]);
-  const int64_t slot = append ? slots[t] : -1;
-  const bool write = slot >= 0 && slot < capacity;
-  // The slot's kv head 0, once (a 64-bit division); kv head h is offset(0, h, 0) further.
-  const int64_t at_slot = write ? pages.offset_of_slot(slot, 0) : 0;
-  auto store = [&](char* pool, const float* scales, int h, int d, __nv_bfloat16 x) {
-    const int64_t at = at_slot + pages.offset(0, h, 0) + d;  // elements
-    if (fp8) {
-      reinterpret_cast<uint8_t*>(pool)[at] =
-          static_cast<uint8_t>(::flashserve::cuda::fp8_code(__bfloat162float(x), scales[h], e5m2));
-    } else {
-      reinterpret_cast<__nv_bfloat16*>(pool)[at] = x;
-    }
-  };
+  const int64_t base = kv_slot_base(pages, slots, t, append);  // once (a 64-bit division)
   for (int j = threadIdx.x; j < (heads + kv_heads) * half; j += blockDim.x) {
     const int h = j / half, i = j % half;
-    float sn, cs;
-    sincosf(pos * inv_freq[i], &sn, &cs);
     const bool is_q = h < heads;
     __nv_bfloat16* row = is_q ? q + (t * heads + h) * head_dim : k + (t * kv_heads + (h - heads)) * head_dim;
-    const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
-    const __nv_bfloat16 ra = __float2bfloat16_rn(a * cs - b * sn), rb = __float2bfloat16_rn(b * cs + a * sn);
-    row[i] = ra;
-    row[i + half] = rb;
-    if (!is_q && write) {
-      store(k_pages, pages.k_scales, h - heads, i, ra);
-      store(k_pages, pages.k_scales, h - heads, i + half, rb);
+    __nv_bfloat16 a = row[i], b = row[i + half];
+    rope_rotate(pos, inv_freq[i], a, b);
+    row[i] = a;
+    row[i + half] = b;
+    if (!is_q && base >= 0) {
+      kv_store(pages, false, base, h - heads, i, a);
+      kv_store(pages, false, base, h - heads, i + half, b);
     }
   }
-  if (write)
+  if (base >= 0)
     for (int j = threadIdx.x; j < kv_heads * head_dim; j += blockDim.x)
-      store(v_pages, pages.v_scales, j / head_dim, j % head_dim, v[t * kv_heads * head_dim + j]);
+      kv_store(pages, true, base, j / head_dim, j % head_dim, v[t * kv_heads * head_dim + j]);
 }
 
 // Block b: K's (b < kv_heads) or V's head b % kv_heads; a max over the block (|x| >= 0, so the
@@ -165,17 +150,9 @@ cudaError_t rope_append(__nv_bfloat16* q, __nv_bfloat16* k, const __nv_bfloat16*
                         const float* inv_freq, const int64_t* slots, int64_t t, int32_t heads, int32_t kv_heads,
                         int32_t head_dim, const KVPageView& pages, bool append, cudaStream_t s,
                         bool dependent) {
-  // The view's pages are the layer's storage, written here (the view holds them const for its readers).
-  auto* k_pages = static_cast<char*>(const_cast<void*>(pages.k_pages));
-  auto* v_pages = static_cast<char*>(const_cast<void*>(pages.v_pages));
-  const bool fp8 = is_fp8(pages.dtype);
-  if (append && (pages.block_size < 1 || (pages.dtype != DType::kBFloat16 && !fp8) ||
-                 (fp8 && (pages.k_scales == nullptr || pages.v_scales == nullptr))))
-    return cudaErrorInvalidValue;
-  const int64_t capacity = append ? int64_t{pages.num_blocks} * pages.block_size : 0;
+  if (append && !kv_appendable(pages)) return cudaErrorInvalidValue;
   return launch_kernel<rope_append_kernel>(dim3(static_cast<unsigned>(t)), dim3(kThreads), 0, s, dependent, q, k, v,
-                                           positions, inv_freq, slots, heads, kv_heads, head_dim, k_pages, v_pages,
-                                           pages, capacity, append, fp8, pages.dtype == DType::kFp8E5M2);
+                                           positions, inv_freq, slots, heads, kv_heads, head_dim, pages, append);
 }
 
 cudaError_t kv_amax(const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t, int32_t kv_heads, int32_t head_dim,

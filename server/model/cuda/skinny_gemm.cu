@@ -13,6 +13,8 @@
 // c to the workspace; the epilogue kernel sums the splits and finishes (SkinnyEpilogue).
 #include "server/model/cuda/skinny_gemm.h"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/pdl.cuh"
 #include "common/cuda_check.h"
+#include "server/model/cuda/rope_append.cuh"
 
 namespace flashserve::model::cuda {
 
@@ -342,6 +345,106 @@ __global__ void skinny_norm_kernel(int64_t n, SkinnyOutput out, const float* squ
   if (col < n) norm_one(out, n, row, col, rsqrtf(total / static_cast<float>(n) + out.eps));
 }
 
+// kResidual with a norm in one launch (SkinnyOutput::norm_one_launch; sm_90+): a cluster of
+// kNormCluster blocks a row, block r adding c's columns r·span .. + span - 1 into x and summing
+// their new x²; the cluster's sums meet in distributed shared memory (every block adds the
+// eight in the same order: one inv a row), then each block writes h for its columns. No grid
+// boundary between the add and the norm, and a row's partials still spread over eight SMs
+// (one block a row would read 16 splits × 16 KB through one SM at batch 1).
+constexpr int kNormCluster = 8;
+__global__ void __launch_bounds__(kFinishThreads)
+    skinny_residual_norm_kernel(const float* partial, int splits, int m, int64_t n, const __grid_constant__ SkinnyOutput out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  pdl_wait();
+  pdl_launch_dependents();
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.y;
+  const int64_t span = (n + kNormCluster - 1) / kNormCluster, c0 = cluster.block_rank() * span;
+  const int64_t c1 = c0 + span < n ? c0 + span : n;
+  float ss = 0.f;
+  for (int64_t col = c0 + threadIdx.x; col < c1; col += kFinishThreads) {
+    const float v = finish_one(out, partial, splits, plane, n, row, col);
+    ss += v * v;
+  }
+  __shared__ float part[kFinishThreads / 32];
+  __shared__ float block_ss, inv;
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
+    block_ss = total;
+  }
+  cluster.sync();  // every block's block_ss, cluster-wide
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (unsigned r = 0; r < kNormCluster; ++r) total += *cluster.map_shared_rank(&block_ss, r);
+    inv = rsqrtf(total / static_cast<float>(n) + out.eps);
+  }
+  cluster.sync();  // inv for the block; no block leaves (its shared memory) before the others read it
+  for (int64_t col = c0 + threadIdx.x; col < c1; col += kFinishThreads) norm_one(out, n, row, col, inv);  // x: this thread's own
+#endif
+}
+
+// kRopeAppend: block (b, row) takes items 256·b .. + 255 of the row: first the (i, i + D/2)
+// pairs of q's and k's heads (c's columns [0, (heads + kv_heads)·D)), summed over the splits,
+// rounded to bf16, rotated and stored as rope_append does (and k's into the pool), then v's
+// columns, stored and appended. The row's slot once a thread (kv_slot_base).
+__global__ void skinny_rope_kernel(const float* partial, int splits, int m, int64_t n,
+                                   const __grid_constant__ SkinnyOutput out) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const int64_t plane = static_cast<int64_t>(m) * n, row = blockIdx.y;
+  const int d = out.head_dim, half = d / 2;
+  const int heads = static_cast<int>(out.cols[0] / d), kv_heads = static_cast<int>(out.cols[1] / d);
+  const int pairs = (heads + kv_heads) * half;
+  const int j = static_cast<int>(blockIdx.x) * kFinishThreads + static_cast<int>(threadIdx.x);
+  if (j >= pairs + kv_heads * d) return;
+  const int64_t base = kv_slot_base(out.pages, out.slots, row, out.append);
+  const float* c = partial + row * n;
+  if (j < pairs) {
+    const int h = j / half, i = j % half;
+    const int64_t col = static_cast<int64_t>(h) * d + i;
+    __nv_bfloat16 a = __float2bfloat16_rn(sum_splits(c, splits, plane, col));
+    __nv_bfloat16 b = __float2bfloat16_rn(sum_splits(c, splits, plane, col + half));
+    rope_rotate(static_cast<float>(out.positions[row]), out.inv_freq[i], a, b);
+    const bool is_q = h < heads;
+    __nv_bfloat16* dst = is_q ? out.out[0] + (row * heads + h) * d : out.out[1] + (row * kv_heads + h - heads) * d;
+    dst[i] = a;
+    dst[i + half] = b;
+    if (!is_q && base >= 0) {
+      kv_store(out.pages, false, base, h - heads, i, a);
+      kv_store(out.pages, false, base, h - heads, i + half, b);
+    }
+  } else {
+    const int e = j - pairs;  // v's element: kv head e / d, dim e % d
+    const __nv_bfloat16 x =
+        __float2bfloat16_rn(sum_splits(c, splits, plane, static_cast<int64_t>(heads + kv_heads) * d + e));
+    out.out[2][row * kv_heads * d + e] = x;
+    if (base >= 0) kv_store(out.pages, true, base, e / d, e % d, x);
+  }
+}
+
+// Whether skinny_residual_norm_kernel's clusters can run here: its code sm_90+ and a cluster of
+// kNormCluster blocks placeable (cudaOccupancyMaxActiveClusters), asked once; else the norm
+// takes two launches whatever norm_one_launch says.
+bool residual_norm_clusters_fit() {
+  static const bool fit = [] {
+    if (::flashserve::cuda::binary_version<skinny_residual_norm_kernel>() < 90) return false;
+    ::flashserve::cuda::LaunchConfig probe(dim3(kNormCluster, 1), dim3(kFinishThreads), 0, nullptr, false);
+    probe.cluster(dim3(kNormCluster, 1, 1));
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, skinny_residual_norm_kernel, &probe.config) != cudaSuccess) {
+      (void)cudaGetLastError();  // the query's own error: two launches
+      return false;
+    }
+    return clusters > 0;
+  }();
+  return fit;
+}
+
 }  // namespace
 
 bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) {
@@ -358,6 +461,12 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sms) {
     const long f = std::strtol(force, nullptr, 10);
     if (f >= 1) return static_cast<int>(std::min<int64_t>(f, cap));
   }
+  // FLASHSERVE_SKINNY_SPLIT_RULE=wave (read at each call; A/B, not measured yet): the most
+  // splits whose CTAs fit one wave of 4 an SM (qkv 5, o and down 8, gate|up 1 on 132 SMs), where
+  // the rule below gives 1.45-1.94 waves (qkv 768 CTAs, o 1024, gate|up and down 896), whose
+  // last partial wave streams with fewer CTAs an SM.
+  if (const char* rule = std::getenv("FLASHSERVE_SKINNY_SPLIT_RULE"); rule != nullptr && !std::strcmp(rule, "wave"))
+    return static_cast<int>(std::clamp<int64_t>(4ll * std::max(1, sms) / blocks, 1, cap));
   if (need >= cap) return static_cast<int>(cap);
   for (int64_t s = need; s <= cap; ++s)  // a divisor of the sub-slices: every split the same work
     if (subs % s == 0) return static_cast<int>(s);
@@ -375,6 +484,7 @@ int64_t skinny_gemm_counters(int64_t n) { return (n + kRowsPerCta - 1) / kRowsPe
 
 bool skinny_gemm_fuses(int64_t m, int64_t n, const SkinnyOutput& out, const SkinnyWorkspace& ws) {
   if (out.launch_epilogue || ws.counters == nullptr || ws.counter_count < skinny_gemm_counters(n)) return false;
+  if (out.kind == SkinnyEpilogue::kRopeAppend) return false;  // a launch of its own (skinny_gemm.h)
   if (out.kind == SkinnyEpilogue::kResidual && out.norm_weight != nullptr && m > 8) return false;  // one CTA's norm
   if (out.kind == SkinnyEpilogue::kSwiGLU && (n / 2) % kRowsPerCta != 0) return false;  // gate, up in whole groups
   return true;
@@ -406,6 +516,17 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
     case SkinnyEpilogue::kSwiGLU:
       if (out.act == nullptr || n % 2 != 0) return invalid_argument("skinny_gemm: kSwiGLU needs act and an even n");
       break;
+    case SkinnyEpilogue::kRopeAppend: {
+      const int64_t d = out.head_dim;
+      if (d < 2 || d % 2 != 0 || out.cols[0] < d || out.cols[0] % d != 0 || out.cols[1] < d || out.cols[1] % d != 0 ||
+          out.cols[2] != out.cols[1] || out.cols[0] + out.cols[1] + out.cols[2] != n || out.out[0] == nullptr ||
+          out.out[1] == nullptr || out.out[2] == nullptr || out.positions == nullptr || out.inv_freq == nullptr)
+        return invalid_argument("skinny_gemm: kRopeAppend needs q, k, v pieces of whole heads of an even head_dim "
+                                "(k's as wide as v's), positions and inv_freq");
+      if (out.append && (out.slots == nullptr || !kv_appendable(out.pages)))
+        return invalid_argument("skinny_gemm: kRopeAppend's append needs slots and bf16 or FP8 pages (with scales)");
+      break;
+    }
   }
   const int splits = skinny_gemm_splits(n, k, sms);
   float* partial = static_cast<float*>(ws.partials);
@@ -437,7 +558,18 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return flashserve::cuda_status(err, "skinny_gemm kernel");
   if (fused.counters != nullptr) return Status::Ok();  // the kernel finished
-  if (out.kind == SkinnyEpilogue::kResidual) {
+  if (out.kind == SkinnyEpilogue::kRopeAppend) {
+    const int64_t per_row = (out.cols[0] + out.cols[1]) / 2 + out.cols[2];  // q and k pairs, then v
+    const dim3 rows(static_cast<unsigned>((per_row + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
+    err = launch_kernel<skinny_rope_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, partial, splits, mi, n,
+                                            out);
+  } else if (out.kind == SkinnyEpilogue::kResidual && out.norm_weight != nullptr && out.norm_one_launch &&
+             residual_norm_clusters_fit()) {
+    ::flashserve::cuda::LaunchConfig lc(dim3(kNormCluster, static_cast<unsigned>(m)), dim3(kFinishThreads), 0, stream,
+                                        pdl_epilogue);
+    lc.cluster(dim3(kNormCluster, 1, 1));
+    err = cudaLaunchKernelEx(&lc.config, skinny_residual_norm_kernel, partial, splits, mi, n, out);
+  } else if (out.kind == SkinnyEpilogue::kResidual) {
     const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
     err = launch_kernel<skinny_residual_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, partial, splits, mi,
                                                 n, out, squares);

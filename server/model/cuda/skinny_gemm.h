@@ -11,7 +11,11 @@
 //   kFp32      c in fp32 (logits);
 //   kResidual  x += c (fp32 residual stream), then, with a norm weight, h = bf16(w · x · rsqrt(
 //              mean(x²) + eps)) (the model's rms_norm after the residual add);
-//   kSwiGLU    c = [gate | up] (n = 2·I): act = bf16(silu(gate) · up).
+//   kSwiGLU    c = [gate | up] (n = 2·I): act = bf16(silu(gate) · up);
+//   kRopeAppend a fused QKV's c as kStore's three pieces q, k, v, then what rope_append does
+//              (model_kernels.h): rotary on q and k, and the new K/V into their slots (bf16 or
+//              FP8 pages); bit for bit kStore followed by rope_append, one launch fewer. Always
+//              a launch of its own (skinny_gemm_fuses: no).
 // Shapes it takes (skinny_gemm_supported): 1 <= m <= 32, n a multiple of 16, k a multiple of 64,
 // a's rows 16-byte aligned (lda a multiple of 8), w 16-byte aligned; the caller keeps cuBLAS
 // otherwise and for larger m (the crossover: bench/NOTES.md "Skinny GEMMs").
@@ -23,10 +27,11 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "kvcache/page_view.h"
 
 namespace flashserve::model::cuda {
 
-enum class SkinnyEpilogue { kStore, kFp32, kResidual, kSwiGLU };
+enum class SkinnyEpilogue { kStore, kFp32, kResidual, kSwiGLU, kRopeAppend };
 
 struct SkinnyOutput {
   SkinnyEpilogue kind = SkinnyEpilogue::kStore;
@@ -40,7 +45,19 @@ struct SkinnyOutput {
   __nv_bfloat16* normed = nullptr;         // kResidual with a norm: h [m, n]
   float eps = 1e-5f;
   __nv_bfloat16* act = nullptr;            // kSwiGLU: [m, n / 2]
+  // kRopeAppend (with out/cols as kStore: cols[0] = heads·head_dim, cols[1] = cols[2] =
+  // kv_heads·head_dim): rope_append's arguments, row t of c being token t.
+  const int32_t* positions = nullptr;      // [m]
+  const float* inv_freq = nullptr;         // [head_dim / 2]
+  const int64_t* slots = nullptr;          // [m] pool slots (append); outside the pool: skipped
+  int32_t head_dim = 0;
+  KVPageView pages;                        // the layer's pool (append)
+  bool append = false;
   bool launch_epilogue = false;            // the epilogue in launches of its own (A/B; see the top)
+  // kResidual with a norm, launched: the add and the norm in one launch, a cluster of 8 blocks a
+  // row meeting in distributed shared memory (sm_90+ where such clusters fit; else two launches
+  // as without it). A/B against two launches; not measured yet.
+  bool norm_one_launch = false;
 };
 
 // A call's scratch: partials (skinny_gemm_workspace_bytes, 16-byte aligned) and the fused
@@ -61,6 +78,7 @@ bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k, int64_t lda, const v
 // one half where k is an odd multiple of 64), a divisor of that where one is in range.
 // FLASHSERVE_SKINNY_SPLITS=N (read at each call; A/B benchmarks) forces min(N, that cap) splits
 // instead; a workspace sized without it may then be too small (skinny_gemm says so).
+// FLASHSERVE_SKINNY_SPLIT_RULE=wave (A/B) takes the most splits within one wave instead.
 int skinny_gemm_splits(int64_t n, int64_t k, int sms);
 // The fp32 workspace (bytes) a call of m rows needs: splits · m · n · 4, and m · ceil(n / 64) · 4
 // for a norm's sums of squares.
