@@ -6,12 +6,13 @@
 // K/V append in the QKV epilogue), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
-// Usage: bench_model [--quick] [--steps-only] | --gemms (--gemms: the projections' table alone;
-// --steps-only: without it)
+// Usage: bench_model [--quick] [--steps-only] | --gemms | --sampler (--gemms: the projections'
+// table alone; --steps-only: without it; --sampler: the GPU sampler's table alone)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "common/cuda_device.h"
 #include "server/model/cuda/llama_cuda.h"
 #include "server/model/cuda/model_kernels.h"
+#include "server/model/cuda/sampler_cuda.h"
 #include "server/model/cuda/skinny_gemm.h"
 
 using namespace flashserve;
@@ -114,6 +116,59 @@ double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
       std::exit(1);
     }
   });
+}
+
+// The GPU sampler (CudaSampler: launch and finish, the sampled ids back on the host) over
+// Llama-3's vocabulary at 1, 16 and 64 rows, by rule, with top_k / top_p by the candidates (the
+// default) and by the whole-vocabulary bisections (FLASHSERVE_SAMPLER_CANDIDATES=0). The logits:
+// a head of 300 N(5, 2) over a bulk N(-10, 2), as a model's are peaked.
+void sampler_table(cudaStream_t s) {
+  const int V = 128256, max_rows = 64;
+  std::vector<float> row(V);
+  uint64_t x = 12345;
+  auto normal = [&] {  // Box-Muller from a 64-bit LCG: no <random> engine needed here
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const double u1 = (static_cast<double>(x >> 11) + 1) * 0x1.0p-53;
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const double u2 = static_cast<double>(x >> 11) * 0x1.0p-53;
+    return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  };
+  for (float& v : row) v = static_cast<float>(-10 + 2 * normal());
+  for (int i = 0; i < 300; ++i) row[(static_cast<int64_t>(i) * 7919) % V] = static_cast<float>(5 + 2 * normal());
+  float* d = nullptr;
+  if (cudaMalloc(&d, static_cast<size_t>(V) * max_rows * 4) != cudaSuccess) return;
+  for (int r = 0; r < max_rows; ++r) cudaMemcpy(d + static_cast<int64_t>(r) * V, row.data(), V * 4, cudaMemcpyHostToDevice);
+  struct Rule {
+    const char* name;
+    SampleRow row;
+  };
+  const Rule rules[] = {{"greedy", {0.f, 0, 1.f, 0.f, 1, 0, {}}},
+                        {"T=1", {1.f, 0, 1.f, 0.f, 2, 0, {}}},
+                        {"top_k 50", {0.8f, 50, 1.f, 0.f, 3, 0, {}}},
+                        {"top_p 0.9", {1.f, 0, 0.9f, 0.f, 4, 0, {}}},
+                        {"k 50 p 0.95", {0.7f, 50, 0.95f, 0.f, 5, 0, {}}}};
+  CudaSampler sampler;
+  std::printf("GPU sampler, vocabulary %d, us a call (launch + finish), candidates / whole-vocabulary bisections:\n", V);
+  std::printf("%-12s %16s %16s %16s\n", "rule", "1 row", "16 rows", "64 rows");
+  for (const Rule& rule : rules) {
+    std::printf("%-12s", rule.name);
+    for (int rows : {1, 16, 64}) {
+      std::vector<SampleRow> rs(static_cast<size_t>(rows), rule.row);
+      double t[2];
+      for (int slow = 0; slow < 2; ++slow) {
+        if (slow) setenv("FLASHSERVE_SAMPLER_CANDIDATES", "0", 1); else unsetenv("FLASHSERVE_SAMPLER_CANDIDATES");
+        std::vector<int32_t> tokens;
+        t[slow] = median_seconds(s, 10, [&](int r) {
+          for (auto& q : rs) q.step = static_cast<uint64_t>(r);
+          if (!sampler.sample(d, V, rs, s, &tokens).ok()) std::exit(1);
+        });
+      }
+      unsetenv("FLASHSERVE_SAMPLER_CANDIDATES");
+      std::printf(" %7.1f / %6.1f", t[0] * 1e6, t[1] * 1e6);
+    }
+    std::printf("\n");
+  }
+  cudaFree(d);
 }
 
 // The decode projections of Llama-3-8B alone: skinny_gemm (its epilogue: bf16 out, fp32 for
@@ -220,12 +275,19 @@ int main(int argc, char** argv) {
     return false;
   };
   const bool quick = flag("--quick"), gemms_only = flag("--gemms"), steps_only = flag("--steps-only");
+  const bool sampler_only = flag("--sampler");
   if (!cuda_available()) {
     std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
     return 0;
   }
   LlamaConfig c;
   if (!synthetic_preset("llama3-8b", &c).ok()) return 1;
+  if (sampler_only) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    sampler_table(s);
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
+  }
   if (gemms_only) {
     cudaStream_t s;
     cudaStreamCreate(&s);

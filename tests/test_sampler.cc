@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "server/model/cuda/sampler_cuda.h"
+#include "tests/cuda_support.h"
 #endif
 
 namespace flashserve::model {
@@ -287,6 +288,57 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
   for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
   ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &tokens).ok());
   check_distribution(tokens, expected(one, rule), "gpu, 700 banned");
+  cudaFree(d);
+}
+
+// Llama-3's vocabulary (128256), where top_k and top_p take the candidates' fast path: a head of
+// 300 logits N(5, 2) over a bulk N(-10, 2), so ~1100 logits lie within 16 nats of the top and
+// the bulk's tail carries a little mass (top_p without top_k counts it). Each rule by the fast
+// path and by the slow one (FLASHSERVE_SAMPLER_CANDIDATES=0) against the host's rules; rows
+// where the candidates cannot decide (k beyond them; a flat row: every logit a candidate) take
+// the slow path. The same rows drawn twice give the same tokens.
+TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
+  if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+  const int V = 128256, rows = 4096;
+  std::mt19937 rng(41);
+  std::normal_distribution<float> bulk(-10.f, 2.f), head(5.f, 2.f);
+  std::vector<float> peaked(V), flat(V);
+  for (float& x : peaked) x = bulk(rng);
+  for (int i = 0; i < 300; ++i) peaked[(static_cast<int64_t>(i) * 7919) % V] = head(rng);
+  std::uniform_real_distribution<float> uniform(0.f, 4.f);
+  for (float& x : flat) x = uniform(rng);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, static_cast<size_t>(V) * rows * 4), cudaSuccess);
+  CudaSampler sampler;
+  const SampleRow rules[] = {
+      {0.8f, 50, 1.0f, 0.0f, 11, 0, {}},     // top_k
+      {1.0f, 0, 0.9f, 0.0f, 12, 0, {}},      // top_p over the whole vocabulary (the tail's mass)
+      {1.2f, 200, 0.95f, 0.0f, 13, 0, {7919}},  // both, a head token banned
+      {1.0f, 0, 0.8f, 0.05f, 14, 0, {}},     // min_p and top_p
+      {1.0f, 3000, 1.0f, 0.0f, 15, 0, {}},   // k beyond the candidates: the slow path
+  };
+  for (const std::vector<float>* logits : {&peaked, &flat}) {
+    for (int r = 0; r < rows; ++r)
+      ASSERT_EQ(cudaMemcpy(d + static_cast<int64_t>(r) * V, logits->data(), static_cast<size_t>(V) * 4,
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    for (const SampleRow& rule : rules) {
+      if (logits == &flat && rule.top_k != 50) continue;  // the flat row: one rule, on the slow path
+      std::vector<SampleRow> rs(rows, rule);
+      for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
+      const std::map<int32_t, double> want = expected(*logits, rule);
+      for (const char* path : {"fast", "slow"}) {
+        const test::ScopedEnv env("FLASHSERVE_SAMPLER_CANDIDATES", path[0] == 's' ? "0" : nullptr);
+        std::vector<int32_t> tokens, again;
+        ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &tokens).ok());
+        ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &again).ok());
+        EXPECT_EQ(tokens, again) << path << " path, top_k " << rule.top_k << " top_p " << rule.top_p;
+        const std::string who = std::string("gpu ") + path + " path, " + (logits == &flat ? "flat" : "peaked") +
+                                " row, top_k " + std::to_string(rule.top_k) + " top_p " + std::to_string(rule.top_p);
+        check_distribution(tokens, want, who.c_str());
+      }
+    }
+  }
   cudaFree(d);
 }
 #endif

@@ -11,9 +11,11 @@
 #  3. bench_model --gemms by the split rule, the wave rule and splits forced to 1, 2, 4, 8, 16
 #     (session 26's call4 sweep): each call among 10 queued.
 #  4. The server, bf16 and fp8_e4m3 caches (session 26's call4), if time is left.
+# Also the GPU sampler: test_sampler_cuda (both top_k/top_p paths at 128256 against the host's
+# rules) and bench_model --sampler (candidates against the old whole-vocabulary bisections).
 # Built here: build_gpu.sh; ninja -C build-gpu test_skinny_gemm_cuda test_model_cuda bench_model
 # flashserve_server flashserve_bench; gpu_pack.sh less bench/, tests/, hf_dump, kv_cache_ppl.
-# Carry build-gpu/tests/{test_skinny_gemm_cuda,test_model_cuda}, build-gpu/bench/bench_model,
+# Carry build-gpu/tests/{test_skinny_gemm_cuda,test_model_cuda,test_sampler_cuda}, build-gpu/bench/bench_model,
 # build-gpu/pack.
 set -uo pipefail
 P=build-gpu/pack B=build-gpu
@@ -25,7 +27,10 @@ timeout 90 $B/tests/test_skinny_gemm_cuda > "$out/test_skinny.log" 2>&1
 echo "$(el) skinny rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_skinny.log" | tr '\n' ' ')"
 timeout 60 $B/tests/test_model_cuda > "$out/test_model.log" 2>&1
 echo "$(el) model rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_model.log" | tr '\n' ' ')"
-grep -E "Failure|FAILED|Expected|Which is" "$out/test_skinny.log" "$out/test_model.log" | head -10
+timeout 90 $B/tests/test_sampler_cuda > "$out/test_sampler.log" 2>&1
+echo "$(el) sampler rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_sampler.log" | tr '\n' ' ')"
+grep -E "Failure|FAILED|Expected|Which is" "$out/test_skinny.log" "$out/test_model.log" "$out/test_sampler.log" | head -10
+timeout 60 $B/bench/bench_model --sampler > "$out/sampler.log" 2>&1; echo "$(el) sampler bench rc $?"; tail -7 "$out/sampler.log"
 timeout 90 /usr/local/cuda/bin/compute-sanitizer --tool memcheck $B/tests/test_skinny_gemm_cuda \
   --gtest_filter='*RopeAppend*' > "$out/san_memcheck.log" 2>&1
 echo "$(el) memcheck rc $? $(grep -E 'ERROR SUMMARY' "$out/san_memcheck.log" | tail -1)"
