@@ -119,8 +119,8 @@ double time_step(LlamaCudaModel& m, const ForwardBatch& b, int reps) {
 }
 
 // The GPU sampler (CudaSampler: launch and finish, the sampled ids back on the host) over
-// Llama-3's vocabulary at 1, 16 and 64 rows, by rule, with top_k / top_p by the candidates (the
-// default) and by the whole-vocabulary bisections (FLASHSERVE_SAMPLER_CANDIDATES=0). The logits:
+// Llama-3's vocabulary at 1, 16 and 64 rows, by rule, with top_k / top_p by the candidates
+// (FLASHSERVE_SAMPLER_CANDIDATES=1) and by the whole-vocabulary bisections (=0, the default). The logits:
 // a head of 300 N(5, 2) over a bulk N(-10, 2), as a model's are peaked.
 void sampler_table(cudaStream_t s) {
   const int V = 128256, max_rows = 64;
@@ -156,7 +156,7 @@ void sampler_table(cudaStream_t s) {
       std::vector<SampleRow> rs(static_cast<size_t>(rows), rule.row);
       double t[2];
       for (int slow = 0; slow < 2; ++slow) {
-        if (slow) setenv("FLASHSERVE_SAMPLER_CANDIDATES", "0", 1); else unsetenv("FLASHSERVE_SAMPLER_CANDIDATES");
+        setenv("FLASHSERVE_SAMPLER_CANDIDATES", slow ? "0" : "1", 1);
         std::vector<int32_t> tokens;
         t[slow] = median_seconds(s, 10, [&](int r) {
           for (auto& q : rs) q.step = static_cast<uint64_t>(r);

@@ -294,7 +294,7 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
 // Llama-3's vocabulary (128256), where top_k and top_p take the candidates' fast path: a head of
 // 300 logits N(5, 2) over a bulk N(-10, 2), so ~1100 logits lie within 16 nats of the top and
 // the bulk's tail carries a little mass (top_p without top_k counts it). Each rule by the fast
-// path and by the slow one (FLASHSERVE_SAMPLER_CANDIDATES=0) against the host's rules; rows
+// path (FLASHSERVE_SAMPLER_CANDIDATES=1) and by the slow one (=0) against the host's rules; rows
 // where the candidates cannot decide (k beyond them; a flat row: every logit a candidate) take
 // the slow path. The same rows drawn twice give the same tokens.
 TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
@@ -328,7 +328,7 @@ TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
       for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
       const std::map<int32_t, double> want = expected(*logits, rule);
       for (const char* path : {"fast", "slow"}) {
-        const test::ScopedEnv env("FLASHSERVE_SAMPLER_CANDIDATES", path[0] == 's' ? "0" : nullptr);
+        const test::ScopedEnv env("FLASHSERVE_SAMPLER_CANDIDATES", path[0] == 's' ? "0" : "1");
         std::vector<int32_t> tokens, again;
         ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &tokens).ok());
         ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &again).ok());

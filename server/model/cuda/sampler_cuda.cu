@@ -378,10 +378,10 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
   auto* d_banned = reinterpret_cast<int32_t*>(base + n * sizeof(RowParams));
   auto* d_out = d_banned + banned.size() + 1;
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, host_, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
-  // FLASHSERVE_SAMPLER_CANDIDATES=0 (read at each launch: A/B, tests): top_k / top_p by the slow
-  // path alone.
+  // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
+  // candidates; off by default until a GPU has run it (written in session 27 without one).
   const char* env = std::getenv("FLASHSERVE_SAMPLER_CANDIDATES");
-  const bool candidates = env == nullptr || std::strcmp(env, "0") != 0;
+  const bool candidates = env != nullptr && std::strcmp(env, "1") == 0;
   sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(
       logits, vocab, d_params, d_banned, d_out, candidates);
   FS_CUDA_CHECK_LAUNCH("sample kernel");

@@ -1,8 +1,9 @@
 // Sampling on the GPU: one CTA per row of logits [rows, vocab] (device), the rules of
 // sample_row (sampler.h) with thresholds found by bisection instead of a sort, and the draw by
-// inverse CDF in vocabulary order. top_k and top_p: over the logits within 16 nats (at the
-// row's temperature) of the top, kept in shared memory (at most 4096; where they cannot decide,
-// over the whole vocabulary's probabilities). Ties at a threshold are all kept (the host keeps
+// inverse CDF in vocabulary order. top_k and top_p: with FLASHSERVE_SAMPLER_CANDIDATES=1 (off
+// until measured) over the logits within 16 nats (at the row's temperature) of the top, kept in
+// shared memory (at most 4096); otherwise, or where they cannot decide, over the whole
+// vocabulary's probabilities. Ties at a threshold are all kept (the host keeps
 // the lower ids). Same distribution as the host sampler otherwise; not the same token for the
 // same u (the order of the CDF differs); the same row and u always give the same token.
 #pragma once
