@@ -183,9 +183,10 @@ struct PrefillWsTraits {
   static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
   static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
-  // FP8: the codes of a K and a V tile as the row gather lands them, and the consumer warps'
-  // maxima of |q| (4 a warpgroup).
-  static constexpr int kFp8StageBytes = kFp8 ? 2 * kBlockN * kHeadDim : 0;
+  // FP8: the codes of two K and two V tiles as the row gather lands them (slots by the tile's
+  // parity: a tile's copy is issued two conversions before its own, session 27), and the
+  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest: 74 cached sequences.
+  static constexpr int kFp8StageBytes = kFp8 ? 4 * kBlockN * kHeadDim : 0;
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
   // swizzled) for the TMA store of O, where shared memory has room: d 128 at 128 × 128 (198 KB
@@ -641,9 +642,13 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
             MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
           };
-          // FP8: a tile's codes into its slot (K or V), a cp.async group each ...
+          // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
+          // each (an empty group where there is no such tile: the waits below count groups) ...
+          auto code_slot = [&](bool is_v, int tile) {
+            return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
+          };
           auto copy_codes = [&](bool is_v, int tile) {
-            RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(fp8_slots + (is_v ? kBN * kHeadDim : 0)), tid);
+            if (tile < num_tiles) RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
             cp_async_commit();
           };
           // ... and, once this thread's copies have landed, its chunks converted into the stage (a
@@ -654,7 +659,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
             pipe.producer_acquire(st);
             __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
-            const unsigned char* codes = fp8_slots + (is_v ? kBN * kHeadDim : 0);
+            const unsigned char* codes = code_slot(is_v, tile);
             if (p.pages.dtype == DType::kFp8E5M2) {
               ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
             } else {
@@ -672,24 +677,26 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             __syncwarp();
           };
           if constexpr (kFp8) {
-            // A slot's next codes are copied as soon as this thread has converted its chunks of
-            // the last ones (no other thread reads them), so each copy has a tile's MMAs to land
-            // in: K(t + 1) is issued after K(t)'s conversion, V(t) after V(t - 1)'s. The groups
-            // in flight at each wait, oldest first: K(t), V(t - 1); then V(t - 1), K(t + 1).
+            // Two code slots a ring: K(t + 1) is copied (its offsets just staged) before K(t) is
+            // converted, V(t) before V(t - 1), so each copy has two conversions' time (a tile's
+            // MMAs and more) to land; with one slot a ring (session 26) a copy had one, and the
+            // producer set the pace (0.63 of the bf16 pages). A slot's previous codes were
+            // converted by this thread in the iteration before (a thread converts only the chunks
+            // it copied: no barrier). Groups, oldest first, at the K wait: K(t), V(t - 1),
+            // K(t + 1); at the V wait: V(t - 1), K(t + 1), V(t) (V(-1) the prologue's empty one).
             copy_codes(false, 0);
-            for (int t = 0; t <= num_tiles; ++t) {
+            cp_async_commit();  // V(-1)
+            for (int t = 0; t < num_tiles; ++t) {
               stage_next(t);
-              if (t < num_tiles) {
-                if (t > 0) cp_async_wait<1>(); else cp_async_wait<0>();
-                convert_codes(pipe_k, false, t);
-                if (t + 1 < num_tiles) copy_codes(false, t + 1);
-              }
-              if (t > 0) {
-                if (t + 1 < num_tiles) cp_async_wait<1>(); else cp_async_wait<0>();
-                convert_codes(pipe_v, true, t - 1);
-              }
-              if (t < num_tiles) copy_codes(true, t);
+              copy_codes(false, t + 1);
+              cp_async_wait<2>();
+              convert_codes(pipe_k, false, t);
+              copy_codes(true, t);
+              cp_async_wait<2>();
+              if (t > 0) convert_codes(pipe_v, true, t - 1);
             }
+            cp_async_wait<0>();
+            convert_codes(pipe_v, true, num_tiles - 1);
           } else {
             for (int t = 0; t <= num_tiles; ++t) {
               if (t < num_tiles) load_rows(pipe_k, false, t);
