@@ -240,11 +240,11 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
       }
       Status st;
       const double ts = median_seconds(
-          s, 20, [&](int r) { st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s); },
+          s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
           10);
       o.launch_epilogue = true;
       const double tl = median_seconds(
-          s, 20, [&](int r) { st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s); },
+          s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
           10);
       if (!st.ok()) std::printf("skinny_gemm: %s\n", st.to_string().c_str());
       const float alpha = 1.f, beta = 0.f;

@@ -399,6 +399,9 @@ TEST(LlamaCuda, SkinnyRopeAppendIsBitExact) {
     EXPECT_TRUE(fused->cuda_graphs());
     EXPECT_EQ(plain->skinny_calls(), fused->skinny_calls());
     EXPECT_GT(fused->skinny_calls(), 0);
+    // The epilogue ran: the 20-token step (bf16; FP8 calibrates there) and the decode graph's capture.
+    EXPECT_GE(fused->skinny_rope_calls(), kv == DType::kBFloat16 ? 2 * c.num_hidden_layers : c.num_hidden_layers);
+    EXPECT_EQ(plain->skinny_rope_calls(), 0);
   }
 }
 

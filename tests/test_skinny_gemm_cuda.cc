@@ -197,10 +197,17 @@ TEST(SkinnyGemmCuda, EveryEpilogueMatchesFloat64) {
           }
         }
         // kResidual, with the norm and without it: x0 random, x = x0 + c, h = bf16(w · x · rsqrt(mean x² + eps)).
-        // (With the launched epilogue the norm also in one launch, a block a row: norm_one_launch.)
+        // (With the launched epilogue the norm also in one launch, a cluster of 8 blocks a row:
+        // norm_one_launch, which sm_90+ must take.)
         for (int variant : {0, 1, 2}) {
           const bool norm = variant < 2, one_launch = variant == 1;
           if (one_launch && !launch) continue;
+          if (one_launch) {
+            int device = 0, major = 0;
+            FS_ASSERT_CUDA(cudaGetDevice(&device));
+            FS_ASSERT_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+            EXPECT_EQ(model::cuda::skinny_norm_one_launch_available(), major >= 9) << "compute capability " << major;
+          }
           std::mt19937 rng(static_cast<uint32_t>(seed * 7));
           std::normal_distribution<float> normal(0.f, 2.f);
           std::vector<float> x0(static_cast<size_t>(m * s.n));
@@ -556,9 +563,13 @@ TEST(SkinnyGemmCuda, RopeAppendRefusesWhatItCannotDo) {
   bad[2].inv_freq = nullptr;
   bad[3].slots = nullptr;           // an append without slots
   bad[4].pages.dtype = DType::kFp8E4M3;  // FP8 pages without scales
-  bad[5].cols[1] = 256;             // k wider than v (and the sum not n)
+  bad[5].cols[1] = 256;             // no q piece (and the sum not n)
   bad[5].cols[0] = 0;
   bad[6].out[2] = nullptr;
+  bad.push_back(good());            // k wider than v, all else right: heads of 64, cols 256 / 192 / 64
+  bad.back().head_dim = 64;
+  bad.back().cols[1] = 192;
+  bad.back().cols[2] = 64;
   for (size_t i = 0; i < bad.size(); ++i) {
     const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), 2, 512, 256,
                                                bad[i], p.workspace(), sms, nullptr);
@@ -574,8 +585,21 @@ TEST(SkinnyGemmCuda, RopeAppendRefusesWhatItCannotDo) {
   std::vector<uint8_t> pb(4 * 2 * 128 * 4);
   pool.download(pb.data(), static_cast<int64_t>(pb.size()));
   for (uint8_t x : pb) ASSERT_EQ(x, 0xff) << "a refused call wrote the pool";
-  // The good call goes through (and fuses nothing: a launch of its own).
+  // The good call goes through (and fuses nothing: a launch of its own), positions and slots set.
   EXPECT_FALSE(model::cuda::skinny_gemm_fuses(2, 512, good(), p.workspace()));
+  const std::vector<int32_t> positions = {3, 900};
+  const std::vector<int64_t> slot_ids = {5, 2};
+  std::vector<float> inv_freq(64);
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.f, -static_cast<float>(i) / 64.f);
+  pos.upload(positions.data(), 8);
+  slots.upload(slot_ids.data(), 16);
+  inv.upload(inv_freq.data(), 256);
+  const Status st = model::cuda::skinny_gemm(p.da.as<__nv_bfloat16>(), p.lda, p.dw.as<__nv_bfloat16>(), 2, 512, 256,
+                                             good(), p.workspace(), sms, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<float> qv = download_bf16(q, 512);
+  for (float x : qv) ASSERT_TRUE(std::isfinite(x)) << "the good call left q unwritten";
 }
 
 // The split rule (host only): enough CTAs for a wave of 4 an SM, at most 16 and ceil(k / 128)

@@ -230,6 +230,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
       env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
     m->opt_.skinny_launch_epilogue = env[0] == 'l';
+  // The one-launch norm's device query, here rather than inside a step's graph capture.
+  if (m->opt_.skinny_norm_one_launch) (void)model::cuda::skinny_norm_one_launch_available();
   FS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->skinny_ws_.counters, 0, m->skinny_ws_.counter_count * sizeof(unsigned),
                                           m->stream_));
   m->qkv_fused_ = true;
@@ -459,6 +461,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
         o.pages = pages;
         o.append = true;
         roped = true;
+        ++skinny_rope_calls_;
       }
       FS_RETURN_IF_ERROR(skinny_call(h_, H, L.wq, T, (Hq + 2 * Hkv) * D, H, o));
     } else {

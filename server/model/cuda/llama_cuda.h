@@ -116,6 +116,8 @@ class LlamaCudaModel : public Model {
   bool skinny_gemm() const { return opt_.skinny_gemm; }
   // skinny_gemm calls made so far (issued or captured into a graph; tests check the path ran).
   int64_t skinny_calls() const { return skinny_calls_; }
+  // Of those, the QKV GEMMs with rotary + the K/V append in their epilogue (skinny_rope_append).
+  int64_t skinny_rope_calls() const { return skinny_rope_calls_; }
   bool cuda_graphs() const { return opt_.cuda_graphs; }
   int64_t weight_bytes() const { return weight_bytes_; }
   // The device's memory when the pool was sized by gpu_memory_utilization (else zeros).
@@ -160,6 +162,7 @@ class LlamaCudaModel : public Model {
   int sm_count_ = 0;
   model::cuda::SkinnyWorkspace skinny_ws_;  // in buffers_ (its counters zeroed at create)
   int64_t skinny_calls_ = 0;
+  int64_t skinny_rope_calls_ = 0;
 
   // Activations and step metadata, sized by the options; one allocation.
   char* buffers_ = nullptr;

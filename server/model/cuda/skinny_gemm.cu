@@ -16,6 +16,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -402,7 +403,6 @@ __global__ void skinny_rope_kernel(const float* partial, int splits, int m, int6
   const int pairs = (heads + kv_heads) * half;
   const int j = static_cast<int>(blockIdx.x) * kFinishThreads + static_cast<int>(threadIdx.x);
   if (j >= pairs + kv_heads * d) return;
-  const int64_t base = kv_slot_base(out.pages, out.slots, row, out.append);
   const float* c = partial + row * n;
   if (j < pairs) {
     const int h = j / half, i = j % half;
@@ -414,36 +414,63 @@ __global__ void skinny_rope_kernel(const float* partial, int splits, int m, int6
     __nv_bfloat16* dst = is_q ? out.out[0] + (row * heads + h) * d : out.out[1] + (row * kv_heads + h - heads) * d;
     dst[i] = a;
     dst[i + half] = b;
-    if (!is_q && base >= 0) {
-      kv_store(out.pages, false, base, h - heads, i, a);
-      kv_store(out.pages, false, base, h - heads, i + half, b);
+    if (!is_q) {
+      const int64_t base = kv_slot_base(out.pages, out.slots, row, out.append);  // (a 64-bit division: k's and v's only)
+      if (base >= 0) {
+        kv_store(out.pages, false, base, h - heads, i, a);
+        kv_store(out.pages, false, base, h - heads, i + half, b);
+      }
     }
   } else {
     const int e = j - pairs;  // v's element: kv head e / d, dim e % d
     const __nv_bfloat16 x =
         __float2bfloat16_rn(sum_splits(c, splits, plane, static_cast<int64_t>(heads + kv_heads) * d + e));
     out.out[2][row * kv_heads * d + e] = x;
+    const int64_t base = kv_slot_base(out.pages, out.slots, row, out.append);
     if (base >= 0) kv_store(out.pages, true, base, e / d, e % d, x);
   }
 }
 
-// Whether skinny_residual_norm_kernel's clusters can run here: its code sm_90+ and a cluster of
-// kNormCluster blocks placeable (cudaOccupancyMaxActiveClusters), asked once; else the norm
-// takes two launches whatever norm_one_launch says.
-bool residual_norm_clusters_fit() {
-  static const bool fit = [] {
-    if (::flashserve::cuda::binary_version<skinny_residual_norm_kernel>() < 90) return false;
-    ::flashserve::cuda::LaunchConfig probe(dim3(kNormCluster, 1), dim3(kFinishThreads), 0, nullptr, false);
-    probe.cluster(dim3(kNormCluster, 1, 1));
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, skinny_residual_norm_kernel, &probe.config) != cudaSuccess) {
-      (void)cudaGetLastError();  // the query's own error: two launches
-      return false;
-    }
-    return clusters > 0;
-  }();
-  return fit;
+// skinny_residual_norm_kernel in clusters of kNormCluster blocks a row: whether it launched. A
+// cluster the device cannot place now (e.g. SMs limited by MPS): false, the launch's error
+// cleared, and the caller takes two launches (not while capturing a graph, which the failed
+// launch has ended: then true and the error stays for the caller's cudaGetLastError).
+bool norm_in_clusters(const float* partial, int splits, int m, int64_t n, const SkinnyOutput& out, cudaStream_t stream,
+                      bool dependent) {
+  ::flashserve::cuda::LaunchConfig lc(dim3(kNormCluster, static_cast<unsigned>(m)), dim3(kFinishThreads), 0, stream,
+                                      dependent);
+  lc.cluster(dim3(kNormCluster, 1, 1));
+  if (cudaLaunchKernelEx(&lc.config, skinny_residual_norm_kernel, partial, splits, m, n, out) == cudaSuccess) return true;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return true;
+  (void)cudaGetLastError();
+  return false;
 }
+
+}  // namespace
+
+// 1 yes, -1 no, 0 not known yet (a query that failed is asked again at the next call).
+bool skinny_norm_one_launch_available() {
+  static std::atomic<int> fit{0};
+  if (fit.load(std::memory_order_relaxed) == 0) {
+    if (::flashserve::cuda::binary_version<skinny_residual_norm_kernel>() < 90) {
+      fit.store(-1, std::memory_order_relaxed);
+    } else {
+      ::flashserve::cuda::LaunchConfig probe(dim3(kNormCluster, 1), dim3(kFinishThreads), 0, nullptr, false);
+      probe.cluster(dim3(kNormCluster, 1, 1));
+      int clusters = 0;
+      const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, skinny_residual_norm_kernel, &probe.config);
+      if (err == cudaSuccess) {
+        fit.store(clusters > 0 ? 1 : -1, std::memory_order_relaxed);
+      } else if (cudaPeekAtLastError() == err) {
+        (void)cudaGetLastError();  // the query's own error, not an earlier launch's: two launches this time
+      }
+    }
+  }
+  return fit.load(std::memory_order_relaxed) == 1;
+}
+
+namespace {
 
 }  // namespace
 
@@ -564,11 +591,8 @@ Status skinny_gemm(const __nv_bfloat16* a, int64_t lda, const __nv_bfloat16* w, 
     err = launch_kernel<skinny_rope_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, partial, splits, mi, n,
                                             out);
   } else if (out.kind == SkinnyEpilogue::kResidual && out.norm_weight != nullptr && out.norm_one_launch &&
-             residual_norm_clusters_fit()) {
-    ::flashserve::cuda::LaunchConfig lc(dim3(kNormCluster, static_cast<unsigned>(m)), dim3(kFinishThreads), 0, stream,
-                                        pdl_epilogue);
-    lc.cluster(dim3(kNormCluster, 1, 1));
-    err = cudaLaunchKernelEx(&lc.config, skinny_residual_norm_kernel, partial, splits, mi, n, out);
+             skinny_norm_one_launch_available() && norm_in_clusters(partial, splits, mi, n, out, stream, pdl_epilogue)) {
+    err = cudaGetLastError();  // launched in clusters (or a capture's failed launch: its error)
   } else if (out.kind == SkinnyEpilogue::kResidual) {
     const dim3 rows(static_cast<unsigned>((n + kFinishThreads - 1) / kFinishThreads), static_cast<unsigned>(m));
     err = launch_kernel<skinny_residual_kernel>(rows, dim3(kFinishThreads), 0, stream, pdl_epilogue, partial, splits, mi,

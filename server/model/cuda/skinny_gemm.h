@@ -85,6 +85,10 @@ int skinny_gemm_splits(int64_t n, int64_t k, int sms);
 int64_t skinny_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int sms);
 // The counters a call over n columns needs for the fused epilogue: ceil(n / 64) + 1.
 int64_t skinny_gemm_counters(int64_t n);
+// Whether SkinnyOutput::norm_one_launch can take effect here (sm_90+ code, clusters of 8 blocks
+// placeable; asked of the device once, again after a failed query); else such calls take two
+// launches. The CUDA model asks at create, outside any graph capture.
+bool skinny_norm_one_launch_available();
 // Whether a call finishes inside the GEMM's launch (the fused epilogue) or in launches after it.
 bool skinny_gemm_fuses(int64_t m, int64_t n, const SkinnyOutput& out, const SkinnyWorkspace& ws);
 
