@@ -213,12 +213,20 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
   cudaMalloc(&sws.counters, sws.counter_count * sizeof(unsigned));
   cudaMemset(sws.counters, 0, sws.counter_count * sizeof(unsigned));
   const char* forced = std::getenv("FLASHSERVE_SKINNY_SPLITS");
+  // For a profiler (ncu's -k and --launch-skip): FLASHSERVE_BENCH_GEMM=name and
+  // FLASHSERVE_BENCH_ROWS=m keep one row of the table, FLASHSERVE_BENCH_COLUMN=skinny-l or cublas
+  // one column of it (the others print 0).
+  const char* only_gemm = std::getenv("FLASHSERVE_BENCH_GEMM");
+  const char* only_rows = std::getenv("FLASHSERVE_BENCH_ROWS");
+  const char* only_column = std::getenv("FLASHSERVE_BENCH_COLUMN");
+  auto column = [&](const char* name) { return only_column == nullptr || std::strcmp(only_column, name) == 0; };
   std::printf("\ndecode projections alone (bf16 weights streamed; %% of the read bandwidth %.2f TB/s; 10 calls queued;"
               " skinny splits %s):\n", bw / 1e12, forced != nullptr ? forced : "by the rule");
   std::printf("(skinny: its epilogue in the GEMM's launch; skinny-l: in a launch of its own)\n");
   std::printf("%-8s %5s %10s %11s %10s %8s %8s %9s\n", "gemm", "rows", "skinny us", "skinny-l us", "cuBLAS us", "skinny%", "cuBLAS%",
               "cuBLAS/sk");
   for (const Shape& sh : shapes) {
+    if (only_gemm != nullptr && std::strcmp(only_gemm, sh.name) != 0) continue;
     const int64_t bytes = sh.n * sh.k * 2;
     const int copies = static_cast<int>(std::max<int64_t>(2, (192ll << 20) / bytes + 1));
     std::vector<__nv_bfloat16*> w(static_cast<size_t>(copies));
@@ -230,6 +238,7 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
       model::cuda::fill_normal(w[i], sh.n * sh.k, 0.f, 0.02f, 100 + i, s);
     }
     for (int64_t m : {1, 2, 4, 8, 16, 24, 32}) {
+      if (only_rows != nullptr && std::atoll(only_rows) != m) continue;
       model::cuda::SkinnyOutput o;
       if (sh.fp32) {
         o.kind = model::cuda::SkinnyEpilogue::kFp32;
@@ -239,16 +248,19 @@ void gemm_table(const LlamaConfig& c, double bw, cudaStream_t s) {
         o.cols[0] = sh.n;
       }
       Status st;
-      const double ts = median_seconds(
-          s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
-          10);
+      double ts = 0, tl = 0, tc = 0;
+      if (column("skinny"))
+        ts = median_seconds(
+            s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
+            10);
       o.launch_epilogue = true;
-      const double tl = median_seconds(
-          s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
-          10);
+      if (column("skinny-l"))
+        tl = median_seconds(
+            s, 20, [&](int r) { (void)(st = model::cuda::skinny_gemm(a, sh.k, w[r % copies], m, sh.n, sh.k, o, sws, sms, s)); },
+            10);
       if (!st.ok()) std::printf("skinny_gemm: %s\n", st.to_string().c_str());
       const float alpha = 1.f, beta = 0.f;
-      const double tc = median_seconds(s, 20, [&](int r) {
+      if (column("cublas")) tc = median_seconds(s, 20, [&](int r) {
         cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m), static_cast<int>(sh.k),
                      &alpha, w[r % copies], CUDA_R_16BF, static_cast<int>(sh.k), a, CUDA_R_16BF, static_cast<int>(sh.k),
                      &beta, out, sh.fp32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
