@@ -25,6 +25,7 @@
 
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "server/grpc/metrics.h"
 #include "server/grpc/server.h"
 #include "server/model/llama.h"
 #include "tests/model_support.h"
@@ -253,6 +254,7 @@ TEST(GrpcServer, MetricsScrapeHasTheVllmSeries) {
         "flashserve:prefill_budget_tokens 255\n", "flashserve:tpot_target_seconds 0\n", "flashserve:step_cost_samples 15\n",
         "flashserve:step_cost_seconds{term=\"intercept\"} 0\n", "flashserve:step_cost_seconds{term=\"prefill_token\"} 0\n"})
     EXPECT_NE(m.find(series), std::string::npos) << "missing: " << series << "\n" << m;
+  EXPECT_EQ(m.find("step_device_seconds_total"), std::string::npos) << "the CPU model does not time its steps";
 }
 
 // An FP8 cache (issue 25): generation streams, GetModelInfo and /metrics name the cache dtype.
@@ -454,6 +456,65 @@ TEST(GrpcServer, KernelErrorsAreInternal) {
   v1::ServerInfo info;
   EXPECT_TRUE(stub->GetServerInfo(&ctx, {}, &info).ok());
   EXPECT_NEAR(info.kv_cache_usage(), 0.0, 1e-12);
+}
+
+// A model that times its steps on the device (as the CUDA model does): the tiny model's steps,
+// each reported as idle 1 ms (none for the first), prepare 2 ms, run 3 ms.
+class DeviceTimedModel : public model::Model {
+ public:
+  DeviceTimedModel() : inner_(test::tiny_model(7, 64, 16)) {}
+  const model::LlamaConfig& config() const override { return inner_->config(); }
+  const KVStorageShape& kv_shape() const override { return inner_->kv_shape(); }
+  Status forward(const model::ForwardBatch& b, std::vector<float>* logits) override { return inner_->forward(b, logits); }
+  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
+  Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
+    ++steps_;
+    return inner_->begin_step(b, rows);
+  }
+  Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
+    return inner_->end_step(tokens, logprobs);
+  }
+  bool async_steps() const override { return true; }
+  bool last_step_device_time(StepDeviceTime* t) const override {
+    *t = {steps_ > 1 ? 1e-3 : 0.0, 2e-3, 3e-3};
+    return true;
+  }
+  int steps() const { return steps_; }
+
+ private:
+  std::unique_ptr<model::Model> inner_;
+  std::atomic<int> steps_{0};
+};
+
+// Issue 27's per-step breakdown: the engine sums the model's device times, /metrics shows them
+// (a model that does not time its steps, as the CPU one, has no such series: the scrape test).
+TEST(GrpcServer, DeviceStepTimesAreSummedIntoMetrics) {
+  engine::EngineConfig ec;
+  ec.num_blocks = 64;
+  auto model = std::make_unique<DeviceTimedModel>();
+  const DeviceTimedModel* timed = model.get();
+  std::unique_ptr<engine::Engine> e;
+  ASSERT_TRUE(engine::Engine::create(ec, std::move(model), &e).ok());
+  ServerOptions so;
+  so.port = 0;
+  std::unique_ptr<GrpcServer> srv;
+  ASSERT_TRUE(GrpcServer::start(so, e.get(), &srv).ok());
+  auto stub = v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(generate(*stub, request({1, 2, 3}, 6)).status.ok());
+  const int steps = timed->steps();
+  ASSERT_GE(steps, 6);
+  const engine::EngineStats st = e->stats();
+  EXPECT_EQ(st.device_timed_steps, steps);
+  EXPECT_NEAR(st.step_device_idle_s, 1e-3 * (steps - 1), 1e-9);
+  EXPECT_NEAR(st.step_device_prepare_s, 2e-3 * steps, 1e-9);
+  EXPECT_NEAR(st.step_device_run_s, 3e-3 * steps, 1e-9);
+  const std::string m = Metrics(e.get()).render();
+  for (const std::string& series : std::vector<std::string>{
+           "flashserve:device_timed_steps_total " + std::to_string(steps) + "\n",
+        "flashserve:step_device_seconds_total{part=\"run\"} ", "flashserve:step_device_seconds_total{part=\"idle\"} ",
+        "flashserve:step_device_seconds_total{part=\"prepare\"} "})
+    EXPECT_NE(m.find(series), std::string::npos) << "missing: " << series << "\n" << m;
 }
 
 // One ServerReflectionInfo exchange, encoded by hand (field 7, list_services = "*"), through the

@@ -249,13 +249,20 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
   ASSERT_EQ(cudaMalloc(&d, all.size() * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d, all.data(), all.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   CudaSampler sampler;
-  for (const SampleRow& rule : kRules) {
-    std::vector<SampleRow> rs(rows, rule);
-    for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
-    std::vector<int32_t> tokens;
-    const Status st = sampler.sample(d, V, rs, nullptr, &tokens);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    check_distribution(tokens, expected(one, rule), "gpu");
+  // Each rule by the whole-vocabulary bisections and by the candidates (all 1000 logits are
+  // within 16 nats here: every top_k / top_p row is the candidates').
+  for (const char* path : {"0", "1"}) {
+    const test::ScopedEnv env("FLASHSERVE_SAMPLER_CANDIDATES", path);
+    for (const SampleRow& rule : kRules) {
+      std::vector<SampleRow> rs(rows, rule);
+      for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
+      std::vector<int32_t> tokens;
+      const Status st = sampler.sample(d, V, rs, nullptr, &tokens);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const bool restricted = (rule.top_k > 0 && rule.top_k < V) || rule.top_p < 1.f;
+      EXPECT_EQ(sampler.candidate_rows(), path[0] == '1' && restricted ? rows : 0) << "path " << path;
+      check_distribution(tokens, expected(one, rule), path[0] == '1' ? "gpu, candidates" : "gpu");
+    }
   }
   // Greedy rows: the host's argmax exactly, banned ids respected.
   std::vector<SampleRow> greedy(64);
@@ -292,11 +299,13 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
 }
 
 // Llama-3's vocabulary (128256), where top_k and top_p take the candidates' fast path: a head of
-// 300 logits N(5, 2) over a bulk N(-10, 2), so ~1100 logits lie within 16 nats of the top and
-// the bulk's tail carries a little mass (top_p without top_k counts it). Each rule by the fast
-// path (FLASHSERVE_SAMPLER_CANDIDATES=1) and by the slow one (=0) against the host's rules; rows
-// where the candidates cannot decide (k beyond them; a flat row: every logit a candidate) take
-// the slow path. The same rows drawn twice give the same tokens.
+// 300 logits N(5, 2) over a bulk N(-10, 2), so ~300 (T 0.8) or ~1000 (T 1) logits lie within
+// 16 nats of the top and the bulk's tail carries a little mass (top_p without top_k counts it).
+// Each rule by the fast path (FLASHSERVE_SAMPLER_CANDIDATES=1) and by the slow one (=0) against
+// the host's rules, and the path each row took (candidate_rows); rows where the candidates cannot
+// decide take the slow path: k beyond them, a flat row (every logit a candidate), and a nucleus
+// reaching below them (one top logit, 2000 just within 16 nats, the rest just below, top_p
+// 0.999). The same rows drawn twice give the same tokens.
 TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
   const int V = 128256, rows = 4096;
@@ -305,37 +314,60 @@ TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
   std::vector<float> peaked(V), flat(V);
   for (float& x : peaked) x = bulk(rng);
   for (int i = 0; i < 300; ++i) peaked[(static_cast<int64_t>(i) * 7919) % V] = head(rng);
-  std::uniform_real_distribution<float> uniform(0.f, 4.f);
+  std::uniform_real_distribution<float> uniform(0.f, 4.f), below(-0.3f, 0.f);
   for (float& x : flat) x = uniform(rng);
+  std::vector<float> deep(V);
+  deep[0] = 20.f;
+  for (int i = 1; i < V; ++i) deep[i] = (i <= 2000 ? 4.1f : 3.5f) + below(rng);  // within, then below the cut (4)
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, static_cast<size_t>(V) * rows * 4), cudaSuccess);
   CudaSampler sampler;
   const SampleRow rules[] = {
       {0.8f, 50, 1.0f, 0.0f, 11, 0, {}},     // top_k
       {1.0f, 0, 0.9f, 0.0f, 12, 0, {}},      // top_p over the whole vocabulary (the tail's mass)
-      {1.2f, 200, 0.95f, 0.0f, 13, 0, {7919}},  // both, a head token banned
+      {1.0f, 200, 0.95f, 0.0f, 13, 0, {7919}},  // both, a head token banned
       {1.0f, 0, 0.8f, 0.05f, 14, 0, {}},     // min_p and top_p
       {1.0f, 3000, 1.0f, 0.0f, 15, 0, {}},   // k beyond the candidates: the slow path
+      {1.0f, 0, 0.999f, 0.0f, 16, 0, {}},    // the deep row: a nucleus below the candidates
   };
-  for (const std::vector<float>* logits : {&peaked, &flat}) {
+  for (const std::vector<float>* logits : {&peaked, &flat, &deep}) {
     for (int r = 0; r < rows; ++r)
       ASSERT_EQ(cudaMemcpy(d + static_cast<int64_t>(r) * V, logits->data(), static_cast<size_t>(V) * 4,
                            cudaMemcpyHostToDevice),
                 cudaSuccess);
     for (const SampleRow& rule : rules) {
       if (logits == &flat && rule.top_k != 50) continue;  // the flat row: one rule, on the slow path
+      if ((logits == &deep) != (rule.top_p == 0.999f)) continue;  // the deep row: its rule alone
+      // The candidates decide the peaked row's rules but k = 3000; the others fall back.
+      const bool fast = logits == &peaked && rule.top_k != 3000;
       std::vector<SampleRow> rs(rows, rule);
       for (int r = 0; r < rows; ++r) rs[r].step = static_cast<uint64_t>(r);
       const std::map<int32_t, double> want = expected(*logits, rule);
+      std::vector<int32_t> first_path;
       for (const char* path : {"fast", "slow"}) {
         const test::ScopedEnv env("FLASHSERVE_SAMPLER_CANDIDATES", path[0] == 's' ? "0" : "1");
         std::vector<int32_t> tokens, again;
         ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &tokens).ok());
         ASSERT_TRUE(sampler.sample(d, V, rs, nullptr, &again).ok());
-        EXPECT_EQ(tokens, again) << path << " path, top_k " << rule.top_k << " top_p " << rule.top_p;
-        const std::string who = std::string("gpu ") + path + " path, " + (logits == &flat ? "flat" : "peaked") +
-                                " row, top_k " + std::to_string(rule.top_k) + " top_p " + std::to_string(rule.top_p);
-        check_distribution(tokens, want, who.c_str());
+        const std::string who = std::string("gpu ") + path + " path, " +
+                                (logits == &flat ? "flat" : logits == &deep ? "deep" : "peaked") + " row, top_k " +
+                                std::to_string(rule.top_k) + " top_p " + std::to_string(rule.top_p);
+        EXPECT_EQ(tokens, again) << who;
+        EXPECT_EQ(sampler.candidate_rows(), path[0] == 'f' && fast ? rows : 0) << who;
+        if (logits != &deep) {
+          check_distribution(tokens, want, who.c_str());
+          continue;
+        }
+        // The deep row's nucleus ends among ~10^5 tail tokens of ~6e-8 each, where the slow path's
+        // float sums are a few dozen tokens' mass off the host's float64: its top token's share
+        // instead (~0.994), and the same tokens by both settings (both the slow path).
+        const double p_top = want.at(0), top = static_cast<double>(std::count(tokens.begin(), tokens.end(), 0));
+        EXPECT_NEAR(top, rows * p_top, 6 * std::sqrt(rows * p_top * (1 - p_top)) + 1) << who;
+        if (first_path.empty()) {
+          first_path = tokens;
+        } else {
+          EXPECT_EQ(tokens, first_path) << who;
+        }
       }
     }
   }

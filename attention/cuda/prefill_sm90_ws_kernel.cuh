@@ -185,7 +185,9 @@ struct PrefillWsTraits {
   static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
   // FP8: the codes of two K and two V tiles as the row gather lands them (slots by the tile's
   // parity: a tile's copy is issued two conversions before its own, session 27), and the
-  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest: 74 cached sequences.
+  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest and 72 cached sequences
+  // (kSeqCache; one slot a ring left room for 257): FP8 batches of more sequences read their
+  // offsets from global memory.
   static constexpr int kFp8StageBytes = kFp8 ? 4 * kBlockN * kHeadDim : 0;
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
@@ -200,10 +202,11 @@ struct PrefillWsTraits {
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
-  // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and 128, 74 at d 256), so
+  // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and 128, 74 at d 256, 72 FP8), so
   // that an item's view is made without global loads (0.7 us an item on the trace).
   static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 12 < 257 ? (227 * 1024 - kBaseSmemBytes) / 12 : 257;
   static constexpr int kSmemBytes = kBaseSmemBytes + 12 * kSeqCache;
+  static_assert(kSeqCache >= 64, "the cached sequences' floor: a byte more of stages silently costs every item global loads");
 };
 
 // The paged gather: 128 producer threads, a tile's page ids read by one lane each a tile ahead

@@ -339,7 +339,15 @@ bool Engine::step() {
   const auto t_forward = Clock::now();
   const double forward = seconds(t_built, t_forward);
   if (fst.ok()) step_cost_.observe(shape, forward);
+  model::Model::StepDeviceTime device;
+  const bool device_timed = fst.ok() && model_->last_step_device_time(&device);
   lock.lock();
+  if (device_timed) {
+    stats_.step_device_idle_s += device.idle_s;
+    stats_.step_device_prepare_s += device.prepare_s;
+    stats_.step_device_run_s += device.run_s;
+    ++stats_.device_timed_steps;
+  }
   deliver(plan, fst, sampled, logprobs);
   if (!overlap) {
     lock.unlock();

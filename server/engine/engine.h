@@ -109,6 +109,12 @@ struct EngineStats {
   // and delivering (the engine lock taken back, the tokens pushed to the streams). The host's
   // share of a step is all but the forward. /metrics: flashserve:step_seconds_total{phase}.
   double step_schedule_s = 0, step_build_s = 0, step_forward_s = 0, step_deliver_s = 0;
+  // Where the model times its steps on the device (Model::last_step_device_time; the CUDA
+  // model): the device idle between steps, begin_step's host work and upload, and the kernels
+  // and draws, summed (seconds), over device_timed_steps steps. /metrics:
+  // flashserve:step_device_seconds_total{part}, flashserve:device_timed_steps_total.
+  double step_device_idle_s = 0, step_device_prepare_s = 0, step_device_run_s = 0;
+  int64_t device_timed_steps = 0;
   // The prefill budget of the latest step that had decodes (before one: the configured limit),
   // and the step cost model's fit (StepCostModel::coefficients; zeros until it is ready).
   // /metrics: flashserve:prefill_budget_tokens, flashserve:step_cost_seconds{term}.

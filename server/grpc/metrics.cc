@@ -86,6 +86,17 @@ std::string Metrics::render() const {
                                  {"deliver", s.step_deliver_s}})
     out += std::string("flashserve:step_seconds_total{phase=\"") + phase + "\"} " + fmt(v) + "\n";
   counter("flashserve:steps_total", "Engine steps run.", static_cast<double>(s.steps));
+  if (s.device_timed_steps > 0) {  // a model that times its steps on the device (the CUDA model)
+    out += "# HELP flashserve:step_device_seconds_total The device's time by part of a step: idle (between steps: "
+           "the host's work), prepare (the step's host work and upload), run (kernels, draws, tokens back).\n"
+           "# TYPE flashserve:step_device_seconds_total counter\n";
+    for (const auto& [part, v] : {std::pair<const char*, double>{"idle", s.step_device_idle_s},
+                                  {"prepare", s.step_device_prepare_s},
+                                  {"run", s.step_device_run_s}})
+      out += std::string("flashserve:step_device_seconds_total{part=\"") + part + "\"} " + fmt(v) + "\n";
+    counter("flashserve:device_timed_steps_total", "Engine steps the model timed on the device.",
+            static_cast<double>(s.device_timed_steps));
+  }
   // Mixed steps (issue 27): the prefill budget and the step cost model it may follow.
   gauge("flashserve:prefill_budget_tokens", "Prompt-chunk tokens the latest step with decodes could take.",
         s.prefill_budget_tokens);

@@ -62,6 +62,15 @@ class Model {
   // Whether begin_step returns before the step is done (host work between it and end_step runs
   // beside the device's); false for the default, which runs the whole step in begin_step.
   virtual bool async_steps() const { return false; }
+  // The device's view of the step the last end_step finished, where a model times it (issue 27:
+  // a step's time apart from the host's): idle, from the step before's end on the device to this
+  // begin_step (the host's work between steps; 0 for a first step); prepare, begin_step's host
+  // work before its kernels and the metadata's upload; run, the kernels, the draws and the tokens'
+  // copy back. Seconds; false where not timed.
+  struct StepDeviceTime {
+    double idle_s = 0, prepare_s = 0, run_s = 0;
+  };
+  virtual bool last_step_device_time(StepDeviceTime* /*t*/) const { return false; }
 
  private:
   std::vector<int32_t> step_tokens_;  // the default begin_step's results

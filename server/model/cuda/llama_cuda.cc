@@ -69,6 +69,9 @@ LlamaCudaModel::~LlamaCudaModel() {
   cudaFree(workspace_);
   cudaFreeHost(meta_host_);
   if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
+  for (auto& parity : step_events_)
+    for (cudaEvent_t e : parity)
+      if (e) cudaEventDestroy(e);
 }
 
 Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint64_t seed,
@@ -95,6 +98,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   m->cublas_ = handle;
   FS_RETURN_IF_ERROR(cublas_status(cublasSetStream(handle, m->stream_), "cublasSetStream"));
   FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&m->meta_uploaded_, cudaEventDisableTiming));
+  for (auto& parity : m->step_events_)
+    for (cudaEvent_t& e : parity) FS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));  // timed
   m->steps_ = AttentionStepBuilder(c, Device::kCUDA, DType::kBFloat16);
 
   // Weights: sizes, then one allocation, then upload or generate.
@@ -316,6 +321,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     return invalid_argument("cuda model: the step is larger than the model's buffers");
   const StepMetadataLayout layout = step_metadata_layout(step);
   FS_RETURN_IF_ERROR(upload_metadata(b, step, layout));
+  if (timed_upload_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(timed_upload_, stream_));
   StepArrays arrays;
   arrays.tokens = reinterpret_cast<const int32_t*>(meta_dev_ + layout.tokens);
   arrays.positions = reinterpret_cast<const int32_t*>(meta_dev_ + layout.positions);
@@ -543,14 +549,62 @@ Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vect
 
 Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<SampleRow>& rows) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
-  FS_RETURN_IF_ERROR(forward_device(b));
-  step_logprobs_.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
-  for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
-  return sampler_.launch(logits_, config_.vocab_size, rows, stream_);
+  // The step's device timing (last_step_device_time): a step that fails is not timed, nor is the
+  // one after it timed from it.
+  cudaEvent_t* ev = step_events_[step_parity_];
+  step_timed_ = cudaEventRecord(ev[0], stream_) == cudaSuccess;
+  timed_upload_ = step_timed_ ? ev[1] : nullptr;
+  Status st = forward_device(b);
+  timed_upload_ = nullptr;
+  if (st.ok()) {
+    step_logprobs_.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
+    for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
+    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_);
+  }
+  step_timed_ = step_timed_ && st.ok() && cudaEventRecord(ev[2], stream_) == cudaSuccess;
+  if (!st.ok()) prev_step_timed_ = false;
+  return st;
+}
+
+bool LlamaCudaModel::last_step_device_time(StepDeviceTime* t) const {
+  if (!last_device_time_valid_) return false;
+  *t = last_device_time_;
+  return true;
+}
+
+// After the draws' copy back (end_step): the step's spans from its events, and from the step
+// before's last event where that step was timed too. Event errors only leave the step untimed.
+Status LlamaCudaModel::record_device_time() {
+  last_device_time_valid_ = false;
+  if (!step_timed_) {
+    prev_step_timed_ = false;
+    return Status::Ok();
+  }
+  step_timed_ = false;
+  cudaEvent_t* ev = step_events_[step_parity_];
+  FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[2]));  // recorded right after the draws' copy: at once
+  float prepare = 0.f, run = 0.f, idle = 0.f;
+  bool ok = cudaEventElapsedTime(&prepare, ev[0], ev[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&run, ev[1], ev[2]) == cudaSuccess;
+  if (ok && prev_step_timed_) ok = cudaEventElapsedTime(&idle, step_events_[step_parity_ ^ 1][2], ev[0]) == cudaSuccess;
+  if (!ok) {
+    (void)cudaGetLastError();
+    prev_step_timed_ = false;
+    return Status::Ok();
+  }
+  last_device_time_ = {idle * 1e-3, prepare * 1e-3, run * 1e-3};
+  last_device_time_valid_ = true;
+  prev_step_timed_ = true;
+  step_parity_ ^= 1;
+  return Status::Ok();
 }
 
 Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
-  FS_RETURN_IF_ERROR(sampler_.finish(tokens));
+  if (Status fs = sampler_.finish(tokens); !fs.ok()) {
+    step_timed_ = prev_step_timed_ = false;
+    return fs;
+  }
+  FS_RETURN_IF_ERROR(record_device_time());
   const std::vector<int32_t>& asks = step_logprobs_;
   if (logprobs == nullptr) return Status::Ok();
   logprobs->assign(asks.size(), TokenLogprobs{});

@@ -102,6 +102,7 @@ class LlamaCudaModel : public Model {
   Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) override;
   Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) override;
   bool async_steps() const override { return true; }
+  bool last_step_device_time(StepDeviceTime* t) const override;
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
   Status forward_device(const ForwardBatch& batch);
@@ -141,6 +142,8 @@ class LlamaCudaModel : public Model {
   // the device), then fixed (KvScales::calibrate). Its layer's first write only, a prefill step,
   // never captured: the host waits for the amax.
   Status calibrate_layer(int32_t layer, int64_t num_tokens);
+  // end_step's: last_step_device_time's spans from the step's events.
+  Status record_device_time();
 
   LlamaConfig config_;
   CudaModelOptions opt_;
@@ -191,6 +194,15 @@ class LlamaCudaModel : public Model {
   CudaSampler sampler_;
   std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
   std::vector<int32_t> step_logprobs_;  // begin_step's rows' logprobs asks (-1: none), for end_step
+  // The steps' device timing (last_step_device_time): events by step parity, [begin, uploaded,
+  // done] (begin_step's start, after the upload, after the draws' copy back); forward_device
+  // records `uploaded` where timed_upload_ points.
+  cudaEvent_t step_events_[2][3] = {};
+  cudaEvent_t timed_upload_ = nullptr;
+  int step_parity_ = 0;
+  bool step_timed_ = false, prev_step_timed_ = false;
+  StepDeviceTime last_device_time_;
+  bool last_device_time_valid_ = false;
 };
 
 }  // namespace flashserve::model

@@ -56,13 +56,16 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long 
   return t;
 }
 
-// A float's bits as an unsigned key in the floats' order (-0 below +0; callers pass no NaN).
+// A float's bits as an unsigned key in the floats' order (callers pass no NaN).
 __device__ __forceinline__ uint32_t ordered_key(float x) {
-  const uint32_t b = __float_as_uint(x);
+  uint32_t b = __float_as_uint(x);
+  if (b == 0x80000000u) b = 0u;  // -0 ties +0, as the host compares them
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int32_t vocab,
+// Two CTAs an SM (32 registers; without the bound the candidates' path took 57, one CTA an SM).
+// out: [rows] tokens, then [rows] flags (1 where the candidates decided the row's thresholds).
+__global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits, int32_t vocab,
                                                           const RowParams* params, const int32_t* banned,
                                                           int32_t* out, bool use_candidates) {
   const int row = blockIdx.x;
@@ -114,7 +117,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
       best_i = red_i[w];
     }
   if (p.temperature == 0.f || p.top_k == 1) {
-    if (threadIdx.x == 0) out[row] = best_i;
+    if (threadIdx.x == 0) {
+      out[row] = best_i;
+      out[gridDim.x + row] = 0;
+    }
     return;
   }
   const float inv_t = 1.f / p.temperature;
@@ -125,6 +131,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   uint32_t key_thr = 0;
   const bool top_k = p.top_k > 0 && p.top_k < vocab, top_p = p.top_p < 1.f;
   bool decided = !top_k && !top_p;  // plain softmax or min_p alone: nothing to find
+  bool by_candidates = false;
   // The fast path for top_k / top_p (the slow one below took ~80 passes over the vocabulary,
   // each a MUFU-bound ~5 us at 128k tokens on one SM): one pass sorts the logits within
   // kCandidateNats of the top into shared memory and sums the rest's mass (fixed point); the
@@ -190,7 +197,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
       const unsigned long long total = top_k ? kept : kept + tail;
       uint32_t tp = 0;
       if (top_p) {
-        const auto need = static_cast<unsigned long long>(static_cast<double>(p.top_p) * static_cast<double>(total));
+        // At least one unit: a need of 0 would keep nothing (top_p near 0 keeps the top token).
+        const auto need = static_cast<unsigned long long>(
+            fmax(1.0, ceil(static_cast<double>(p.top_p) * static_cast<double>(total))));
         if (kept >= need)
           tp = bisect([&](uint32_t t) { return mass_key(t, tk) >= need; });
         else
@@ -199,6 +208,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
       key_thr = tk > tp ? tk : tp;
     }
     decided = fits;
+    by_candidates = fits;
   }
   if (!decided) {  // the slow path: bisections over the probabilities of the whole vocabulary
     auto count_ge = [&](float t) {
@@ -247,26 +257,31 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
   const int begin = threadIdx.x * chunk, end = min(vocab, begin + chunk);
   float local = 0.f;
   for (int i = begin; i < end; ++i) local += kept(i);
-  // Exclusive scan of the locals across the block (warp scan + warp totals).
+  // The threads' ranges of the CDF by a scan of the locals (warp scan + warp totals). A thread's
+  // range is [warp offset + the lane before's inclusive sum, warp offset + its own), so that
+  // the ranges tile exactly in float (start + local would not: two threads could both take the
+  // target); the warp offsets are one running sum, in warp order, the total its last value.
   float incl = local;
   for (int o = 1; o < 32; o <<= 1) {
     const float y = __shfl_up_sync(0xffffffffu, incl, o);
     if (threadIdx.x % 32 >= o) incl += y;
   }
+  float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (threadIdx.x % 32 == 0) excl = 0.f;
   __syncthreads();
   if (threadIdx.x % 32 == 31) scratch[threadIdx.x / 32] = incl;
   __syncthreads();
   float warp_offset = 0.f, total = 0.f;
   for (int w = 0; w < kThreads / 32; ++w) {
-    if (w < static_cast<int>(threadIdx.x / 32)) warp_offset += scratch[w];
+    if (w == static_cast<int>(threadIdx.x / 32)) warp_offset = total;
     total += scratch[w];
   }
-  const float start = warp_offset + incl - local;
+  const float start = warp_offset + excl, stop = warp_offset + incl;
   const float target = p.u * total;
   __shared__ int32_t chosen;
   if (threadIdx.x == 0) chosen = best_i;  // rounding fallback: the top token
   __syncthreads();
-  if (local > 0.f && target >= start && target < start + local) {
+  if (local > 0.f && target >= start && target < stop) {
     float acc = start;
     int32_t pick = -1;
     for (int i = begin; i < end; ++i) {
@@ -279,7 +294,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
     if (pick >= 0) chosen = pick;
   }
   __syncthreads();
-  if (threadIdx.x == 0) out[row] = chosen;
+  if (threadIdx.x == 0) {
+    out[row] = chosen;
+    out[gridDim.x + row] = by_candidates ? 1 : 0;
+  }
 }
 
 }  // namespace
@@ -326,7 +344,7 @@ Status CudaSampler::grow(int64_t bytes) {
 Status CudaSampler::reserve(int64_t rows, int64_t banned) {
   if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
   if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
-  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 4);
+  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8);
 }
 
 Status CudaSampler::finish(std::vector<int32_t>* tokens) {
@@ -334,6 +352,9 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens) {
   if (rows_ == 0) return Status::Ok();
   FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_), "sample"));
   std::memcpy(tokens->data(), host_ + tokens_at_, static_cast<size_t>(rows_) * 4);
+  const auto* flags = reinterpret_cast<const int32_t*>(host_ + tokens_at_) + rows_;
+  candidate_rows_ = 0;
+  for (int64_t r = 0; r < rows_; ++r) candidate_rows_ += flags[r] != 0;
   rows_ = 0;
   return Status::Ok();
 }
@@ -367,7 +388,7 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
     FS_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ban_smem)));
   }
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 4;
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 8;
   FS_RETURN_IF_ERROR(grow(bytes));
   if (done_ == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   const int64_t up = n * static_cast<int64_t>(sizeof(RowParams)) + static_cast<int64_t>(banned.size()) * 4;
@@ -386,7 +407,7 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
       logits, vocab, d_params, d_banned, d_out, candidates);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
   tokens_at_ = reinterpret_cast<char*>(d_out) - base;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 4, cudaMemcpyDeviceToHost, stream));
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 8, cudaMemcpyDeviceToHost, stream));
   FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream));
   rows_ = n;
   return Status::Ok();

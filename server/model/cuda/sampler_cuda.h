@@ -36,6 +36,9 @@ class CudaSampler {
   // Buffers for `rows` rows and `banned` banned ids in all, made now: a launch within them
   // allocates nothing (an allocation would wait for the device's work: the whole step).
   Status reserve(int64_t rows, int64_t banned);
+  // Of the last finished launch's rows, those whose top_k / top_p thresholds the candidates
+  // decided (FLASHSERVE_SAMPLER_CANDIDATES=1; tests check the path that ran).
+  int64_t candidate_rows() const { return candidate_rows_; }
 
  private:
   void* params_ = nullptr;  // device: per-row parameters, banned ids, output tokens
@@ -45,6 +48,7 @@ class CudaSampler {
   int64_t host_capacity_ = 0;
   int64_t rows_ = 0;        // the launched draws' rows; the tokens at host_ + tokens_at_
   int64_t tokens_at_ = 0;
+  int64_t candidate_rows_ = 0;
   cudaEvent_t done_ = nullptr;  // recorded after the tokens' copy back
 };
 
