@@ -303,7 +303,8 @@ TEST(SamplerCuda, SameDistributionsAsTheHost) {
 // 16 nats of the top and the bulk's tail carries a little mass (top_p without top_k counts it).
 // Each rule by the fast path (FLASHSERVE_SAMPLER_CANDIDATES=1) and by the slow one (=0) against
 // the host's rules, and the path each row took (candidate_rows); rows where the candidates cannot
-// decide take the slow path: k beyond them, a flat row (every logit a candidate), and a nucleus
+// decide take the slow path: k beyond them (3000; at T 0.2, k 50 takes a 4x wider window, on the
+// fast path), a flat row (every logit a candidate), and a nucleus
 // reaching below them (one top logit, 2000 just within 16 nats, the rest just below, top_p
 // 0.999). The same rows drawn twice give the same tokens.
 TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
@@ -329,6 +330,7 @@ TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
       {1.0f, 0, 0.8f, 0.05f, 14, 0, {}},     // min_p and top_p
       {1.0f, 3000, 1.0f, 0.0f, 15, 0, {}},   // k beyond the candidates: the slow path
       {1.0f, 0, 0.999f, 0.0f, 16, 0, {}},    // the deep row: a nucleus below the candidates
+      {0.2f, 50, 1.0f, 0.0f, 17, 0, {}},     // a low temperature: ~5 within 16 nats, 4x wider
   };
   for (const std::vector<float>* logits : {&peaked, &flat, &deep}) {
     for (int r = 0; r < rows; ++r)

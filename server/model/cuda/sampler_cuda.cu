@@ -133,8 +133,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
   bool decided = !top_k && !top_p;  // plain softmax or min_p alone: nothing to find
   bool by_candidates = false;
   // The fast path for top_k / top_p (the slow one below took ~80 passes over the vocabulary,
-  // each a MUFU-bound ~5 us at 128k tokens on one SM): one pass sorts the logits within
-  // kCandidateNats of the top into shared memory and sums the rest's mass (fixed point); the
+  // each a MUFU-bound ~5 us at 128k tokens on one SM): one pass gathers the logits within
+  // kCandidateNats of the top into shared memory and sums the rest's mass (fixed point; for
+  // top_k, windows up to 64x wider while fewer than k are in, without the mass); the
   // thresholds are then found by bisection over the candidates' ordered keys, 32 steps each
   // over at most kCandidates values. Where the candidates cannot decide (more than kCandidates
   // of them, k beyond them, or a nucleus reaching below them) the slow path does.
@@ -142,30 +143,41 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
     __shared__ float cand[kCandidates];
     __shared__ unsigned cand_n;
     __shared__ unsigned long long scratch64[kThreads / 32];
-    if (threadIdx.x == 0) cand_n = 0u;
-    __syncthreads();
-    const float cut = best - kCandidateNats * p.temperature;
-    unsigned long long tail = 0;  // the non-candidates' mass
+    unsigned long long tail = 0;  // the non-candidates' mass (top_p without top_k needs it)
     const unsigned lane = threadIdx.x % 32;
-    for (int base = 0; base < vocab; base += kThreads) {  // uniform trip count: the ballots
-      const int i = base + static_cast<int>(threadIdx.x);
-      const float x = i < vocab ? logit(i) : -INFINITY;
-      const bool c = x >= cut;  // NaN and banned (-inf) are not candidates
-      const unsigned ballot = __ballot_sync(0xffffffffu, c);
-      if (ballot != 0u) {
-        unsigned slot = 0;
-        if (lane == static_cast<unsigned>(__ffs(ballot) - 1)) slot = atomicAdd(&cand_n, static_cast<unsigned>(__popc(ballot)));
-        slot = __shfl_sync(0xffffffffu, slot, __ffs(ballot) - 1) + __popc(ballot & ((1u << lane) - 1u));
-        if (c && slot < kCandidates) cand[slot] = x;
+    // One pass: the logits >= cut into cand (their count in cand_n, past kCandidates too).
+    auto collect = [&](float cut) {
+      __syncthreads();  // every thread has read the last pass's count
+      if (threadIdx.x == 0) cand_n = 0u;
+      __syncthreads();
+      tail = 0;
+      for (int base = 0; base < vocab; base += kThreads) {  // uniform trip count: the ballots
+        const int i = base + static_cast<int>(threadIdx.x);
+        const float x = i < vocab ? logit(i) : -INFINITY;
+        const bool c = x >= cut;  // NaN and banned (-inf) are not candidates
+        const unsigned ballot = __ballot_sync(0xffffffffu, c);
+        if (ballot != 0u) {
+          unsigned slot = 0;
+          if (lane == static_cast<unsigned>(__ffs(ballot) - 1)) slot = atomicAdd(&cand_n, static_cast<unsigned>(__popc(ballot)));
+          slot = __shfl_sync(0xffffffffu, slot, __ffs(ballot) - 1) + __popc(ballot & ((1u << lane) - 1u));
+          if (c && slot < kCandidates) cand[slot] = x;
+        }
+        if (!top_k && !c && i < vocab) {
+          const float q = prob(i);
+          if (q > 0.f) tail += static_cast<unsigned long long>(q * kFixedOne);  // NaN: not counted
+        }
       }
-      if (!c && i < vocab) {
-        const float q = prob(i);
-        if (q > 0.f) tail += static_cast<unsigned long long>(q * kFixedOne);  // NaN: not counted
-      }
-    }
-    __syncthreads();
-    const unsigned n = cand_n;
-    tail = block_sum_u64(tail, scratch64);
+      __syncthreads();
+      return cand_n;
+    };
+    unsigned n = collect(best - kCandidateNats * p.temperature);
+    // top_k beyond the candidates (a low temperature leaves few within 16 nats): wider windows,
+    // 4x each, while fewer than k and still room (passes without exps: top_k needs no tail).
+    for (int widen = 1; top_k && n < static_cast<unsigned>(p.top_k) && n <= static_cast<unsigned>(kCandidates) &&
+                        widen <= 3;
+         ++widen)
+      n = collect(best - kCandidateNats * p.temperature * static_cast<float>(1 << (2 * widen)));
+    if (!top_k) tail = block_sum_u64(tail, scratch64);
     auto fixed = [&](float x) { return static_cast<unsigned long long>(__expf((x - best) * inv_t) * kFixedOne); };
     // Over the candidates: how many have a key >= t, and their mass (with a key >= also).
     auto count_key = [&](uint32_t t) {
