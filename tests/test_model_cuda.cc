@@ -405,6 +405,79 @@ TEST(LlamaCuda, SkinnyRopeAppendIsBitExact) {
   }
 }
 
+// graph_table_width (host only): a graph-replayed decode step's tables, the widest rounded up
+// to a power of two pages from 8k tokens' worth, capped by the model's width, never narrower than
+// the widest.
+TEST(GraphTableWidth, PowersOfTwoFromEightThousandTokensWithinTheModelsWidth) {
+  EXPECT_EQ(graph_table_width(1, 32767, 16), 512);
+  EXPECT_EQ(graph_table_width(512, 32767, 16), 512);
+  EXPECT_EQ(graph_table_width(513, 32767, 16), 1024);
+  EXPECT_EQ(graph_table_width(5000, 32767, 16), 8192);
+  EXPECT_EQ(graph_table_width(20000, 32767, 16), 32767);   // capped
+  EXPECT_EQ(graph_table_width(40000, 32767, 16), 40000);   // never below the widest (refused later)
+  EXPECT_EQ(graph_table_width(3, 32, 16), 32);             // a small model's width
+  EXPECT_EQ(graph_table_width(100, 100000, 1), 8192);      // one token a page
+  EXPECT_EQ(graph_table_width(9000, 100000, 1), 16384);
+  EXPECT_EQ(graph_table_width(1, 8192, 64), 128);
+}
+
+// Decode steps replayed as graphs keyed by (batch, table width): a sequence growing across 8k
+// tokens moves from the 512-page graph to the next (the model's 599 pages), each graph's split
+// plan cut for its width; its logits match the eager model's (its own split plan) throughout.
+TEST(LlamaCuda, GraphsFollowTheTablesWidth) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 41, &w).ok());
+  CudaModelOptions opt = small_options();
+  opt.num_blocks = 600;
+  opt.max_blocks_per_seq = 599;
+  std::unique_ptr<LlamaCudaModel> gpu, eager;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
+  opt.cuda_graphs = false;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  KVCacheConfig kc = small_cache();
+  kc.num_blocks = 600;
+  kc.max_blocks_per_seq = 599;
+  KVCacheManager mgr(kc);
+  std::mt19937 rng(41);
+  std::vector<int32_t> seq(8180);
+  for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+  int32_t cached;
+  ASSERT_TRUE(mgr.add_sequence(1, seq.data(), static_cast<int32_t>(seq.size()), 0, &cached).ok());
+  std::vector<int64_t> widths;
+  // One step of n new tokens (the prompt's chunks, then decodes) through both models, its tables
+  // at the width the engine's batch builder would lay them out at; the next token appended.
+  auto run = [&](int32_t n, bool decode, const std::string& what) {
+    ForwardBatch b = step(mgr, 1, seq, n, decode);
+    const int64_t pages = static_cast<int64_t>(mgr.block_table(1)->size());
+    const int64_t width = gpu->block_table_width(1, decode ? 1 : 0, pages);
+    b.block_tables.assign(static_cast<size_t>(width), 0);
+    std::copy(mgr.block_table(1)->begin(), mgr.block_table(1)->end(), b.block_tables.begin());
+    b.block_table_stride = width;
+    if (decode) widths.push_back(width);
+    std::vector<float> lg, le;
+    const Status g = gpu->forward(b, &lg);
+    ASSERT_TRUE(g.ok()) << g.to_string() << ", " << what;
+    ASSERT_TRUE(eager->forward(b, &le).ok()) << what;
+    for (size_t i = 0; i < le.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(lg[i])) << what;
+      ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "graph replay vs eager, " << what << ", width " << width;
+    }
+    if (mgr.num_slotted_tokens(1) == static_cast<int32_t>(seq.size()))
+      seq.push_back(static_cast<int32_t>(std::max_element(le.begin(), le.end()) - le.begin()));
+  };
+  for (int32_t done = 0; done < 8180 && !HasFatalFailure(); done += 512)
+    run(std::min(512, 8180 - done), false, "chunk at " + std::to_string(done));
+  for (int d = 0; d < 16 && !HasFatalFailure(); ++d) run(1, true, "decode " + std::to_string(d));  // 8181 .. 8196 keys
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(widths.empty());
+  EXPECT_EQ(widths.front(), 512);
+  EXPECT_EQ(widths.back(), 599);  // past 8192 tokens: the next power of two, capped
+  EXPECT_TRUE(gpu->cuda_graphs());
+  EXPECT_EQ(gpu->graph_count(), 2u);
+}
+
 TEST(LlamaCuda, EngineOnTheGpuModel) {
   FS_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = tiny_gpu();

@@ -303,6 +303,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
   // cached per device (one lookup a step), and a model whose head_dim the decode kernel lacks
   // is still created and refuses its first step (UNSUPPORTED). With a graph the planner sizes
   // its splits for the context (DecodePlanInput::graph_mode).
+  // The tables' width: a graph's (graph_table_width: its key with B), else the batch's own.
+  const int64_t width = std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride);
   DecodePlanning planning;
   if (nd > 0) {
     FS_RETURN_IF_ERROR(
@@ -310,12 +312,11 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     planning.block_size = opt_.block_size;
     if (graph) {
       planning.graph_mode = true;
-      planning.max_seq_len = opt_.max_blocks_per_seq * opt_.block_size;
+      planning.max_seq_len = static_cast<int32_t>(width * opt_.block_size);
     }
   }
   AttentionStep step;
-  FS_RETURN_IF_ERROR(steps_.build(b, std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride),
-                                  nd > 0 ? &planning : nullptr, &step));
+  FS_RETURN_IF_ERROR(steps_.build(b, width, nd > 0 ? &planning : nullptr, &step));
   const int64_t T = step.num_tokens;
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
@@ -343,7 +344,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
     workspace_bytes_ = step.decode_plan.workspace_bytes;
   }
   if (!graph) return run_layers(step, arrays);
-  auto it = graphs_.find(B);
+  const std::pair<int32_t, int64_t> key{B, width};
+  auto it = graphs_.find(key);
   if (it != graphs_.end() && !(it->second.layout == layout)) {
     // Not expected: a pure decode step of B sequences at the graph's width has one layout (its
     // offsets depend only on the sizes). Were it to differ, the captured launches would read
@@ -367,7 +369,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
       opt_.cuda_graphs = false;
       return run_layers(step, arrays);
     }
-    it = graphs_.emplace(B, Graph{exec, layout}).first;
+    it = graphs_.emplace(key, Graph{exec, layout}).first;
   }
   return flashserve::cuda_status(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
 }

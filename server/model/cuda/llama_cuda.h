@@ -26,6 +26,22 @@
 
 namespace flashserve::model {
 
+// The width (pages) a graph-replayed decode step lays its block tables out at, and so the longest
+// context its captured split plan covers (graph mode's chunk is that context / its splits): the
+// step's widest table rounded up to a power of two pages, at least kGraphMinContext tokens'
+// worth, at most max_pages (max_blocks_per_seq), never below the widest (a wider step is refused
+// later). Steps of one batch size share a graph a width. Before session 27 every graph took
+// max_blocks_per_seq: a server sized by --num-blocks 32768 wrote and uploaded 128 KB of table a
+// sequence a step (32 MB at 256 sequences), and at batch 1 its one split a sequence covered 16k
+// keys (8 CTAs for a 2k context's decode).
+inline constexpr int64_t kGraphMinContext = 8192;  // tokens: bench_model's graphs, as measured
+inline int64_t graph_table_width(int64_t widest, int64_t max_pages, int32_t block_size) {
+  int64_t w = block_size > 0 ? (kGraphMinContext + block_size - 1) / block_size : 1;
+  while (w < widest) w *= 2;
+  w = w < max_pages ? w : max_pages;
+  return w > widest ? w : widest;
+}
+
 struct CudaModelOptions {
   int32_t num_blocks = 0;               // KV blocks (incl. the null block); 0: sized from memory
   // With num_blocks 0 the pool is sized after the weights and activation buffers are allocated,
@@ -88,9 +104,10 @@ class LlamaCudaModel : public Model {
   const KvScales& kv_scales() const { return kv_scales_; }
   Status forward(const ForwardBatch& batch, std::vector<float>* logits) override;
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return kv_.copy_blocks(pairs, n, stream_); }
-  // A pure decode step replays a CUDA graph (graph_step): its tables are max_blocks_per_seq wide.
+  // A pure decode step replays a CUDA graph (graph_step): its tables are graph_table_width wide.
   int64_t block_table_width(int32_t batch, int32_t num_decode, int64_t widest_table) const override {
-    return graph_step(batch, num_decode) ? opt_.max_blocks_per_seq : widest_table;
+    return graph_step(batch, num_decode) ? graph_table_width(widest_table, opt_.max_blocks_per_seq, opt_.block_size)
+                                         : widest_table;
   }
   // Samples on the device: only the tokens come back, and the logits of the rows that ask for
   // logprobs (those rows alone, after the sampling; the step and its graph are the same).
@@ -109,6 +126,8 @@ class LlamaCudaModel : public Model {
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const { return opt_.cuda_graphs && num_decode == batch; }
+  // Graphs captured so far (one a batch size and table width).
+  size_t graph_count() const { return graphs_.size(); }
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
@@ -190,7 +209,7 @@ class LlamaCudaModel : public Model {
     cudaGraphExec_t exec = nullptr;
     StepMetadataLayout layout;
   };
-  std::map<int32_t, Graph> graphs_;
+  std::map<std::pair<int32_t, int64_t>, Graph> graphs_;  // by (batch, table width)
   CudaSampler sampler_;
   std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
   std::vector<int32_t> step_logprobs_;  // begin_step's rows' logprobs asks (-1: none), for end_step
