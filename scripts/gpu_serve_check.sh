@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end serving on the GPU machine: each server given runs synthetic:llama3-8b on the GPU
 # (bf16 weights made on the device), and the bundled client load-tests it at concurrency 1 and
-# 64 with random token prompts; a table of the client's numbers, then one of the step thread's time
+# 64 (CONCURRENCY) with random token prompts; a table of the client's numbers, then one of the step thread's time
 # a step by phase over each load (schedule, build, forward, deliver: /metrics' step counters
 # scraped after each load, scripts/step_phases.py; issue 27's host share of a step). The servers run one after
 # another in the order given (give one twice to see the spread between runs).
@@ -10,8 +10,9 @@
 #   after=build-gpu/server/flashserve_server,--num-blocks,8192). LIBS: a folder of the shared
 #   libraries the binaries need that the machine lacks (gRPC, Protobuf, Abseil, ...; see
 #   scripts/gpu_serve_pack.sh), put first on LD_LIBRARY_PATH.
-# Environment: IN (input tokens, 512), OUTLEN (output tokens, 128), N1 (prompts at concurrency
-# 1, 16), N64 (prompts at concurrency 64, 256).
+# Environment: IN (input tokens, 512), OUTLEN (output tokens, 128), CONCURRENCY (the loads, "1
+# 64"), N1 (prompts at concurrency 1, 16), N64 (prompts at concurrency 64, 256), other
+# concurrencies 4x theirs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/flashserve-gpu}"
@@ -47,8 +48,8 @@ for spec in "$@"; do
     continue
   fi
   grep -m1 "KV cache" "$log.err"
-  for c in 1 64; do
-    n=$([ "$c" = 1 ] && echo "$n1" || echo "$n64")
+  for c in ${CONCURRENCY:-1 64}; do
+    case $c in 1) n=$n1;; 64) n=$n64;; *) n=$((4 * c));; esac
     "$bench" --target "127.0.0.1:$port" --request-rate inf --max-concurrency "$c" --num-prompts "$n" \
       --input-len "$in" --output-len "$outlen" --ignore-eos --num-warmups 2 --seed 0 --no-progress \
       --percentile-metrics ttft,tpot,itl --metric-percentiles 50,99 --result-json "$log.c$c.json" \
