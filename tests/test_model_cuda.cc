@@ -478,6 +478,85 @@ TEST(LlamaCuda, GraphsFollowTheTablesWidth) {
   EXPECT_EQ(gpu->graph_count(), 2u);
 }
 
+// graph_batch_size (host only): powers of two to 8, then multiples of 8, within max_batch.
+TEST(GraphBatchSize, CaptureSizes) {
+  EXPECT_EQ(graph_batch_size(1, 256), 1);
+  EXPECT_EQ(graph_batch_size(3, 256), 4);
+  EXPECT_EQ(graph_batch_size(5, 256), 8);
+  EXPECT_EQ(graph_batch_size(9, 256), 16);
+  EXPECT_EQ(graph_batch_size(17, 256), 24);
+  EXPECT_EQ(graph_batch_size(250, 256), 256);
+  EXPECT_EQ(graph_batch_size(256, 256), 256);
+  EXPECT_EQ(graph_batch_size(250, 252), 250);  // the capture size past the model's batch: none
+  EXPECT_EQ(graph_batch_size(3, 3), 3);
+}
+
+// Decode steps of 3 and then 4 sequences replay one graph (3 padded with a dummy row to 4): the
+// real rows' logits match the eager model's, the dummy row touches no sequence's cache (the
+// steps after it still match), and the 3-row step's logits are 3 rows.
+TEST(LlamaCuda, GraphsOfPaddedBatches) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 43, &w).ok());
+  CudaModelOptions opt = small_options();
+  std::unique_ptr<LlamaCudaModel> gpu, eager;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
+  opt.cuda_graphs = false;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  KVCacheManager mgr(small_cache());
+  std::mt19937 rng(43);
+  std::vector<std::vector<int32_t>> seqs(4);
+  for (int64_t id = 0; id < 4; ++id) {
+    seqs[id].resize(static_cast<size_t>(20 + 9 * id));
+    for (auto& t : seqs[id]) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+    int32_t cached;
+    ASSERT_TRUE(mgr.add_sequence(id, seqs[id].data(), static_cast<int32_t>(seqs[id].size()), 0, &cached).ok());
+    // Each prompt alone, eagerly in both models (their caches filled alike).
+    const ForwardBatch p = step(mgr, id, seqs[id], static_cast<int32_t>(seqs[id].size()), false);
+    std::vector<float> lg, le;
+    ASSERT_TRUE(gpu->forward(p, &lg).ok());
+    ASSERT_TRUE(eager->forward(p, &le).ok());
+    seqs[id].push_back(static_cast<int32_t>(std::max_element(le.begin(), le.end()) - le.begin()));
+  }
+  const int64_t stride = mgr.config().max_blocks_per_seq;
+  for (int s = 0; s < 6; ++s) {
+    const int rows = s < 3 ? 3 : 4;  // sequence 3 joins the decodes at step 3
+    ForwardBatch b;
+    b.num_decode = rows;
+    b.cu_seqlens_q = {0};
+    b.block_table_stride = stride;
+    b.block_tables.assign(static_cast<size_t>(rows * stride), 0);
+    for (int64_t id = 0; id < rows; ++id) {
+      const int32_t done = mgr.num_slotted_tokens(id);
+      b.tokens.push_back(seqs[id][done]);
+      std::vector<int64_t> slots;
+      std::vector<BlockCopy> copies;
+      ASSERT_TRUE(mgr.allocate_slots(id, seqs[id], 1, &slots, &copies).ok());
+      b.slot_mapping.push_back(slots[0]);
+      b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
+      b.seq_lens.push_back(mgr.num_slotted_tokens(id));
+      std::copy(mgr.block_table(id)->begin(), mgr.block_table(id)->end(), b.block_tables.begin() + id * stride);
+    }
+    std::vector<float> lg, le;
+    const Status g = gpu->forward(b, &lg);
+    ASSERT_TRUE(g.ok()) << g.to_string() << ", step " << s;
+    ASSERT_TRUE(eager->forward(b, &le).ok());
+    ASSERT_EQ(lg.size(), static_cast<size_t>(rows) * c.vocab_size);
+    for (size_t i = 0; i < le.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(lg[i])) << "step " << s;
+      ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "graph replay vs eager, step " << s << ", row "
+                                                                << i / c.vocab_size;
+    }
+    for (int64_t id = 0; id < rows; ++id) {
+      const float* row = le.data() + id * c.vocab_size;
+      seqs[id].push_back(static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row));
+    }
+  }
+  EXPECT_TRUE(gpu->cuda_graphs());
+  EXPECT_EQ(gpu->graph_count(), 1u);  // 3 rows padded to 4, then 4
+}
+
 TEST(LlamaCuda, EngineOnTheGpuModel) {
   FS_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = tiny_gpu();

@@ -288,23 +288,51 @@ bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const 
          model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_.bytes;
 }
 
-Status LlamaCudaModel::forward_device(const ForwardBatch& b) {
+// A decode batch padded to its graph's batch size (graph_batch_size) with dummy rows (token 0,
+// one key, slot -1: nothing appended; tables of the null block, whose key they read), its tables
+// at `width`; the batch itself where no padding is needed and its tables are that wide. The
+// padded copy reuses padded_'s buffers.
+const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int64_t width) {
+  const int32_t B = b.batch(), Bp = graph_batch_size(B, opt_.max_batch);
+  if (Bp == B && width == b.block_table_stride) return b;
+  ForwardBatch& p = padded_;
+  p.num_decode = b.num_decode + (Bp - B);
+  p.tokens.assign(b.tokens.begin(), b.tokens.end());
+  p.tokens.resize(b.tokens.size() + static_cast<size_t>(Bp - B), 0);
+  p.cu_seqlens_q.assign(b.cu_seqlens_q.begin(), b.cu_seqlens_q.end());
+  for (int32_t i = B; i < Bp; ++i) p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + 1);
+  p.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
+  p.seq_lens.resize(static_cast<size_t>(Bp), 1);
+  p.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
+  p.slot_mapping.resize(p.tokens.size(), -1);
+  p.block_table_stride = width;
+  p.block_tables.assign(static_cast<size_t>(Bp * width), 0);
+  for (int32_t r = 0; r < B; ++r)
+    std::copy_n(b.block_tables.begin() + r * b.block_table_stride, b.block_table_stride,
+                p.block_tables.begin() + r * width);
+  return p;
+}
+
+Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
   const LlamaConfig& c = config_;
-  const int32_t B = b.batch(), nd = b.num_decode;
-  // A pure decode step replays a CUDA graph captured for its batch size: block tables are laid
-  // out at the widest stride and the split plan is the planner's graph mode, so the captured
-  // launches serve every later step of that size; only the metadata is uploaded. (Tables wider
-  // than the model's buffers pass the builder and are refused just below.)
+  // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the
+  // batch padded with dummy rows to a capture size) and table width (graph_table_width): block
+  // tables are laid out at that width and the split plan is the planner's graph mode for it, so
+  // the captured launches serve every later step of that size; only the metadata is uploaded.
+  // (Tables wider than the model's buffers pass the builder and are refused just below.)
   // (An FP8 layer not yet calibrated waits for its amax on the host: such a step runs eagerly.)
-  const bool graph = graph_step(B, nd) && !kv_scales_.pending();
+  const bool graph = graph_step(batch.batch(), batch.num_decode) && !kv_scales_.pending();
+  // The tables' width: a graph's (its key with the batch size), else the batch's own.
+  const int64_t width =
+      std::max(block_table_width(batch.batch(), batch.num_decode, batch.block_table_stride), batch.block_table_stride);
+  const ForwardBatch& b = graph ? padded_for_graph(batch, width) : batch;
+  const int32_t B = b.batch(), nd = b.num_decode;
   // The decode rows are planned with the step (AttentionStep::decode_plan) for the split
   // kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy API, SMs). It
   // is asked here, for steps with decode rows, rather than once at creation: the answer is
   // cached per device (one lookup a step), and a model whose head_dim the decode kernel lacks
   // is still created and refuses its first step (UNSUPPORTED). With a graph the planner sizes
   // its splits for the context (DecodePlanInput::graph_mode).
-  // The tables' width: a graph's (graph_table_width: its key with B), else the batch's own.
-  const int64_t width = std::max(block_table_width(B, nd, b.block_table_stride), b.block_table_stride);
   DecodePlanning planning;
   if (nd > 0) {
     FS_RETURN_IF_ERROR(

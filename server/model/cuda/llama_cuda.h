@@ -42,6 +42,15 @@ inline int64_t graph_table_width(int64_t widest, int64_t max_pages, int32_t bloc
   return w > widest ? w : widest;
 }
 
+// The batch size a graph-replayed decode step of `batch` sequences runs at: powers of two up to
+// 8, then multiples of 8 (the capture sizes serving stacks use), or the batch itself past
+// max_batch. The extra rows are dummies whose logits nobody reads; a batch that wanders between
+// 200 and 256 sequences then takes 8 graphs, each captured once, not 57.
+inline int32_t graph_batch_size(int32_t batch, int32_t max_batch) {
+  const int32_t p = batch <= 1 ? 1 : batch <= 2 ? 2 : batch <= 4 ? 4 : batch <= 8 ? 8 : (batch + 7) / 8 * 8;
+  return p <= max_batch ? p : batch;
+}
+
 struct CudaModelOptions {
   int32_t num_blocks = 0;               // KV blocks (incl. the null block); 0: sized from memory
   // With num_blocks 0 the pool is sized after the weights and activation buffers are allocated,
@@ -163,6 +172,8 @@ class LlamaCudaModel : public Model {
   Status calibrate_layer(int32_t layer, int64_t num_tokens);
   // end_step's: last_step_device_time's spans from the step's events.
   Status record_device_time();
+  // forward_device's: a graph step's batch padded to graph_batch_size, its tables `width` wide.
+  const ForwardBatch& padded_for_graph(const ForwardBatch& b, int64_t width);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
@@ -209,7 +220,8 @@ class LlamaCudaModel : public Model {
     cudaGraphExec_t exec = nullptr;
     StepMetadataLayout layout;
   };
-  std::map<std::pair<int32_t, int64_t>, Graph> graphs_;  // by (batch, table width)
+  std::map<std::pair<int32_t, int64_t>, Graph> graphs_;  // by (padded batch, table width)
+  ForwardBatch padded_;  // padded_for_graph's buffers, reused step to step
   CudaSampler sampler_;
   std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
   std::vector<int32_t> step_logprobs_;  // begin_step's rows' logprobs asks (-1: none), for end_step
