@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cerrno>
@@ -437,6 +438,18 @@ int main(int argc, char** argv) {
     opt.kv = kv_options;
     std::unique_ptr<model::LlamaCudaModel> gpu;
     st = model::LlamaCudaModel::create(config, weights.embed.empty() ? nullptr : &weights, seed, opt, &gpu);
+    if (st.ok()) {
+      // The decode graphs of every batch capture size, before the first request (a capture
+      // the first time a batch size comes would stall its step); FLASHSERVE_GRAPH_WARMUP=0 skips.
+      const char* warm = std::getenv("FLASHSERVE_GRAPH_WARMUP");
+      if (warm == nullptr || std::strcmp(warm, "0") != 0) {
+        const auto t0 = std::chrono::steady_clock::now();
+        int32_t captured = 0;
+        st = gpu->warm_up_graphs(&captured);
+        spdlog::info("decode graphs: {} captured in {:.2f} s", captured,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
     if (st.ok()) {
       ec.num_blocks = gpu->kv_shape().num_blocks;
       memory = gpu->memory_at_sizing();

@@ -557,6 +557,52 @@ TEST(LlamaCuda, GraphsOfPaddedBatches) {
   EXPECT_EQ(gpu->graph_count(), 1u);  // 3 rows padded to 4, then 4
 }
 
+// warm_up_graphs: one graph a capture size up to max_batch (8: 1, 2, 4, 8), made before any
+// request over dummy rows that write no cache slot; a real decode step then replays its size's
+// graph (no new capture) and matches the eager model.
+TEST(LlamaCuda, WarmUpCapturesEveryBatchSizeAndWritesNoCache) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 47, &w).ok());
+  CudaModelOptions opt = small_options();
+  std::unique_ptr<LlamaCudaModel> gpu, eager;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
+  opt.cuda_graphs = false;
+  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  // The pool poisoned first: the warm-up must leave every byte as it was.
+  const KVStorageShape& ks = gpu->kv_shape();
+  FS_ASSERT_CUDA(cudaMemset(gpu->kv().k_pages(0), 0x5a, static_cast<size_t>(ks.bytes())));
+  std::vector<uint8_t> before(static_cast<size_t>(ks.bytes()));
+  FS_ASSERT_CUDA(cudaMemcpy(before.data(), gpu->kv().k_pages(0), before.size(), cudaMemcpyDeviceToHost));
+  int32_t captured = 0;
+  const Status st = gpu->warm_up_graphs(&captured);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(captured, 4);
+  EXPECT_EQ(gpu->graph_count(), 4u);
+  std::vector<uint8_t> after(before.size());
+  FS_ASSERT_CUDA(cudaMemcpy(after.data(), gpu->kv().k_pages(0), after.size(), cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(before == after) << "the warm-up wrote the cache";
+  FS_ASSERT_CUDA(cudaMemset(gpu->kv().k_pages(0), 0, static_cast<size_t>(ks.bytes())));
+  // A sequence's prompt, then decodes through the warmed graphs.
+  KVCacheManager mgr(small_cache());
+  std::mt19937 rng(47);
+  std::vector<int32_t> seq(30);
+  for (auto& t : seq) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+  int32_t cached;
+  ASSERT_TRUE(mgr.add_sequence(1, seq.data(), 30, 0, &cached).ok());
+  for (int s = 0; s < 5; ++s) {
+    const ForwardBatch b = s == 0 ? step(mgr, 1, seq, 30, false) : step(mgr, 1, seq, 1, true);
+    std::vector<float> lg, le;
+    ASSERT_TRUE(gpu->forward(b, &lg).ok());
+    ASSERT_TRUE(eager->forward(b, &le).ok());
+    for (size_t i = 0; i < le.size(); ++i)
+      ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "step " << s;
+    seq.push_back(static_cast<int32_t>(std::max_element(le.begin(), le.end()) - le.begin()));
+  }
+  EXPECT_EQ(gpu->graph_count(), 4u);  // the warmed graph of 1 row (the tables at its width)
+}
+
 TEST(LlamaCuda, EngineOnTheGpuModel) {
   FS_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = tiny_gpu();

@@ -313,6 +313,36 @@ const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int6
   return p;
 }
 
+Status LlamaCudaModel::warm_up_graphs(int32_t* captured) {
+  if (captured != nullptr) *captured = 0;
+  if (!opt_.cuda_graphs || kv_scales_.pending()) return Status::Ok();
+  std::vector<int32_t> sizes;
+  for (int32_t b = 1; b <= opt_.max_batch; b = graph_batch_size(b, opt_.max_batch) + 1) {
+    const int32_t size = graph_batch_size(b, opt_.max_batch);
+    if (size > opt_.max_batch) break;
+    sizes.push_back(size);
+  }
+  const int64_t width = graph_table_width(1, opt_.max_blocks_per_seq, opt_.block_size);
+  const size_t before = graphs_.size();
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    const int32_t B = *it;
+    ForwardBatch b;  // B dummy decode rows, as padded_for_graph makes them
+    b.num_decode = B;
+    b.tokens.assign(static_cast<size_t>(B), 0);
+    b.cu_seqlens_q.resize(static_cast<size_t>(B) + 1);
+    for (int32_t i = 0; i <= B; ++i) b.cu_seqlens_q[i] = i;
+    b.seq_lens.assign(static_cast<size_t>(B), 1);
+    b.slot_mapping.assign(static_cast<size_t>(B), -1);
+    b.block_table_stride = width;
+    b.block_tables.assign(static_cast<size_t>(B * width), 0);
+    FS_RETURN_IF_ERROR(forward_device(b));
+    if (!opt_.cuda_graphs) break;  // capture failed: the model runs eagerly from now on
+  }
+  FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (captured != nullptr) *captured = static_cast<int32_t>(graphs_.size() - before);
+  return Status::Ok();
+}
+
 Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
   const LlamaConfig& c = config_;
   // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the

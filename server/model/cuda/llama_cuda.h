@@ -135,8 +135,15 @@ class LlamaCudaModel : public Model {
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const { return opt_.cuda_graphs && num_decode == batch; }
-  // Graphs captured so far (one a batch size and table width).
+  // Graphs captured so far (one a padded batch size and table width).
   size_t graph_count() const { return graphs_.size(); }
+  // Captures (and runs once) the decode graph of every capture size up to max_batch at the
+  // narrowest width (graph_table_width's floor: contexts to 8k tokens) over dummy rows, largest
+  // first (whose decode workspace the smaller ones then fit), so that serving does not stop for
+  // a capture the first time each batch size comes; wider contexts still capture on first use.
+  // Nothing is written to the cache. Skipped without graphs, and while an FP8 cache has layers
+  // to calibrate (their first write would calibrate on the dummies). Returns the graphs made.
+  Status warm_up_graphs(int32_t* captured = nullptr);
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
