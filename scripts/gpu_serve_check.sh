@@ -48,6 +48,7 @@ for spec in "$@"; do
     continue
   fi
   grep -m1 "KV cache" "$log.err"
+  grep -m1 "decode graphs" "$log.err"
   for c in ${CONCURRENCY:-1 64}; do
     case $c in 1) n=$n1;; 64) n=$n64;; *) n=$((4 * c));; esac
     "$bench" --target "127.0.0.1:$port" --request-rate inf --max-concurrency "$c" --num-prompts "$n" \
