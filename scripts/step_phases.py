@@ -30,7 +30,7 @@ before = sys.argv[4] if len(sys.argv) > 4 else ""
 a, b = parse(open(path).read()), parse(before)
 steps = a.get("steps", 0) - b.get("steps", 0)
 if steps <= 0:
-    print(f"| {name} | {c} | no steps | | | | |")
+    print(f"| {name} | {c} | no steps | | | | | | | |")
     sys.exit(0)
 us = [1e6 * (a.get(k, 0) - b.get(k, 0)) / steps for k in ("schedule", "build", "forward", "deliver")]
 timed = a.get("device_steps", 0) - b.get("device_steps", 0)

@@ -459,7 +459,7 @@ TEST(GrpcServer, KernelErrorsAreInternal) {
 }
 
 // A model that times its steps on the device (as the CUDA model does): the tiny model's steps,
-// each reported as idle 1 ms (none for the first), prepare 2 ms, run 3 ms.
+// each reported as idle 1 ms (none after the engine waited for work), prepare 2 ms, run 3 ms.
 class DeviceTimedModel : public model::Model {
  public:
   DeviceTimedModel() : inner_(test::tiny_model(7, 64, 16)) {}
@@ -469,6 +469,8 @@ class DeviceTimedModel : public model::Model {
   Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
   Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
     ++steps_;
+    after_break_ = broken_.exchange(false);
+    if (after_break_) ++after_breaks_;
     return inner_->begin_step(b, rows);
   }
   Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
@@ -476,14 +478,18 @@ class DeviceTimedModel : public model::Model {
   }
   bool async_steps() const override { return true; }
   bool last_step_device_time(StepDeviceTime* t) const override {
-    *t = {steps_ > 1 ? 1e-3 : 0.0, 2e-3, 3e-3};
+    *t = {after_break_ ? 0.0 : 1e-3, 2e-3, 3e-3};  // no idle after the engine waited for work
     return true;
   }
+  void break_step_timing() override { broken_ = true; }
   int steps() const { return steps_; }
+  int steps_after_breaks() const { return after_breaks_; }
 
  private:
   std::unique_ptr<model::Model> inner_;
-  std::atomic<int> steps_{0};
+  std::atomic<int> steps_{0}, after_breaks_{0};
+  std::atomic<bool> broken_{false};
+  bool after_break_ = false;
 };
 
 // Issue 27's per-step breakdown: the engine sums the model's device times, /metrics shows them
@@ -502,11 +508,13 @@ TEST(GrpcServer, DeviceStepTimesAreSummedIntoMetrics) {
   auto stub = v1::Generation::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials()));
   ASSERT_TRUE(generate(*stub, request({1, 2, 3}, 6)).status.ok());
-  const int steps = timed->steps();
+  const int steps = timed->steps(), fresh = timed->steps_after_breaks();
   ASSERT_GE(steps, 6);
+  EXPECT_GE(fresh, 1);  // the first step follows the engine's wait for work
+  EXPECT_LT(fresh, steps);
   const engine::EngineStats st = e->stats();
   EXPECT_EQ(st.device_timed_steps, steps);
-  EXPECT_NEAR(st.step_device_idle_s, 1e-3 * (steps - 1), 1e-9);
+  EXPECT_NEAR(st.step_device_idle_s, 1e-3 * (steps - fresh), 1e-9);
   EXPECT_NEAR(st.step_device_prepare_s, 2e-3 * steps, 1e-9);
   EXPECT_NEAR(st.step_device_run_s, 3e-3 * steps, 1e-9);
   const std::string m = Metrics(e.get()).render();

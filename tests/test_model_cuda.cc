@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/sizing.h"
@@ -489,6 +491,9 @@ TEST(GraphBatchSize, CaptureSizes) {
   EXPECT_EQ(graph_batch_size(256, 256), 256);
   EXPECT_EQ(graph_batch_size(250, 252), 250);  // the capture size past the model's batch: none
   EXPECT_EQ(graph_batch_size(3, 3), 3);
+  // The model caps at min(max_batch, max_tokens_per_step): 97 decodes under a 100-token step
+  // stay 97 (104 would not fit the step's buffers).
+  EXPECT_EQ(graph_batch_size(97, std::min(128, 100)), 97);
 }
 
 // Decode steps of 3 and then 4 sequences replay one graph (3 padded with a dummy row to 4): the
@@ -519,14 +524,11 @@ TEST(LlamaCuda, GraphsOfPaddedBatches) {
     ASSERT_TRUE(eager->forward(p, &le).ok());
     seqs[id].push_back(static_cast<int32_t>(std::max_element(le.begin(), le.end()) - le.begin()));
   }
-  const int64_t stride = mgr.config().max_blocks_per_seq;
   for (int s = 0; s < 6; ++s) {
     const int rows = s < 3 ? 3 : 4;  // sequence 3 joins the decodes at step 3
     ForwardBatch b;
     b.num_decode = rows;
     b.cu_seqlens_q = {0};
-    b.block_table_stride = stride;
-    b.block_tables.assign(static_cast<size_t>(rows * stride), 0);
     for (int64_t id = 0; id < rows; ++id) {
       const int32_t done = mgr.num_slotted_tokens(id);
       b.tokens.push_back(seqs[id][done]);
@@ -536,8 +538,15 @@ TEST(LlamaCuda, GraphsOfPaddedBatches) {
       b.slot_mapping.push_back(slots[0]);
       b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
       b.seq_lens.push_back(mgr.num_slotted_tokens(id));
-      std::copy(mgr.block_table(id)->begin(), mgr.block_table(id)->end(), b.block_tables.begin() + id * stride);
     }
+    // The tables at the batch's widest (a few pages): the model pads the rows and widens them.
+    int64_t stride = 1;
+    for (int64_t id = 0; id < rows; ++id) stride = std::max<int64_t>(stride, mgr.block_table(id)->size());
+    b.block_table_stride = stride;
+    b.block_tables.assign(static_cast<size_t>(rows * stride), 0);
+    for (int64_t id = 0; id < rows; ++id)
+      std::copy(mgr.block_table(id)->begin(), mgr.block_table(id)->end(), b.block_tables.begin() + id * stride);
+    ASSERT_LT(stride, mgr.config().max_blocks_per_seq);
     std::vector<float> lg, le;
     const Status g = gpu->forward(b, &lg);
     ASSERT_TRUE(g.ok()) << g.to_string() << ", step " << s;
@@ -555,6 +564,50 @@ TEST(LlamaCuda, GraphsOfPaddedBatches) {
   }
   EXPECT_TRUE(gpu->cuda_graphs());
   EXPECT_EQ(gpu->graph_count(), 1u);  // 3 rows padded to 4, then 4
+}
+
+// The device's view of a step (last_step_device_time): the first step has no idle, prepare and
+// run > 0; the next step's idle is the host's time between them; after break_step_timing, or a
+// step that failed, idle is not timed again (0).
+TEST(LlamaCuda, StepDeviceTimes) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  std::unique_ptr<LlamaCudaModel> gpu;
+  ASSERT_TRUE(LlamaCudaModel::create(c, nullptr, 5, small_options(), &gpu).ok());
+  KVCacheManager mgr(small_cache());
+  std::vector<int32_t> seq = {5, 6, 7, 8, 9, 10, 11};
+  int32_t cached;
+  ASSERT_TRUE(mgr.add_sequence(1, seq.data(), 7, 0, &cached).ok());
+  const std::vector<SampleRow> rows(1);  // greedy
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> logprobs;
+  Model::StepDeviceTime t;
+  auto run = [&](bool decode) {
+    const ForwardBatch b = step(mgr, 1, seq, decode ? 1 : 7, decode);
+    ASSERT_TRUE(gpu->begin_step(b, rows).ok());
+    ASSERT_TRUE(gpu->end_step(&tokens, &logprobs).ok());
+    seq.push_back(tokens[0]);
+    ASSERT_TRUE(gpu->last_step_device_time(&t));
+    EXPECT_GT(t.prepare_s, 0.0);
+    EXPECT_GT(t.run_s, 0.0);
+    EXPECT_LT(t.run_s, 10.0);
+  };
+  run(false);
+  EXPECT_EQ(t.idle_s, 0.0);  // a first step
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  run(true);
+  EXPECT_GE(t.idle_s, 0.015);  // the host's 20 ms between the steps
+  EXPECT_LT(t.idle_s, 5.0);
+  gpu->break_step_timing();
+  run(true);
+  EXPECT_EQ(t.idle_s, 0.0);
+  ForwardBatch bad = step(mgr, 1, seq, 1, true);
+  bad.tokens[0] = c.vocab_size;  // out of range: the step fails before anything runs
+  EXPECT_FALSE(gpu->begin_step(bad, rows).ok());
+  EXPECT_FALSE(gpu->last_step_device_time(&t));
+  seq.push_back(tokens[0]);  // the failed step took a slot: the next step is one further on
+  run(true);
+  EXPECT_EQ(t.idle_s, 0.0);  // after the failed step: not timed from it
 }
 
 // warm_up_graphs: one graph a capture size up to max_batch (8: 1, 2, 4, 8), made before any

@@ -249,6 +249,7 @@ void Engine::loop() {
       if (!ready()) {  // idle: the last events go out before the wait (else the next step sends them)
         lock.unlock();
         flush_outbox();
+        model_->break_step_timing();  // the wait is not the host's work between steps
         lock.lock();
         work_cv_.wait(lock, ready);
       }
@@ -266,6 +267,7 @@ void Engine::loop() {
       // Nothing could be scheduled (every waiting request needs blocks that running ones hold):
       // wait for a change rather than spin.
       flush_outbox();
+      model_->break_step_timing();
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait_for(lock, std::chrono::milliseconds(5));
     }

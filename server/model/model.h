@@ -71,6 +71,9 @@ class Model {
     double idle_s = 0, prepare_s = 0, run_s = 0;
   };
   virtual bool last_step_device_time(StepDeviceTime* /*t*/) const { return false; }
+  // The caller is about to wait for work (the engine with nothing to run): the next step's idle
+  // is not the host's work between steps, and is not timed.
+  virtual void break_step_timing() {}
 
  private:
   std::vector<int32_t> step_tokens_;  // the default begin_step's results

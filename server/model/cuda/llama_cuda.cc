@@ -293,7 +293,7 @@ bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const 
 // at `width`; the batch itself where no padding is needed and its tables are that wide. The
 // padded copy reuses padded_'s buffers.
 const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int64_t width) {
-  const int32_t B = b.batch(), Bp = graph_batch_size(B, opt_.max_batch);
+  const int32_t B = b.batch(), Bp = graph_batch_size(B, graph_batch_cap());
   if (Bp == B && width == b.block_table_stride) return b;
   ForwardBatch& p = padded_;
   p.num_decode = b.num_decode + (Bp - B);
@@ -316,17 +316,12 @@ const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int6
 Status LlamaCudaModel::warm_up_graphs(int32_t* captured) {
   if (captured != nullptr) *captured = 0;
   if (!opt_.cuda_graphs || kv_scales_.pending()) return Status::Ok();
+  const int32_t cap = graph_batch_cap();
   std::vector<int32_t> sizes;
-  for (int32_t b = 1; b <= opt_.max_batch; b = graph_batch_size(b, opt_.max_batch) + 1) {
-    const int32_t size = graph_batch_size(b, opt_.max_batch);
-    if (size > opt_.max_batch) break;
-    sizes.push_back(size);
-  }
+  for (int32_t b = 1; b <= cap; b = graph_batch_size(b, cap) + 1) sizes.push_back(graph_batch_size(b, cap));
   const int64_t width = graph_table_width(1, opt_.max_blocks_per_seq, opt_.block_size);
-  const size_t before = graphs_.size();
-  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
-    const int32_t B = *it;
-    ForwardBatch b;  // B dummy decode rows, as padded_for_graph makes them
+  auto dummies = [&](int32_t B) {  // B dummy decode rows, as padded_for_graph makes them
+    ForwardBatch b;
     b.num_decode = B;
     b.tokens.assign(static_cast<size_t>(B), 0);
     b.cu_seqlens_q.resize(static_cast<size_t>(B) + 1);
@@ -335,52 +330,87 @@ Status LlamaCudaModel::warm_up_graphs(int32_t* captured) {
     b.slot_mapping.assign(static_cast<size_t>(B), -1);
     b.block_table_stride = width;
     b.block_tables.assign(static_cast<size_t>(B * width), 0);
-    FS_RETURN_IF_ERROR(forward_device(b));
+    return b;
+  };
+  // Every size's plan first, and the largest workspace among them, so that no capture is
+  // dropped for a larger one later (a batch of one split has none: sizes do not order it).
+  int64_t need = 0;
+  for (int32_t B : sizes) {
+    AttentionStep step;
+    FS_RETURN_IF_ERROR(plan_step(dummies(B), width, true, &step));
+    if (step.decode_planned) need = std::max(need, step.decode_plan.workspace_bytes);
+  }
+  FS_RETURN_IF_ERROR(reserve_workspace(need));
+  const size_t before = graphs_.size();
+  for (int32_t B : sizes) {
+    FS_RETURN_IF_ERROR(forward_device(dummies(B)));
     if (!opt_.cuda_graphs) break;  // capture failed: the model runs eagerly from now on
   }
   FS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  if (captured != nullptr) *captured = static_cast<int32_t>(graphs_.size() - before);
+  if (captured != nullptr) *captured = static_cast<int32_t>(graphs_.size() > before ? graphs_.size() - before : 0);
   return Status::Ok();
 }
 
-Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
-  const LlamaConfig& c = config_;
-  // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the
-  // batch padded with dummy rows to a capture size) and table width (graph_table_width): block
-  // tables are laid out at that width and the split plan is the planner's graph mode for it, so
-  // the captured launches serve every later step of that size; only the metadata is uploaded.
-  // (Tables wider than the model's buffers pass the builder and are refused just below.)
-  // (An FP8 layer not yet calibrated waits for its amax on the host: such a step runs eagerly.)
-  const bool graph = graph_step(batch.batch(), batch.num_decode) && !kv_scales_.pending();
-  // The tables' width: a graph's (its key with the batch size), else the batch's own.
-  const int64_t width =
-      std::max(block_table_width(batch.batch(), batch.num_decode, batch.block_table_stride), batch.block_table_stride);
-  const ForwardBatch& b = graph ? padded_for_graph(batch, width) : batch;
-  const int32_t B = b.batch(), nd = b.num_decode;
-  // The decode rows are planned with the step (AttentionStep::decode_plan) for the split
-  // kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy API, SMs). It
-  // is asked here, for steps with decode rows, rather than once at creation: the answer is
-  // cached per device (one lookup a step), and a model whose head_dim the decode kernel lacks
-  // is still created and refuses its first step (UNSUPPORTED). With a graph the planner sizes
-  // its splits for the context (DecodePlanInput::graph_mode).
+// The step's attention metadata (AttentionStepBuilder) with its decode rows planned for the split
+// kernel's launch shape on this device (rows a CTA, CTAs an SM by the occupancy API, SMs). It is
+// asked here, for steps with decode rows, rather than once at creation: the answer is cached per
+// device (one lookup a step), and a model whose head_dim the decode kernel lacks is still created
+// and refuses its first step (UNSUPPORTED). A graph step's planner is in graph mode, its splits
+// cut for the tables' width (DecodePlanInput::graph_mode).
+Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step) {
   DecodePlanning planning;
-  if (nd > 0) {
+  if (b.num_decode > 0) {
     FS_RETURN_IF_ERROR(
-        decode_launch_shape(Device::kCUDA, c.head_dim, DType::kBFloat16, kv_.shape().dtype, &planning.shape));
+        decode_launch_shape(Device::kCUDA, config_.head_dim, DType::kBFloat16, kv_.shape().dtype, &planning.shape));
     planning.block_size = opt_.block_size;
     if (graph) {
       planning.graph_mode = true;
       planning.max_seq_len = static_cast<int32_t>(width * opt_.block_size);
     }
   }
+  return steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step);
+}
+
+// The decode workspace at least `bytes`: a larger one moves it, and graphs captured with the old
+// one are stale.
+Status LlamaCudaModel::reserve_workspace(int64_t bytes) {
+  if (bytes <= workspace_bytes_) return Status::Ok();
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+  graphs_.clear();
+  cudaFree(workspace_);
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  FS_RETURN_IF_ERROR(
+      flashserve::cuda_status(cudaMalloc(&workspace_, static_cast<size_t>(bytes)), "cudaMalloc (decode workspace)"));
+  workspace_bytes_ = bytes;
+  return Status::Ok();
+}
+
+Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
+  // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the
+  // batch padded with dummy rows to a capture size) and table width (graph_table_width): block
+  // tables are laid out at that width and the split plan is the planner's graph mode for it, so
+  // the captured launches serve every later step of that size; only the metadata is uploaded.
+  // (Tables wider than the model's buffers pass the builder and are refused just below.)
+  // (An FP8 layer not yet calibrated waits for its amax on the host: such a step runs eagerly.)
+  FS_RETURN_IF_ERROR(batch.validate(config_.vocab_size));  // before the padding reads it
+  const bool graph = graph_step(batch.batch(), batch.num_decode) && !kv_scales_.pending();
+  // The tables' width: a graph's (its key with the batch size), else the batch's own.
+  const int64_t width =
+      std::max(block_table_width(batch.batch(), batch.num_decode, batch.block_table_stride), batch.block_table_stride);
+  const ForwardBatch& b = graph ? padded_for_graph(batch, width) : batch;
+  const int32_t B = b.batch();
   AttentionStep step;
-  FS_RETURN_IF_ERROR(steps_.build(b, width, nd > 0 ? &planning : nullptr, &step));
+  FS_RETURN_IF_ERROR(plan_step(b, width, graph, &step));
   const int64_t T = step.num_tokens;
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
   const StepMetadataLayout layout = step_metadata_layout(step);
   FS_RETURN_IF_ERROR(upload_metadata(b, step, layout));
-  if (timed_upload_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(timed_upload_, stream_));
+  if (timed_upload_ != nullptr && cudaEventRecord(timed_upload_, stream_) != cudaSuccess) {
+    (void)cudaGetLastError();  // the step runs untimed
+    upload_untimed_ = true;
+  }
   StepArrays arrays;
   arrays.tokens = reinterpret_cast<const int32_t*>(meta_dev_ + layout.tokens);
   arrays.positions = reinterpret_cast<const int32_t*>(meta_dev_ + layout.positions);
@@ -391,16 +421,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
   arrays.block_tables = reinterpret_cast<const int32_t*>(meta_dev_ + layout.block_tables);
 
   // The plan's workspace.
-  if (step.decode_planned && step.decode_plan.workspace_bytes > workspace_bytes_) {
-    // A larger workspace moves it: graphs captured with the old one are stale.
-    for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
-    graphs_.clear();
-    cudaFree(workspace_);
-    workspace_ = nullptr;
-    FS_RETURN_IF_ERROR(flashserve::cuda_status(
-        cudaMalloc(&workspace_, static_cast<size_t>(step.decode_plan.workspace_bytes)), "cudaMalloc (decode workspace)"));
-    workspace_bytes_ = step.decode_plan.workspace_bytes;
-  }
+  if (step.decode_planned) FS_RETURN_IF_ERROR(reserve_workspace(step.decode_plan.workspace_bytes));
   if (!graph) return run_layers(step, arrays);
   const std::pair<int32_t, int64_t> key{B, width};
   auto it = graphs_.find(key);
@@ -611,9 +632,17 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   // The step's device timing (last_step_device_time): a step that fails is not timed, nor is the
   // one after it timed from it.
+  // Event errors leave the step untimed (and cleared: a later launch check must not see them).
   cudaEvent_t* ev = step_events_[step_parity_];
-  step_timed_ = cudaEventRecord(ev[0], stream_) == cudaSuccess;
+  auto record = [&](cudaEvent_t e) {
+    if (cudaEventRecord(e, stream_) == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    return false;
+  };
+  last_device_time_valid_ = false;
+  step_timed_ = record(ev[0]);
   timed_upload_ = step_timed_ ? ev[1] : nullptr;
+  upload_untimed_ = false;
   Status st = forward_device(b);
   timed_upload_ = nullptr;
   if (st.ok()) {
@@ -621,7 +650,7 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
     for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
     st = sampler_.launch(logits_, config_.vocab_size, rows, stream_);
   }
-  step_timed_ = step_timed_ && st.ok() && cudaEventRecord(ev[2], stream_) == cudaSuccess;
+  step_timed_ = step_timed_ && !upload_untimed_ && st.ok() && record(ev[2]);
   if (!st.ok()) prev_step_timed_ = false;
   return st;
 }

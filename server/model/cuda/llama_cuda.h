@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -129,12 +130,15 @@ class LlamaCudaModel : public Model {
   Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) override;
   bool async_steps() const override { return true; }
   bool last_step_device_time(StepDeviceTime* t) const override;
+  void break_step_timing() override { prev_step_timed_ = false; }
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
   Status forward_device(const ForwardBatch& batch);
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
-  bool graph_step(int32_t batch, int32_t num_decode) const { return opt_.cuda_graphs && num_decode == batch; }
+  bool graph_step(int32_t batch, int32_t num_decode) const {
+    return opt_.cuda_graphs && batch > 0 && num_decode == batch;
+  }
   // Graphs captured so far (one a padded batch size and table width).
   size_t graph_count() const { return graphs_.size(); }
   // Captures (and runs once) the decode graph of every capture size up to max_batch at the
@@ -181,6 +185,10 @@ class LlamaCudaModel : public Model {
   Status record_device_time();
   // forward_device's: a graph step's batch padded to graph_batch_size, its tables `width` wide.
   const ForwardBatch& padded_for_graph(const ForwardBatch& b, int64_t width);
+  // The largest padded batch: the buffers hold max_batch sequences and max_tokens_per_step tokens.
+  int32_t graph_batch_cap() const { return std::min(opt_.max_batch, opt_.max_tokens_per_step); }
+  Status plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step);
+  Status reserve_workspace(int64_t bytes);
 
   LlamaConfig config_;
   CudaModelOptions opt_;
@@ -237,6 +245,7 @@ class LlamaCudaModel : public Model {
   // records `uploaded` where timed_upload_ points.
   cudaEvent_t step_events_[2][3] = {};
   cudaEvent_t timed_upload_ = nullptr;
+  bool upload_untimed_ = false;  // forward_device could not record timed_upload_
   int step_parity_ = 0;
   bool step_timed_ = false, prev_step_timed_ = false;
   StepDeviceTime last_device_time_;
