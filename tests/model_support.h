@@ -26,6 +26,27 @@ inline std::unique_ptr<model::LlamaModel> tiny_model(uint64_t seed, int num_bloc
   return m;
 }
 
+// A model that hands everything to an inner one and whose steps the engine treats as
+// asynchronous (as a GPU model's): tests derive from it to watch or time the steps.
+class AsyncModel : public model::Model {
+ public:
+  explicit AsyncModel(std::unique_ptr<model::Model> inner) : inner_(std::move(inner)) {}
+  const model::LlamaConfig& config() const override { return inner_->config(); }
+  const KVStorageShape& kv_shape() const override { return inner_->kv_shape(); }
+  Status forward(const model::ForwardBatch& b, std::vector<float>* logits) override { return inner_->forward(b, logits); }
+  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
+  Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
+    return inner_->begin_step(b, rows);
+  }
+  Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
+    return inner_->end_step(tokens, logprobs);
+  }
+  bool async_steps() const override { return true; }
+
+ private:
+  std::unique_ptr<model::Model> inner_;
+};
+
 // n tokens of greedy decoding by the no-cache reference forward of tiny_model(seed).
 inline std::vector<int32_t> reference_greedy(uint64_t seed, const std::vector<int32_t>& prompt, int n) {
   auto m = tiny_model(seed, 2, 16);

@@ -564,29 +564,23 @@ TEST(Engine, CancelMidStreamReturnsThePool) {
 // A model whose steps the engine treats as asynchronous (as a GPU model's): the engine hands the
 // last step's events to their streams between begin_step and end_step. The steps themselves
 // are the tiny model's; begin_step counts the steps.
-class AsyncSteps : public model::Model {
+class AsyncSteps : public test::AsyncModel {
  public:
-  explicit AsyncSteps(std::unique_ptr<model::Model> inner) : inner_(std::move(inner)) {}
-  const model::LlamaConfig& config() const override { return inner_->config(); }
-  const KVStorageShape& kv_shape() const override { return inner_->kv_shape(); }
-  Status forward(const model::ForwardBatch& b, std::vector<float>* logits) override { return inner_->forward(b, logits); }
-  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
+  explicit AsyncSteps(std::unique_ptr<model::Model> inner) : AsyncModel(std::move(inner)) {}
   Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
     ++begun_;
     if (before_begin) before_begin(begun_);
-    return inner_->begin_step(b, rows);
+    return AsyncModel::begin_step(b, rows);
   }
   std::function<void(int)> before_begin;  // called with the step's number (from 1) as it begins
   Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
     if (before_end) before_end(begun_);
-    return inner_->end_step(tokens, logprobs);
+    return AsyncModel::end_step(tokens, logprobs);
   }
   std::function<void(int)> before_end;  // called with the step's number (from 1) before it ends
-  bool async_steps() const override { return true; }
   int begun() const { return begun_; }
 
  private:
-  std::unique_ptr<model::Model> inner_;
   std::atomic<int> begun_{0};
 };
 

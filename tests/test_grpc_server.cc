@@ -438,17 +438,29 @@ class FailingModel : public model::Model {
   KVStorageShape shape_;
 };
 
-TEST(GrpcServer, KernelErrorsAreInternal) {
+// A server on any free port over `engine` (64 blocks, its model given), and a stub to it.
+struct Served {
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<GrpcServer> server;
+  std::unique_ptr<v1::Generation::Stub> stub;
+};
+Served serve(std::unique_ptr<model::Model> model) {
+  Served s;
   engine::EngineConfig ec;
   ec.num_blocks = 64;
-  std::unique_ptr<engine::Engine> e;
-  ASSERT_TRUE(engine::Engine::create(ec, std::make_unique<FailingModel>(), &e).ok());
+  EXPECT_TRUE(engine::Engine::create(ec, std::move(model), &s.engine).ok());
   ServerOptions so;
   so.port = 0;
-  std::unique_ptr<GrpcServer> srv;
-  ASSERT_TRUE(GrpcServer::start(so, e.get(), &srv).ok());
-  auto stub = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(GrpcServer::start(so, s.engine.get(), &s.server).ok());
+  s.stub = v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(s.server->port()), grpc::InsecureChannelCredentials()));
+  return s;
+}
+
+TEST(GrpcServer, KernelErrorsAreInternal) {
+  Served s = serve(std::make_unique<FailingModel>());
+  ASSERT_TRUE(s.server != nullptr);
+  auto& stub = s.stub;
   const Result r = generate(*stub, request({1, 2, 3}, 4));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_NE(r.status.error_message().find("illegal memory access"), std::string::npos) << r.status.error_message();
@@ -460,23 +472,15 @@ TEST(GrpcServer, KernelErrorsAreInternal) {
 
 // A model that times its steps on the device (as the CUDA model does): the tiny model's steps,
 // each reported as idle 1 ms (none after the engine waited for work), prepare 2 ms, run 3 ms.
-class DeviceTimedModel : public model::Model {
+class DeviceTimedModel : public test::AsyncModel {
  public:
-  DeviceTimedModel() : inner_(test::tiny_model(7, 64, 16)) {}
-  const model::LlamaConfig& config() const override { return inner_->config(); }
-  const KVStorageShape& kv_shape() const override { return inner_->kv_shape(); }
-  Status forward(const model::ForwardBatch& b, std::vector<float>* logits) override { return inner_->forward(b, logits); }
-  Status copy_blocks(const BlockCopy* pairs, int32_t n) override { return inner_->copy_blocks(pairs, n); }
+  DeviceTimedModel() : AsyncModel(test::tiny_model(7, 64, 16)) {}
   Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
     ++steps_;
     after_break_ = broken_.exchange(false);
     if (after_break_) ++after_breaks_;
-    return inner_->begin_step(b, rows);
+    return AsyncModel::begin_step(b, rows);
   }
-  Status end_step(std::vector<int32_t>* tokens, std::vector<model::TokenLogprobs>* logprobs) override {
-    return inner_->end_step(tokens, logprobs);
-  }
-  bool async_steps() const override { return true; }
   bool last_step_device_time(StepDeviceTime* t) const override {
     *t = {after_break_ ? 0.0 : 1e-3, 2e-3, 3e-3};  // no idle after the engine waited for work
     return true;
@@ -486,7 +490,6 @@ class DeviceTimedModel : public model::Model {
   int steps_after_breaks() const { return after_breaks_; }
 
  private:
-  std::unique_ptr<model::Model> inner_;
   std::atomic<int> steps_{0}, after_breaks_{0};
   std::atomic<bool> broken_{false};
   bool after_break_ = false;
@@ -495,19 +498,12 @@ class DeviceTimedModel : public model::Model {
 // Issue 27's per-step breakdown: the engine sums the model's device times, /metrics shows them
 // (a model that does not time its steps, as the CPU one, has no such series: the scrape test).
 TEST(GrpcServer, DeviceStepTimesAreSummedIntoMetrics) {
-  engine::EngineConfig ec;
-  ec.num_blocks = 64;
   auto model = std::make_unique<DeviceTimedModel>();
   const DeviceTimedModel* timed = model.get();
-  std::unique_ptr<engine::Engine> e;
-  ASSERT_TRUE(engine::Engine::create(ec, std::move(model), &e).ok());
-  ServerOptions so;
-  so.port = 0;
-  std::unique_ptr<GrpcServer> srv;
-  ASSERT_TRUE(GrpcServer::start(so, e.get(), &srv).ok());
-  auto stub = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials()));
-  ASSERT_TRUE(generate(*stub, request({1, 2, 3}, 6)).status.ok());
+  Served s = serve(std::move(model));
+  ASSERT_TRUE(s.server != nullptr);
+  engine::Engine* e = s.engine.get();
+  ASSERT_TRUE(generate(*s.stub, request({1, 2, 3}, 6)).status.ok());
   const int steps = timed->steps(), fresh = timed->steps_after_breaks();
   ASSERT_GE(steps, 6);
   EXPECT_GE(fresh, 1);  // the first step follows the engine's wait for work
@@ -517,7 +513,7 @@ TEST(GrpcServer, DeviceStepTimesAreSummedIntoMetrics) {
   EXPECT_NEAR(st.step_device_idle_s, 1e-3 * (steps - fresh), 1e-9);
   EXPECT_NEAR(st.step_device_prepare_s, 2e-3 * steps, 1e-9);
   EXPECT_NEAR(st.step_device_run_s, 3e-3 * steps, 1e-9);
-  const std::string m = Metrics(e.get()).render();
+  const std::string m = Metrics(e).render();
   for (const std::string& series : std::vector<std::string>{
            "flashserve:device_timed_steps_total " + std::to_string(steps) + "\n",
         "flashserve:step_device_seconds_total{part=\"run\"} ", "flashserve:step_device_seconds_total{part=\"idle\"} ",

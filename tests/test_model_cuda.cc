@@ -111,6 +111,24 @@ KVCacheConfig small_cache() {
   return kc;
 }
 
+// The same model (the tiny GPU config, synthetic weights of `seed`) with graph replay and
+// without, for the graph tests' cross-checks.
+struct GraphAndEager {
+  LlamaConfig config;
+  std::unique_ptr<LlamaCudaModel> gpu, eager;
+};
+GraphAndEager graph_and_eager(uint64_t seed, CudaModelOptions opt) {
+  GraphAndEager m;
+  m.config = tiny_gpu();
+  LlamaWeights w;
+  EXPECT_TRUE(synthetic_weights(m.config, seed, &w).ok());
+  opt.cuda_graphs = true;
+  EXPECT_TRUE(LlamaCudaModel::create(m.config, &w, 0, opt, &m.gpu).ok());
+  opt.cuda_graphs = false;
+  EXPECT_TRUE(LlamaCudaModel::create(m.config, &w, 0, opt, &m.eager).ok());
+  return m;
+}
+
 TEST(LlamaCuda, MatchesCpuModelWithinBf16) {
   FS_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = tiny_gpu();
@@ -428,16 +446,14 @@ TEST(GraphTableWidth, PowersOfTwoFromEightThousandTokensWithinTheModelsWidth) {
 // plan cut for its width; its logits match the eager model's (its own split plan) throughout.
 TEST(LlamaCuda, GraphsFollowTheTablesWidth) {
   FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 41, &w).ok());
   CudaModelOptions opt = small_options();
   opt.num_blocks = 600;
   opt.max_blocks_per_seq = 599;
-  std::unique_ptr<LlamaCudaModel> gpu, eager;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
-  opt.cuda_graphs = false;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  GraphAndEager m = graph_and_eager(41, opt);
+  ASSERT_TRUE(m.gpu && m.eager);
+  const LlamaConfig& c = m.config;
+  LlamaCudaModel* gpu = m.gpu.get();
+  LlamaCudaModel* eager = m.eager.get();
   KVCacheConfig kc = small_cache();
   kc.num_blocks = 600;
   kc.max_blocks_per_seq = 599;
@@ -501,14 +517,11 @@ TEST(GraphBatchSize, CaptureSizes) {
 // steps after it still match), and the 3-row step's logits are 3 rows.
 TEST(LlamaCuda, GraphsOfPaddedBatches) {
   FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 43, &w).ok());
-  CudaModelOptions opt = small_options();
-  std::unique_ptr<LlamaCudaModel> gpu, eager;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
-  opt.cuda_graphs = false;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  GraphAndEager m = graph_and_eager(43, small_options());
+  ASSERT_TRUE(m.gpu && m.eager);
+  const LlamaConfig& c = m.config;
+  LlamaCudaModel* gpu = m.gpu.get();
+  LlamaCudaModel* eager = m.eager.get();
   KVCacheManager mgr(small_cache());
   std::mt19937 rng(43);
   std::vector<std::vector<int32_t>> seqs(4);
@@ -615,14 +628,11 @@ TEST(LlamaCuda, StepDeviceTimes) {
 // graph (no new capture) and matches the eager model.
 TEST(LlamaCuda, WarmUpCapturesEveryBatchSizeAndWritesNoCache) {
   FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 47, &w).ok());
-  CudaModelOptions opt = small_options();
-  std::unique_ptr<LlamaCudaModel> gpu, eager;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
-  opt.cuda_graphs = false;
-  ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &eager).ok());
+  GraphAndEager m = graph_and_eager(47, small_options());
+  ASSERT_TRUE(m.gpu && m.eager);
+  const LlamaConfig& c = m.config;
+  LlamaCudaModel* gpu = m.gpu.get();
+  LlamaCudaModel* eager = m.eager.get();
   // The pool poisoned first: the warm-up must leave every byte as it was.
   const KVStorageShape& ks = gpu->kv_shape();
   FS_ASSERT_CUDA(cudaMemset(gpu->kv().k_pages(0), 0x5a, static_cast<size_t>(ks.bytes())));

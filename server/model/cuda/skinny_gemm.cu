@@ -311,6 +311,17 @@ __global__ void skinny_finish_kernel(const float* partial, int splits, int m, in
     finish_one(out, partial, splits, plane, n, i / cols, i % cols);
 }
 
+// The sum of v over a block of kFinishThreads threads, in thread 0 (the others: their warp's).
+__device__ __forceinline__ float block_total(float v) {
+  __shared__ float part[kFinishThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 1; i < kFinishThreads / 32; ++i) v += part[i];
+  return v;
+}
+
 // kResidual, first kernel: block (b, row) adds c's columns 256·b .. + 255 of the row into x and,
 // with a norm, writes their sum of squares to squares[row][b] (a row's blocks spread the splits'
 // partials over the SMs: one block a row read 16 splits × 16 KB alone at batch 1).
@@ -322,16 +333,8 @@ __global__ void skinny_residual_kernel(const float* partial, int splits, int m, 
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishThreads + threadIdx.x;
   const float v = col < n ? finish_one(out, partial, splits, plane, n, row, col) : 0.f;
   if (out.norm_weight == nullptr) return;
-  __shared__ float part[kFinishThreads / 32];
-  float ss = v * v;
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.f;
-    for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
-    squares[row * gridDim.x + blockIdx.x] = total;
-  }
+  const float total = block_total(v * v);
+  if (threadIdx.x == 0) squares[row * gridDim.x + blockIdx.x] = total;
 }
 
 // kResidual with a norm, second kernel: the row's sum of squares from its blocks' (in order:
@@ -368,16 +371,9 @@ __global__ void __launch_bounds__(kFinishThreads)
     const float v = finish_one(out, partial, splits, plane, n, row, col);
     ss += v * v;
   }
-  __shared__ float part[kFinishThreads / 32];
   __shared__ float block_ss, inv;
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = 0.f;
-    for (int i = 0; i < kFinishThreads / 32; ++i) total += part[i];
-    block_ss = total;
-  }
+  ss = block_total(ss);
+  if (threadIdx.x == 0) block_ss = ss;
   cluster.sync();  // every block's block_ss, cluster-wide
   if (threadIdx.x == 0) {
     float total = 0.f;
