@@ -6,9 +6,12 @@
 // K/V append in the QKV epilogue), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
-// Usage: bench_model [--quick] [--steps-only] | --gemms | --sampler (--gemms: the projections'
-// table alone; --steps-only: without it; --sampler: the GPU sampler's table alone)
+// Usage: bench_model [--quick] [--steps-only] | --gemms | --sampler | --profile-step (--gemms:
+// the projections' table alone; --steps-only: without it; --sampler: the GPU sampler's table
+// alone; --profile-step: one eager decode step and its draw (FLASHSERVE_PROFILE_BATCH rows) between
+// cudaProfilerStart/Stop, for ncu and bench/step_breakdown.py)
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -287,7 +290,7 @@ int main(int argc, char** argv) {
     return false;
   };
   const bool quick = flag("--quick"), gemms_only = flag("--gemms"), steps_only = flag("--steps-only");
-  const bool sampler_only = flag("--sampler");
+  const bool sampler_only = flag("--sampler"), profile_step = flag("--profile-step");
   if (!cuda_available()) {
     std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
     return 0;
@@ -342,6 +345,32 @@ int main(int argc, char** argv) {
   std::printf("read-only bandwidth measured now: %.2f TB/s (the floor below uses it)\n", bw / 1e12);
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
               ks.bytes() / 1e9);
+  if (profile_step) {
+    // One decode step (batch FLASHSERVE_PROFILE_BATCH, 1, and 1k keys; skinny GEMMs, the model's defaults, eager: one
+    // launch a kernel) and its greedy draw between cudaProfilerStart and Stop, after warm-ups:
+    // for `ncu --profile-from-start off` (bench/step_breakdown.py sums its kernels by part).
+    m->set_skinny_gemm(true);
+    m->set_cuda_graphs(false);
+    CudaSampler sampler;
+    const char* only = std::getenv("FLASHSERVE_PROFILE_BATCH");  // one batch an ncu run (default 1)
+    const int batch = only != nullptr ? std::max(1, std::atoi(only)) : 1;
+    {
+      const ForwardBatch b = make_step(batch, 1024, 1, bs, opt.max_blocks_per_seq);
+      const std::vector<SampleRow> rows(static_cast<size_t>(batch));
+      std::vector<int32_t> tokens;
+      for (int r = 0; r < 3; ++r)
+        if (!m->forward_device(b).ok() || !sampler.sample(m->logits_device(), c.vocab_size, rows, m->stream(), &tokens).ok())
+          return 1;
+      cudaDeviceSynchronize();
+      cudaProfilerStart();
+      const Status fs = m->forward_device(b);
+      const Status ss = sampler.sample(m->logits_device(), c.vocab_size, rows, m->stream(), &tokens);
+      cudaDeviceSynchronize();
+      cudaProfilerStop();
+      std::printf("profiled step: batch %d, 1k keys: %s\n", batch, fs.ok() && ss.ok() ? "ok" : "failed");
+    }
+    return 0;
+  }
   std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s %11s %9s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
               "floor %", "tokens/s", "skinny ms", "floor %", "skinny-r ms", "floor %");
   for (int ctx : {1024, 8192}) {

@@ -12,6 +12,11 @@ out=${OUT:-/tmp/o}; mkdir -p "$out"
 command -v ncu >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 command -v ncu >/dev/null || { echo "no ncu here"; exit 0; }
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+for b in 1 16; do
+  FLASHSERVE_PROFILE_BATCH=$b timeout 150 ncu --clock-control none --profile-from-start off --csv \
+    --metrics gpu__time_duration.sum build-gpu/bench/bench_model --profile-step > "$out/step_b$b.csv" 2>&1
+  echo "$(el) step breakdown batch $b rc $?"; python3 bench/step_breakdown.py "$out/step_b$b.csv" "batch $b, 1k keys"
+done
 for g in "gate|up" down qkv o; do
   for col in skinny-l cublas; do
     if [ $col = skinny-l ]; then k="regex:skinny_gemm_kernel"; else k="regex:gemm|gemv|xmma|cutlass"; fi
