@@ -707,12 +707,18 @@ TEST(LlamaCuda, EngineOnTheGpuModel) {
 // rows copied after the device sampling, two runs here: rows 0 and 2-3), each equal to
 // token_logprobs over the same step's logits from forward(), at the token the device sampled;
 // on prompt steps and on graph-replayed decode steps alike; no logprobs asked, none given.
-TEST(LlamaCuda, LogprobsOfTheRowsThatAsk) {
+// (Both ways: the asking rows' logits copied back and scanned on the host, and the device's
+// logprobs kernel, CudaModelOptions::gpu_logprobs.)
+class LlamaCudaLogprobs : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LlamaCudaLogprobs, OfTheRowsThatAsk) {
   FS_SKIP_WITHOUT_CUDA();
+  const test::ScopedEnv env("FLASHSERVE_GPU_LOGPROBS", nullptr);  // the option decides
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 28, &w).ok());
   CudaModelOptions opt = small_options();
+  opt.gpu_logprobs = GetParam();
   std::unique_ptr<LlamaCudaModel> gpu;
   const Status created = LlamaCudaModel::create(c, &w, 0, opt, &gpu);
   ASSERT_TRUE(created.ok()) << created.to_string();
@@ -781,6 +787,8 @@ TEST(LlamaCuda, LogprobsOfTheRowsThatAsk) {
   }
   EXPECT_TRUE(gpu->cuda_graphs()) << "decode steps fell back from graph replay";
 }
+INSTANTIATE_TEST_SUITE_P(HostAndDevice, LlamaCudaLogprobs, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Device" : "Host"; });
 
 // num_blocks 0: the pool is sized after the weights and buffers are allocated. By bytes: the
 // blocks that fit, refused below one sequence of the context (4096 tokens: 257 blocks). By a

@@ -375,6 +375,82 @@ TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
   }
   cudaFree(d);
 }
+
+// The device's logprobs (CudaSampler::launch with logprobs) against the host's token_logprobs at
+// Llama-3's vocabulary: a peaked row, a row of ties (the top's order by id), a row with NaN and
+// -inf logits, one whose max is +inf twice (log 1/2 each), one all -inf; asks of 0, 1, 5 and 20
+// top entries and none; greedy and sampled rows. A row asking for 21 leaves the launch to the
+// host (logprobs_ready false).
+TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
+  if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+  const int V = 128256;
+  std::mt19937 rng(51);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<std::vector<float>> rows_logits(5, std::vector<float>(V));
+  for (float& x : rows_logits[0]) x = normal(rng);
+  for (int i = 0; i < V; ++i) rows_logits[1][i] = static_cast<float>(i % 7);  // ties: ids 6, 13, 20, ...
+  rows_logits[2] = rows_logits[0];
+  rows_logits[2][11] = NAN;
+  rows_logits[2][12] = -INFINITY;
+  rows_logits[2][13] = 40.f;
+  rows_logits[3] = rows_logits[0];
+  rows_logits[3][100] = INFINITY;
+  rows_logits[3][7] = INFINITY;
+  rows_logits[4].assign(V, -INFINITY);
+  std::vector<float> all;
+  for (const auto& r : rows_logits) all.insert(all.end(), r.begin(), r.end());
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, all.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, all.data(), all.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  CudaSampler sampler;
+  std::vector<SampleRow> rows(5);
+  rows[0].logprobs = 20;
+  rows[1].logprobs = 5;
+  rows[2] = SampleRow{1.f, 0, 1.f, 0.f, 7, 3, {}, 1};  // sampled
+  rows[3].logprobs = 0;
+  rows[4].logprobs = 5;
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<SampleRow> rs = rows;
+    if (variant == 1) rs[0].logprobs = -1;  // a row that does not ask
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> lp;
+    ASSERT_TRUE(sampler.launch(d, V, rs, nullptr, true).ok());
+    ASSERT_TRUE(sampler.finish(&tokens, &lp).ok());
+    ASSERT_TRUE(sampler.logprobs_ready());
+    ASSERT_EQ(lp.size(), rs.size());
+    for (size_t r = 0; r < rs.size(); ++r) {
+      const std::string what = "variant " + std::to_string(variant) + ", row " + std::to_string(r);
+      if (rs[r].logprobs < 0) {
+        EXPECT_EQ(lp[r].token, -1) << what;
+        EXPECT_TRUE(lp[r].top.empty()) << what;
+        continue;
+      }
+      const TokenLogprobs want = token_logprobs(rows_logits[r].data(), V, tokens[r], rs[r].logprobs);
+      EXPECT_EQ(lp[r].token, tokens[r]) << what;
+      auto near = [&](float got, float w) {
+        if (std::isinf(w)) return got == w;
+        return std::fabs(got - w) <= 5e-5f + 1e-6f * std::fabs(w);  // fp32 sums against float64
+      };
+      EXPECT_TRUE(near(lp[r].logprob, want.logprob)) << what << ": " << lp[r].logprob << " vs " << want.logprob;
+      ASSERT_EQ(lp[r].top.size(), want.top.size()) << what;
+      for (size_t j = 0; j < want.top.size(); ++j) {
+        EXPECT_EQ(lp[r].top[j].first, want.top[j].first) << what << ", rank " << j;
+        EXPECT_TRUE(near(lp[r].top[j].second, want.top[j].second))
+            << what << ", rank " << j << ": " << lp[r].top[j].second << " vs " << want.top[j].second;
+      }
+    }
+  }
+  // More than the device takes: the caller's.
+  std::vector<SampleRow> many(1);
+  many[0].logprobs = 21;
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprobs> lp;
+  ASSERT_TRUE(sampler.launch(d, V, many, nullptr, true).ok());
+  ASSERT_TRUE(sampler.finish(&tokens, &lp).ok());
+  EXPECT_FALSE(sampler.logprobs_ready());
+  EXPECT_TRUE(lp.empty());
+  cudaFree(d);
+}
 #endif
 
 }  // namespace

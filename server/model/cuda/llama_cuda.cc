@@ -230,6 +230,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->opt_.pdl = env[0] == '1';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_ROPE"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
     m->opt_.skinny_rope_append = env[0] == '1';
+  if (const char* env = std::getenv("FLASHSERVE_GPU_LOGPROBS"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
+    m->opt_.gpu_logprobs = env[0] == '1';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_NORM"); env != nullptr && (!std::strcmp(env, "one") || !std::strcmp(env, "two")))
     m->opt_.skinny_norm_one_launch = env[0] == 'o';
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
@@ -648,7 +650,7 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
   if (st.ok()) {
     step_logprobs_.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
     for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
-    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_);
+    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_, opt_.gpu_logprobs);
   }
   step_timed_ = step_timed_ && !upload_untimed_ && st.ok() && record(ev[2]);
   if (!st.ok()) prev_step_timed_ = false;
@@ -689,13 +691,14 @@ Status LlamaCudaModel::record_device_time() {
 }
 
 Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
-  if (Status fs = sampler_.finish(tokens); !fs.ok()) {
+  if (Status fs = sampler_.finish(tokens, logprobs); !fs.ok()) {
     step_timed_ = prev_step_timed_ = false;
     return fs;
   }
   FS_RETURN_IF_ERROR(record_device_time());
   const std::vector<int32_t>& asks = step_logprobs_;
-  if (logprobs == nullptr) return Status::Ok();
+  if (logprobs == nullptr || sampler_.logprobs_ready()) return Status::Ok();  // none wanted, or made on the device
+  // On the host (opt_.gpu_logprobs off, or a row asking for more than the device path takes):
   logprobs->assign(asks.size(), TokenLogprobs{});
   // The asking rows' logits (the sampler only reads logits_), one copy a run of consecutive
   // asking rows, packed in logprob_logits_; the sampler's wait has covered the step.

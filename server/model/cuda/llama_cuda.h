@@ -94,6 +94,12 @@ struct CudaModelOptions {
   // skinny GEMMs and decode are: ~1% of the decode step (H200, session 26: 5.011-5.047 against
   // 5.064 ms at (1,1k); bench/NOTES.md). FLASHSERVE_MODEL_PDL=1 or 0, read at create, overrides this.
   bool pdl = true;
+  // The log-probabilities of the rows that ask (SampleRow::logprobs up to 20) computed on the
+  // device after the draw (CudaSampler's logprobs kernel: a few rows' numbers come back) instead
+  // of their whole logits copied back and scanned on the host (~0.5-1 ms a row at 128k, on the
+  // step thread). Off until a GPU has run it (session 27). FLASHSERVE_GPU_LOGPROBS=1 or 0, read
+  // at create, overrides this.
+  bool gpu_logprobs = false;
   // The cache's dtype (bf16, fp8_e4m3 or fp8_e5m2) and, for FP8, its scales' policy
   // (kv_cache_options.h).
   KvCacheOptions kv = {DType::kBFloat16};

@@ -12,6 +12,7 @@ namespace flashserve::model {
 namespace {
 
 constexpr int kThreads = 1024;
+constexpr int kMaxTopLogprobs = 20;  // logprobs_kernel's most top entries a row (engine::kMaxLogprobs)
 // Banned tokens (eos and stop ids before min_tokens: up to the request's 1024 stop ids and the
 // eos ids) as a bitmap of the vocabulary in shared memory, one bit a token: one load a logit
 // whatever the count (a list scanned at every logit capped a row at 64).
@@ -312,6 +313,94 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
   }
 }
 
+// The log-probabilities of the rows that ask (token_logprobs on the device, sampler.h): block
+// b takes row asks[2b] with asks[2b + 1] top entries (at most kMaxTopLogprobs). The raw logits'
+// max (NaN as -inf), their sum of exps against it in fp32 (the host's is float64: ~1e-6 apart),
+// then the sampled token's log p and the top k by k block-wide argmaxes, each below the last in
+// the host's order (more likely first, ties to the lower id). out: a row's 1 + 2k words, the
+// token's log p, then (id, log p) pairs, floats as their bits.
+__global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* logits, int32_t vocab, const int32_t* asks,
+                                                            const int32_t* tokens, int32_t* out) {
+  const int32_t row = asks[2 * blockIdx.x], k = min(asks[2 * blockIdx.x + 1], vocab);
+  const float* l = logits + static_cast<int64_t>(row) * vocab;
+  int32_t* o = out + static_cast<int64_t>(blockIdx.x) * (1 + 2 * kMaxTopLogprobs);
+  __shared__ float scratch[kThreads / 32];
+  __shared__ float red_v[kThreads / 32];
+  __shared__ int32_t red_i[kThreads / 32];
+  auto logit = [&](int32_t i) {
+    const float x = l[i];
+    return isnan(x) ? -INFINITY : x;
+  };
+  // The block's most likely (value, id): the larger value, then the lower id; every thread gets it.
+  struct Best {
+    float v;
+    int32_t id;
+  };
+  auto more = [](float av, int32_t ai, float bv, int32_t bi) { return av > bv || (av == bv && ai < bi); };
+  auto block_best = [&](Best b) {
+    for (int w = 16; w > 0; w >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, b.v, w);
+      const int32_t oi = __shfl_xor_sync(0xffffffffu, b.id, w);
+      if (more(ov, oi, b.v, b.id)) b = {ov, oi};
+    }
+    __syncthreads();  // the last call's readers are done with red_v / red_i
+    if (threadIdx.x % 32 == 0) {
+      red_v[threadIdx.x / 32] = b.v;
+      red_i[threadIdx.x / 32] = b.id;
+    }
+    __syncthreads();
+    b = {red_v[0], red_i[0]};
+    for (int w = 1; w < kThreads / 32; ++w)
+      if (more(red_v[w], red_i[w], b.v, b.id)) b = {red_v[w], red_i[w]};
+    return b;
+  };
+  Best mine{-INFINITY, vocab};
+  for (int32_t i = threadIdx.x; i < vocab; i += kThreads)
+    if (more(logit(i), i, mine.v, mine.id)) mine = {logit(i), i};
+  const Best first = block_best(mine);  // the max and its id: the top entry
+  const float mx = first.v;
+  float log_sum = 0.f, num_inf = 0.f;  // with mx = +inf: the +inf logits, each log(1 / num_inf)
+  if (isfinite(mx)) {
+    float sum = 0.f;
+    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) sum += expf(logit(i) - mx);
+    log_sum = logf(block_sum(sum, scratch));
+  } else if (mx > 0.f) {
+    float c = 0.f;
+    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) c += logit(i) == INFINITY ? 1.f : 0.f;
+    num_inf = block_sum(c, scratch);
+  }
+  auto logprob = [&](int32_t i) -> float {
+    const float x = logit(i);
+    if (mx == -INFINITY || x == -INFINITY) return -INFINITY;
+    if (mx == INFINITY) return x == INFINITY ? -logf(num_inf) : -INFINITY;
+    return (x - mx) - log_sum;
+  };
+  const int32_t token = tokens[row];
+  if (threadIdx.x == 0) o[0] = __float_as_int(token >= 0 && token < vocab ? logprob(token) : -INFINITY);
+  // The top k: each the most likely of the ids ranked below the one before.
+  Best last = first;
+  for (int32_t j = 0; j < k; ++j) {
+    if (j > 0) {
+      Best b{-INFINITY, vocab};
+      for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+        const float x = logit(i);
+        if (more(last.v, last.id, x, i) && more(x, i, b.v, b.id)) b = {x, i};
+      }
+      last = block_best(b);
+    }
+    if (threadIdx.x == 0) {
+      o[1 + 2 * j] = last.id;
+      o[2 + 2 * j] = __float_as_int(logprob(last.id));
+    }
+  }
+}
+
+float float_of_bits(int32_t w) {
+  float f;
+  std::memcpy(&f, &w, sizeof f);
+  return f;
+}
+
 }  // namespace
 
 CudaSampler::~CudaSampler() {
@@ -356,22 +445,41 @@ Status CudaSampler::grow(int64_t bytes) {
 Status CudaSampler::reserve(int64_t rows, int64_t banned) {
   if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
   if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
-  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8);
+  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8 +
+              rows * (2 + 1 + 2 * kMaxTopLogprobs) * 4);  // every row asking for logprobs
 }
 
-Status CudaSampler::finish(std::vector<int32_t>* tokens) {
+Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
   tokens->assign(static_cast<size_t>(rows_), 0);
+  logprobs_ready_ = false;
   if (rows_ == 0) return Status::Ok();
   FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_), "sample"));
   std::memcpy(tokens->data(), host_ + tokens_at_, static_cast<size_t>(rows_) * 4);
   const auto* flags = reinterpret_cast<const int32_t*>(host_ + tokens_at_) + rows_;
   candidate_rows_ = 0;
   for (int64_t r = 0; r < rows_; ++r) candidate_rows_ += flags[r] != 0;
+  if (logprobs_launched_) {
+    logprobs_ready_ = true;
+    if (logprobs != nullptr) {
+      logprobs->assign(static_cast<size_t>(rows_), TokenLogprobs{});
+      const auto* words = reinterpret_cast<const int32_t*>(host_ + logprobs_at_);
+      for (size_t a = 0; a < asking_.size(); ++a) {
+        const auto [row, k] = asking_[a];
+        const int32_t* w = words + a * (1 + 2 * kMaxTopLogprobs);
+        TokenLogprobs& t = (*logprobs)[static_cast<size_t>(row)];
+        t.token = (*tokens)[static_cast<size_t>(row)];
+        t.logprob = float_of_bits(w[0]);
+        for (int32_t j = 0; j < k; ++j) t.top.emplace_back(w[1 + 2 * j], float_of_bits(w[2 + 2 * j]));
+      }
+    }
+  }
+  logprobs_launched_ = false;
   rows_ = 0;
   return Status::Ok();
 }
 
-Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream) {
+Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
+                           bool logprobs) {
   const int64_t n = static_cast<int64_t>(rows.size());
   // An earlier launch that was never finished may still copy into host_: wait for it (a no-op
   // when it was finished).
@@ -388,6 +496,21 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
     params[r] = {s.temperature, s.top_k, s.top_p, s.min_p, static_cast<float>(sample_uniform(s.seed, s.step)),
                  begin, static_cast<int32_t>(banned.size()), 0};
   }
+  // The asking rows, for logprobs_kernel (all of them on the device, or none: a row asking for
+  // more than it takes leaves them to the caller).
+  asking_.clear();
+  logprobs_launched_ = false;
+  if (logprobs) {
+    bool fits = true;
+    for (int64_t r = 0; r < n; ++r)
+      if (rows[r].logprobs >= 0) {
+        fits = fits && rows[r].logprobs <= kMaxTopLogprobs;
+        asking_.emplace_back(static_cast<int32_t>(r), std::min(rows[r].logprobs, vocab));
+      }
+    if (!fits || asking_.empty()) asking_.clear();
+    logprobs_launched_ = fits;
+  }
+  const int64_t m = static_cast<int64_t>(asking_.size());
   // The bitmap's shared memory, only when some row bans a token.
   const int64_t ban_smem = banned.empty() ? 0 : (static_cast<int64_t>(vocab) + 31) / 32 * 4;
   if (ban_smem > 48 * 1024 - kStaticSmem) {
@@ -400,16 +523,27 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
     FS_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ban_smem)));
   }
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 + n * 8;
+  // The buffer: [params n][banned + 1][asks 2m] (uploaded), then [tokens n][flags n][logprobs m
+  // rows] (copied back).
+  const int64_t result_words = m * (1 + 2 * kMaxTopLogprobs);
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 +
+                        2 * m * 4 + n * 8 + result_words * 4;
   FS_RETURN_IF_ERROR(grow(bytes));
   if (done_ == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-  const int64_t up = n * static_cast<int64_t>(sizeof(RowParams)) + static_cast<int64_t>(banned.size()) * 4;
+  const int64_t banned_at = n * static_cast<int64_t>(sizeof(RowParams));
+  const int64_t asks_at = banned_at + (static_cast<int64_t>(banned.size()) + 1) * 4;
+  const int64_t up = asks_at + 2 * m * 4;
   std::memcpy(host_, params.data(), n * sizeof(RowParams));
-  if (!banned.empty()) std::memcpy(host_ + n * sizeof(RowParams), banned.data(), banned.size() * 4);
+  if (!banned.empty()) std::memcpy(host_ + banned_at, banned.data(), banned.size() * 4);
+  for (int64_t a = 0; a < m; ++a) {
+    reinterpret_cast<int32_t*>(host_ + asks_at)[2 * a] = asking_[a].first;
+    reinterpret_cast<int32_t*>(host_ + asks_at)[2 * a + 1] = asking_[a].second;
+  }
   char* base = static_cast<char*>(params_);
   auto* d_params = reinterpret_cast<RowParams*>(base);
-  auto* d_banned = reinterpret_cast<int32_t*>(base + n * sizeof(RowParams));
-  auto* d_out = d_banned + banned.size() + 1;
+  auto* d_banned = reinterpret_cast<int32_t*>(base + banned_at);
+  auto* d_asks = reinterpret_cast<int32_t*>(base + asks_at);
+  auto* d_out = d_asks + 2 * m;
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, host_, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
   // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
   // candidates; off by default until a GPU has run it (written in session 27 without one).
@@ -418,8 +552,14 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
   sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(
       logits, vocab, d_params, d_banned, d_out, candidates);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
+  if (m > 0) {
+    logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, vocab, d_asks, d_out, d_out + 2 * n);
+    FS_CUDA_CHECK_LAUNCH("logprobs kernel");
+  }
   tokens_at_ = reinterpret_cast<char*>(d_out) - base;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 8, cudaMemcpyDeviceToHost, stream));
+  logprobs_at_ = tokens_at_ + n * 8;
+  FS_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 8 + result_words * 4, cudaMemcpyDeviceToHost, stream));
   FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream));
   rows_ = n;
   return Status::Ok();

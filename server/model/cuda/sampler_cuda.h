@@ -31,8 +31,15 @@ class CudaSampler {
   // The draws queued on stream (their parameters uploaded from pinned memory, so nothing here
   // waits for the work before them); finish waits for their tokens. One finish a launch, before
   // the next launch (the pinned buffers are reused).
-  Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream);
-  Status finish(std::vector<int32_t>* tokens);
+  // With `logprobs`, the rows that ask (SampleRow::logprobs 0..20) get their token_logprobs on
+  // the device too (fp32 where the host sums in float64: within ~1e-5), and finish hands them
+  // over (one entry a row, token -1 where a row did not ask); a row asking for more than 20
+  // leaves the launch without them (logprobs_ready() false: the caller computes them).
+  Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
+                bool logprobs = false);
+  Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
+  // Whether the last finished launch computed the asking rows' logprobs on the device.
+  bool logprobs_ready() const { return logprobs_ready_; }
   // Buffers for `rows` rows and `banned` banned ids in all, made now: a launch within them
   // allocates nothing (an allocation would wait for the device's work: the whole step).
   Status reserve(int64_t rows, int64_t banned);
@@ -49,6 +56,10 @@ class CudaSampler {
   int64_t rows_ = 0;        // the launched draws' rows; the tokens at host_ + tokens_at_
   int64_t tokens_at_ = 0;
   int64_t candidate_rows_ = 0;
+  // The launch's asking rows (row, top count), their results at host_ + logprobs_at_.
+  std::vector<std::pair<int32_t, int32_t>> asking_;
+  int64_t logprobs_at_ = 0;
+  bool logprobs_launched_ = false, logprobs_ready_ = false;
   cudaEvent_t done_ = nullptr;  // recorded after the tokens' copy back
 };
 
