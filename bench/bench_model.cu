@@ -171,6 +171,32 @@ void sampler_table(cudaStream_t s) {
     }
     std::printf("\n");
   }
+  // Greedy rows that all ask for logprobs (5 and 20 top entries): on the device (the logprobs
+  // kernel, CudaModelOptions::gpu_logprobs) against the host's way (the rows' logits copied back,
+  // token_logprobs on each).
+  std::printf("%-12s %16s %16s %16s   (logprobs: device / host, us a call)\n", "", "1 row", "16 rows", "64 rows");
+  std::vector<float> host_logits(static_cast<size_t>(V) * max_rows);
+  for (int top : {5, 20}) {
+    std::printf("logprobs %-3d", top);
+    for (int rows : {1, 16, 64}) {
+      std::vector<SampleRow> rs(static_cast<size_t>(rows));
+      for (auto& q : rs) q.logprobs = top;
+      std::vector<int32_t> tokens;
+      std::vector<TokenLogprobs> lp;
+      const double dev = median_seconds(s, 10, [&](int) {
+        if (!sampler.launch(d, V, rs, s, true).ok() || !sampler.finish(&tokens, &lp).ok()) std::exit(1);
+      });
+      const double host = median_seconds(s, 10, [&](int) {
+        if (!sampler.launch(d, V, rs, s, false).ok() || !sampler.finish(&tokens).ok()) std::exit(1);
+        cudaMemcpyAsync(host_logits.data(), d, static_cast<size_t>(V) * rows * 4, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+        for (int r = 0; r < rows; ++r) lp.push_back(token_logprobs(&host_logits[static_cast<size_t>(r) * V], V, tokens[r], top));
+        lp.clear();
+      });
+      std::printf(" %7.1f / %6.1f", dev * 1e6, host * 1e6);
+    }
+    std::printf("\n");
+  }
   cudaFree(d);
 }
 
