@@ -378,8 +378,9 @@ TEST(SamplerCuda, LargeVocabularyBothPathsFollowTheRules) {
 
 // The device's logprobs (CudaSampler::launch with logprobs) against the host's token_logprobs at
 // Llama-3's vocabulary: a peaked row, a row of ties (the top's order by id), a row with NaN and
-// -inf logits, one whose max is +inf twice (log 1/2 each), one all -inf; asks of 0, 1, 5 and 20
-// top entries and none; greedy and sampled rows. A row asking for 21 leaves the launch to the
+// -inf logits, one whose max is +inf twice (log 1/2 each), one all -inf (and a NaN); asks of 1,
+// 3, 5 and 20 top entries and none; greedy rows (the host's token, the top entry) and a sampled
+// one. A row asking for 21 leaves the launch to the
 // host (logprobs_ready false).
 TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
@@ -397,6 +398,7 @@ TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
   rows_logits[3][100] = INFINITY;
   rows_logits[3][7] = INFINITY;
   rows_logits[4].assign(V, -INFINITY);
+  rows_logits[4][2] = NAN;  // ranked as -inf: ids 0 .. 4 in order
   std::vector<float> all;
   for (const auto& r : rows_logits) all.insert(all.end(), r.begin(), r.end());
   float* d = nullptr;
@@ -407,7 +409,7 @@ TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
   rows[0].logprobs = 20;
   rows[1].logprobs = 5;
   rows[2] = SampleRow{1.f, 0, 1.f, 0.f, 7, 3, {}, 1};  // sampled
-  rows[3].logprobs = 0;
+  rows[3].logprobs = 3;  // the two +inf (7, then 100), then the finite ones at -inf
   rows[4].logprobs = 5;
   for (int variant = 0; variant < 2; ++variant) {
     std::vector<SampleRow> rs = rows;
@@ -427,9 +429,13 @@ TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
       }
       const TokenLogprobs want = token_logprobs(rows_logits[r].data(), V, tokens[r], rs[r].logprobs);
       EXPECT_EQ(lp[r].token, tokens[r]) << what;
+      if (rs[r].temperature == 0.f) {  // greedy: the host's token, the top entry's
+        EXPECT_EQ(tokens[r], sample_row(rows_logits[r].data(), V, rs[r])) << what;
+        if (!lp[r].top.empty()) EXPECT_EQ(tokens[r], lp[r].top[0].first) << what;
+      }
       auto near = [&](float got, float w) {
         if (std::isinf(w)) return got == w;
-        return std::fabs(got - w) <= 5e-5f + 1e-6f * std::fabs(w);  // fp32 sums against float64
+        return std::fabs(got - w) <= 1e-5f + 1e-6f * std::fabs(w);  // fp32 sums against float64 (~2e-6 here)
       };
       EXPECT_TRUE(near(lp[r].logprob, want.logprob)) << what << ": " << lp[r].logprob << " vs " << want.logprob;
       ASSERT_EQ(lp[r].top.size(), want.top.size()) << what;
@@ -449,6 +455,7 @@ TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
   ASSERT_TRUE(sampler.finish(&tokens, &lp).ok());
   EXPECT_FALSE(sampler.logprobs_ready());
   EXPECT_TRUE(lp.empty());
+  EXPECT_EQ(tokens.size(), 1u);  // the draw itself goes on
   cudaFree(d);
 }
 #endif

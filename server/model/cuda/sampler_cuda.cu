@@ -117,6 +117,9 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
       best = red_v[w];
       best_i = red_i[w];
     }
+  // No logit above -inf (every one banned, -inf or NaN): id 0, as the host's max_element gives
+  // (the search above keeps only a strictly larger value: none, and vocab is no token).
+  if (best_i == vocab) best_i = 0;
   if (p.temperature == 0.f || p.top_k == 1) {
     if (threadIdx.x == 0) {
       out[row] = best_i;
