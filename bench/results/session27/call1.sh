@@ -4,12 +4,7 @@
 #  1. FlashInfer's JIT for d 64/128/256 (--parallel), checked against SDPA float32.
 #  2. bench_prefill.py --quick --flashinfer: v4.17 beside cuDNN, FA3 and FlashInfer.
 # Carry .whl, build-gpu/libflashserve_c.so.
-set -uo pipefail
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64" PYTHONUNBUFFERED=1
-out=${OUT:-/tmp/o}; mkdir -p "$out"
-B=build-gpu
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+source bench/results/call_prologue.sh
 source scripts/gpu_peers.sh install
 python3 -c "import flash_attn_interface" && echo "FA3 importable"
 timeout 230 python3 bench/flashinfer_check.py --dims 64,128,256 --parallel > "$out/fi_check.log" 2>&1

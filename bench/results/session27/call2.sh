@@ -17,12 +17,8 @@
 # flashserve_server flashserve_bench; gpu_pack.sh less bench/, tests/, hf_dump, kv_cache_ppl.
 # Carry build-gpu/tests/{test_skinny_gemm_cuda,test_model_cuda,test_sampler_cuda}, build-gpu/bench/bench_model,
 # build-gpu/pack.
-set -uo pipefail
-P=build-gpu/pack B=build-gpu
-export LD_LIBRARY_PATH="$PWD/$P/lib:/usr/local/cuda/lib64"
-out=${OUT:-/tmp/o}; mkdir -p "$out"
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+P=build-gpu/pack
+LIBS="$PWD/$P/lib"; source bench/results/call_prologue.sh
 timeout 90 $B/tests/test_skinny_gemm_cuda > "$out/test_skinny.log" 2>&1
 echo "$(el) skinny rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_skinny.log" | tr '\n' ' ')"
 timeout 60 $B/tests/test_model_cuda > "$out/test_model.log" 2>&1

@@ -9,12 +9,7 @@
 #  2. bench_prefill.py --chunked-only: 2k over 30k in 16-token pages, FP8 against bf16 pages
 #     (session 26: 365 against 580, 0.63; prediction 0.78-0.9).
 #  3. bench_decode.py --fp8 e4m3 with FA3's and FlashInfer's FP8 decode, the issue's rows.
-set -uo pipefail
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64" PYTHONUNBUFFERED=1
-out=${OUT:-/tmp/o}; mkdir -p "$out"
-B=build-gpu
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+source bench/results/call_prologue.sh
 timeout 60 $B/tests/test_fp8_cuda > "$out/test_fp8.log" 2>&1
 echo "$(el) fp8 rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_fp8.log" | tr '\n' ' ')"
 grep -E "Failure|FAILED|Expected|Which is" "$out/test_fp8.log" | head -8

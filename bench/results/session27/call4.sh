@@ -6,12 +6,9 @@
 # table cell (FLASHSERVE_BENCH_GEMM / _ROWS / _COLUMN). Read: DRAM throughput, achieved
 # occupancy, warp stall reasons (long scoreboard = waiting on the weights' loads), bytes in
 # flight. Carry build-gpu/bench/bench_model.
-set -uo pipefail
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64"
-out=${OUT:-/tmp/o}; mkdir -p "$out"
+source bench/results/call_prologue.sh
 command -v ncu >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 command -v ncu >/dev/null || { echo "no ncu here"; exit 0; }
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 for b in 1 16; do
   FLASHSERVE_PROFILE_BATCH=$b timeout 150 ncu --clock-control none --profile-from-start off --csv \
     --metrics gpu__time_duration.sum build-gpu/bench/bench_model --profile-step > "$out/step_b$b.csv" 2>&1
