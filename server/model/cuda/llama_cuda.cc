@@ -60,7 +60,7 @@ Status size_pool(const CudaModelOptions& options, int64_t max_seq_len, int64_t o
 }  // namespace
 
 LlamaCudaModel::~LlamaCudaModel() {
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
+  drop_graphs();
   if (meta_uploaded_) cudaEventSynchronize(meta_uploaded_);  // no copy out of meta_host_ in flight
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
   if (stream_) cudaStreamDestroy(stream_);
@@ -218,25 +218,22 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpy(m->inv_freq_, inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
   // Skinny GEMMs (decode steps): QKV as one weight where the three are adjacent (the weight
   // arena's order), and a workspace for the largest of a step's calls at 32 tokens.
-  // Exactly "1" / "0" (and "launch" / "fused", "one" / "two"); anything else leaves the options as they are.
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_GEMM"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
-    m->opt_.skinny_gemm = env[0] == '1';
+  // An environment variable that is exactly `on` or `off` sets a flag; anything else leaves it.
+  auto env_flag = [](const char* name, const char* on, const char* off, bool* flag) {
+    if (const char* env = std::getenv(name); env != nullptr && (!std::strcmp(env, on) || !std::strcmp(env, off)))
+      *flag = !std::strcmp(env, on);
+  };
+  env_flag("FLASHSERVE_SKINNY_GEMM", "1", "0", &m->opt_.skinny_gemm);
   if (const char* env = std::getenv("FLASHSERVE_SKINNY_MAX_ROWS"); env != nullptr) {
     char* end = nullptr;
     const long rows = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && rows >= 1 && rows <= 32) m->opt_.skinny_max_rows = static_cast<int32_t>(rows);
   }
-  if (const char* env = std::getenv("FLASHSERVE_MODEL_PDL"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
-    m->opt_.pdl = env[0] == '1';
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_ROPE"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
-    m->opt_.skinny_rope_append = env[0] == '1';
-  if (const char* env = std::getenv("FLASHSERVE_GPU_LOGPROBS"); env != nullptr && (!std::strcmp(env, "1") || !std::strcmp(env, "0")))
-    m->opt_.gpu_logprobs = env[0] == '1';
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_NORM"); env != nullptr && (!std::strcmp(env, "one") || !std::strcmp(env, "two")))
-    m->opt_.skinny_norm_one_launch = env[0] == 'o';
-  if (const char* env = std::getenv("FLASHSERVE_SKINNY_EPILOGUE");
-      env != nullptr && (!std::strcmp(env, "launch") || !std::strcmp(env, "fused")))
-    m->opt_.skinny_launch_epilogue = env[0] == 'l';
+  env_flag("FLASHSERVE_MODEL_PDL", "1", "0", &m->opt_.pdl);
+  env_flag("FLASHSERVE_SKINNY_ROPE", "1", "0", &m->opt_.skinny_rope_append);
+  env_flag("FLASHSERVE_GPU_LOGPROBS", "1", "0", &m->opt_.gpu_logprobs);
+  env_flag("FLASHSERVE_SKINNY_NORM", "one", "two", &m->opt_.skinny_norm_one_launch);
+  env_flag("FLASHSERVE_SKINNY_EPILOGUE", "launch", "fused", &m->opt_.skinny_launch_epilogue);
   // The one-launch norm's device query, here rather than inside a step's graph capture.
   if (m->opt_.skinny_norm_one_launch) (void)model::cuda::skinny_norm_one_launch_available();
   FS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m->skinny_ws_.counters, 0, m->skinny_ws_.counter_count * sizeof(unsigned),
@@ -263,25 +260,25 @@ Status LlamaCudaModel::gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int6
                        "cublasGemmEx");
 }
 
-void LlamaCudaModel::set_skinny_gemm(bool on) {
-  if (on == opt_.skinny_gemm) return;
-  opt_.skinny_gemm = on;
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);  // they hold the other path's launches
+void LlamaCudaModel::drop_graphs() {
+  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   graphs_.clear();
+}
+
+// Each setter drops the captured graphs: they hold the other path's launches.
+void LlamaCudaModel::set_skinny_gemm(bool on) {
+  if (on != opt_.skinny_gemm) drop_graphs();
+  opt_.skinny_gemm = on;
 }
 
 void LlamaCudaModel::set_skinny_launch_epilogue(bool on) {
-  if (on == opt_.skinny_launch_epilogue) return;
+  if (on != opt_.skinny_launch_epilogue) drop_graphs();
   opt_.skinny_launch_epilogue = on;
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
-  graphs_.clear();
 }
 
 void LlamaCudaModel::set_skinny_rope_append(bool on) {
-  if (on == opt_.skinny_rope_append) return;
+  if (on != opt_.skinny_rope_append) drop_graphs();
   opt_.skinny_rope_append = on;
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
-  graphs_.clear();
 }
 
 bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const void* a, const void* w) const {
@@ -290,28 +287,37 @@ bool LlamaCudaModel::skinny(int64_t m, int64_t n, int64_t k, int64_t lda, const 
          model::cuda::skinny_gemm_workspace_bytes(m, n, k, sm_count_) <= skinny_ws_.bytes;
 }
 
-// A decode batch padded to its graph's batch size (graph_batch_size) with dummy rows (token 0,
-// one key, slot -1: nothing appended; tables of the null block, whose key they read), its tables
+// `count` dummy decode rows appended to p (its tables block_table_stride wide): token 0, one key,
+// slot -1 (nothing appended), tables of the null block (whose key they read); their logits are
+// nobody's. What padded_for_graph pads with and warm_up_graphs captures over.
+static void append_dummy_rows(ForwardBatch* p, int32_t count) {
+  p->num_decode += count;
+  p->tokens.resize(p->tokens.size() + static_cast<size_t>(count), 0);
+  if (p->cu_seqlens_q.empty()) p->cu_seqlens_q.push_back(0);
+  for (int32_t i = 0; i < count; ++i) p->cu_seqlens_q.push_back(p->cu_seqlens_q.back() + 1);
+  p->seq_lens.resize(p->seq_lens.size() + static_cast<size_t>(count), 1);
+  p->slot_mapping.resize(p->tokens.size(), -1);
+  p->block_tables.resize(p->seq_lens.size() * static_cast<size_t>(p->block_table_stride), 0);
+}
+
+// A decode batch padded to its graph's batch size (graph_batch_size) with dummy rows, its tables
 // at `width`; the batch itself where no padding is needed and its tables are that wide. The
 // padded copy reuses padded_'s buffers.
 const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int64_t width) {
   const int32_t B = b.batch(), Bp = graph_batch_size(B, graph_batch_cap());
   if (Bp == B && width == b.block_table_stride) return b;
   ForwardBatch& p = padded_;
-  p.num_decode = b.num_decode + (Bp - B);
+  p.num_decode = b.num_decode;
   p.tokens.assign(b.tokens.begin(), b.tokens.end());
-  p.tokens.resize(b.tokens.size() + static_cast<size_t>(Bp - B), 0);
   p.cu_seqlens_q.assign(b.cu_seqlens_q.begin(), b.cu_seqlens_q.end());
-  for (int32_t i = B; i < Bp; ++i) p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + 1);
   p.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
-  p.seq_lens.resize(static_cast<size_t>(Bp), 1);
   p.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
-  p.slot_mapping.resize(p.tokens.size(), -1);
   p.block_table_stride = width;
-  p.block_tables.assign(static_cast<size_t>(Bp * width), 0);
+  p.block_tables.assign(static_cast<size_t>(B * width), 0);
   for (int32_t r = 0; r < B; ++r)
     std::copy_n(b.block_tables.begin() + r * b.block_table_stride, b.block_table_stride,
                 p.block_tables.begin() + r * width);
+  append_dummy_rows(&p, Bp - B);
   return p;
 }
 
@@ -322,16 +328,10 @@ Status LlamaCudaModel::warm_up_graphs(int32_t* captured) {
   std::vector<int32_t> sizes;
   for (int32_t b = 1; b <= cap; b = graph_batch_size(b, cap) + 1) sizes.push_back(graph_batch_size(b, cap));
   const int64_t width = graph_table_width(1, opt_.max_blocks_per_seq, opt_.block_size);
-  auto dummies = [&](int32_t B) {  // B dummy decode rows, as padded_for_graph makes them
+  auto dummies = [&](int32_t B) {
     ForwardBatch b;
-    b.num_decode = B;
-    b.tokens.assign(static_cast<size_t>(B), 0);
-    b.cu_seqlens_q.resize(static_cast<size_t>(B) + 1);
-    for (int32_t i = 0; i <= B; ++i) b.cu_seqlens_q[i] = i;
-    b.seq_lens.assign(static_cast<size_t>(B), 1);
-    b.slot_mapping.assign(static_cast<size_t>(B), -1);
     b.block_table_stride = width;
-    b.block_tables.assign(static_cast<size_t>(B * width), 0);
+    append_dummy_rows(&b, B);
     return b;
   };
   // Every size's plan first, and the largest workspace among them, so that no capture is
@@ -377,8 +377,7 @@ Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool grap
 // one are stale.
 Status LlamaCudaModel::reserve_workspace(int64_t bytes) {
   if (bytes <= workspace_bytes_) return Status::Ok();
-  for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
-  graphs_.clear();
+  drop_graphs();
   cudaFree(workspace_);
   workspace_ = nullptr;
   workspace_bytes_ = 0;

@@ -195,6 +195,7 @@ class LlamaCudaModel : public Model {
   int32_t graph_batch_cap() const { return std::min(opt_.max_batch, opt_.max_tokens_per_step); }
   Status plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step);
   Status reserve_workspace(int64_t bytes);
+  void drop_graphs();  // the captured graphs destroyed (stale: other launches, a moved workspace)
 
   LlamaConfig config_;
   CudaModelOptions opt_;

@@ -57,6 +57,37 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long 
   return t;
 }
 
+// The block's most likely (value, id): the larger value, then the lower id (the host's order);
+// every thread gets it. Safe to call again at once (it syncs before reusing its shared memory).
+__device__ __forceinline__ bool more_likely(float av, int32_t ai, float bv, int32_t bi) {
+  return av > bv || (av == bv && ai < bi);
+}
+__device__ void block_best(float& v, int32_t& id) {
+  __shared__ float red_v[kThreads / 32];
+  __shared__ int32_t red_i[kThreads / 32];
+  for (int w = 16; w > 0; w >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, w);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, id, w);
+    if (more_likely(ov, oi, v, id)) {
+      v = ov;
+      id = oi;
+    }
+  }
+  __syncthreads();  // the last call's readers are done with red_v / red_i
+  if (threadIdx.x % 32 == 0) {
+    red_v[threadIdx.x / 32] = v;
+    red_i[threadIdx.x / 32] = id;
+  }
+  __syncthreads();
+  v = red_v[0];
+  id = red_i[0];
+  for (int w = 1; w < kThreads / 32; ++w)
+    if (more_likely(red_v[w], red_i[w], v, id)) {
+      v = red_v[w];
+      id = red_i[w];
+    }
+}
+
 // A float's bits as an unsigned key in the floats' order (callers pass no NaN).
 __device__ __forceinline__ uint32_t ordered_key(float x) {
   uint32_t b = __float_as_uint(x);
@@ -73,8 +104,6 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
   const RowParams p = params[row];
   const float* l = logits + static_cast<int64_t>(row) * vocab;
   __shared__ float scratch[kThreads / 32];
-  __shared__ float red_v[kThreads / 32];
-  __shared__ int32_t red_i[kThreads / 32];
   extern __shared__ uint32_t ban_bits[];  // (vocab + 31) / 32 words when the call bans any token
   const int nb = p.banned_end - p.banned_begin;
   if (nb > 0) {
@@ -97,26 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
       best_i = i;
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (ov > best || (ov == best && oi < best_i)) {
-      best = ov;
-      best_i = oi;
-    }
-  }
-  if (threadIdx.x % 32 == 0) {
-    red_v[threadIdx.x / 32] = best;
-    red_i[threadIdx.x / 32] = best_i;
-  }
-  __syncthreads();
-  best = red_v[0];
-  best_i = red_i[0];
-  for (int w = 1; w < kThreads / 32; ++w)
-    if (red_v[w] > best || (red_v[w] == best && red_i[w] < best_i)) {
-      best = red_v[w];
-      best_i = red_i[w];
-    }
+  block_best(best, best_i);
   // No logit above -inf (every one banned, -inf or NaN): id 0, as the host's max_element gives
   // (the search above keeps only a strictly larger value: none, and vocab is no token).
   if (best_i == vocab) best_i = 0;
@@ -328,39 +338,18 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* logits,
   const float* l = logits + static_cast<int64_t>(row) * vocab;
   int32_t* o = out + static_cast<int64_t>(blockIdx.x) * (1 + 2 * kMaxTopLogprobs);
   __shared__ float scratch[kThreads / 32];
-  __shared__ float red_v[kThreads / 32];
-  __shared__ int32_t red_i[kThreads / 32];
   auto logit = [&](int32_t i) {
     const float x = l[i];
     return isnan(x) ? -INFINITY : x;
   };
-  // The block's most likely (value, id): the larger value, then the lower id; every thread gets it.
   struct Best {
     float v;
     int32_t id;
   };
-  auto more = [](float av, int32_t ai, float bv, int32_t bi) { return av > bv || (av == bv && ai < bi); };
-  auto block_best = [&](Best b) {
-    for (int w = 16; w > 0; w >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, b.v, w);
-      const int32_t oi = __shfl_xor_sync(0xffffffffu, b.id, w);
-      if (more(ov, oi, b.v, b.id)) b = {ov, oi};
-    }
-    __syncthreads();  // the last call's readers are done with red_v / red_i
-    if (threadIdx.x % 32 == 0) {
-      red_v[threadIdx.x / 32] = b.v;
-      red_i[threadIdx.x / 32] = b.id;
-    }
-    __syncthreads();
-    b = {red_v[0], red_i[0]};
-    for (int w = 1; w < kThreads / 32; ++w)
-      if (more(red_v[w], red_i[w], b.v, b.id)) b = {red_v[w], red_i[w]};
-    return b;
-  };
-  Best mine{-INFINITY, vocab};
+  Best first{-INFINITY, vocab};
   for (int32_t i = threadIdx.x; i < vocab; i += kThreads)
-    if (more(logit(i), i, mine.v, mine.id)) mine = {logit(i), i};
-  const Best first = block_best(mine);  // the max and its id: the top entry
+    if (more_likely(logit(i), i, first.v, first.id)) first = {logit(i), i};
+  block_best(first.v, first.id);  // the max and its id: the top entry
   const float mx = first.v;
   float log_sum = 0.f, num_inf = 0.f;  // with mx = +inf: the +inf logits, each log(1 / num_inf)
   if (isfinite(mx)) {
@@ -387,9 +376,10 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* logits,
       Best b{-INFINITY, vocab};
       for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
         const float x = logit(i);
-        if (more(last.v, last.id, x, i) && more(x, i, b.v, b.id)) b = {x, i};
+        if (more_likely(last.v, last.id, x, i) && more_likely(x, i, b.v, b.id)) b = {x, i};
       }
-      last = block_best(b);
+      block_best(b.v, b.id);
+      last = b;
     }
     if (threadIdx.x == 0) {
       o[1 + 2 * j] = last.id;
