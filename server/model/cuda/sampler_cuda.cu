@@ -58,13 +58,11 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long 
 }
 
 // The block's most likely (value, id): the larger value, then the lower id (the host's order);
-// every thread gets it. Safe to call again at once (it syncs before reusing its shared memory).
+// every thread gets it. Safe to call again at once (it syncs before reusing red_v / red_i).
 __device__ __forceinline__ bool more_likely(float av, int32_t ai, float bv, int32_t bi) {
   return av > bv || (av == bv && ai < bi);
 }
-__device__ void block_best(float& v, int32_t& id) {
-  __shared__ float red_v[kThreads / 32];
-  __shared__ int32_t red_i[kThreads / 32];
+__device__ __forceinline__ void block_best(float& v, int32_t& id, float* red_v, int32_t* red_i) {
   for (int w = 16; w > 0; w >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, w);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, id, w);
@@ -104,6 +102,8 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
   const RowParams p = params[row];
   const float* l = logits + static_cast<int64_t>(row) * vocab;
   __shared__ float scratch[kThreads / 32];
+  __shared__ float red_v[kThreads / 32];
+  __shared__ int32_t red_i[kThreads / 32];
   extern __shared__ uint32_t ban_bits[];  // (vocab + 31) / 32 words when the call bans any token
   const int nb = p.banned_end - p.banned_begin;
   if (nb > 0) {
@@ -126,7 +126,28 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
       best_i = i;
     }
   }
-  block_best(best, best_i);
+  // (Written out, not block_best: with it, even only its comparisons, ptxas spills 44 bytes here
+  // at 32 registers, against 8 bytes as written.)
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (ov > best || (ov == best && oi < best_i)) {
+      best = ov;
+      best_i = oi;
+    }
+  }
+  if (threadIdx.x % 32 == 0) {
+    red_v[threadIdx.x / 32] = best;
+    red_i[threadIdx.x / 32] = best_i;
+  }
+  __syncthreads();
+  best = red_v[0];
+  best_i = red_i[0];
+  for (int w = 1; w < kThreads / 32; ++w)
+    if (red_v[w] > best || (red_v[w] == best && red_i[w] < best_i)) {
+      best = red_v[w];
+      best_i = red_i[w];
+    }
   // No logit above -inf (every one banned, -inf or NaN): id 0, as the host's max_element gives
   // (the search above keeps only a strictly larger value: none, and vocab is no token).
   if (best_i == vocab) best_i = 0;
@@ -349,7 +370,9 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* logits,
   Best first{-INFINITY, vocab};
   for (int32_t i = threadIdx.x; i < vocab; i += kThreads)
     if (more_likely(logit(i), i, first.v, first.id)) first = {logit(i), i};
-  block_best(first.v, first.id);  // the max and its id: the top entry
+  __shared__ float red_v[kThreads / 32];
+  __shared__ int32_t red_i[kThreads / 32];
+  block_best(first.v, first.id, red_v, red_i);  // the max and its id: the top entry
   const float mx = first.v;
   float log_sum = 0.f, num_inf = 0.f;  // with mx = +inf: the +inf logits, each log(1 / num_inf)
   if (isfinite(mx)) {
@@ -378,7 +401,7 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* logits,
         const float x = logit(i);
         if (more_likely(last.v, last.id, x, i) && more_likely(x, i, b.v, b.id)) b = {x, i};
       }
-      block_best(b.v, b.id);
+      block_best(b.v, b.id, red_v, red_i);
       last = b;
     }
     if (threadIdx.x == 0) {
