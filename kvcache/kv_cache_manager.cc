@@ -89,7 +89,7 @@ bool KVCacheManager::can_allocate(int64_t seq_id, int32_t n) const {
 
 void KVCacheManager::cache_full_blocks(Sequence& s, std::span<const int32_t> tokens) {
   const int32_t bs = config_.block_size;
-  const int32_t full = s.num_slotted / bs;
+  const int32_t full = static_cast<int32_t>(std::min<int64_t>(s.num_slotted, static_cast<int64_t>(tokens.size())) / bs);
   while (static_cast<int32_t>(s.block_hashes.size()) < full) {
     const int32_t i = static_cast<int32_t>(s.block_hashes.size());
     BlockKey key;
@@ -103,12 +103,13 @@ void KVCacheManager::cache_full_blocks(Sequence& s, std::span<const int32_t> tok
 }
 
 Status KVCacheManager::allocate_slots(int64_t seq_id, std::span<const int32_t> tokens, int32_t n,
-                                      std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies) {
+                                      std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies,
+                                      int32_t unknown) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return invalid_argument("allocate_slots: unknown " + seq_name(seq_id));
-  if (n < 0) return invalid_argument("allocate_slots: n is negative");
+  if (n < 0 || unknown < 0) return invalid_argument("allocate_slots: n or unknown is negative");
   Sequence& s = it->second;
-  const int64_t known = static_cast<int64_t>(tokens.size());
+  const int64_t known = static_cast<int64_t>(tokens.size()) + unknown;
   if (s.num_slotted + static_cast<int64_t>(n) > known)
     return invalid_argument("allocate_slots: " + seq_name(seq_id) + " has " +
                             std::to_string(known - s.num_slotted) + " tokens without slots, " +

@@ -70,9 +70,13 @@ class KVCacheManager {
   // slot included), whose first num_slotted_tokens() are the ones slotted before; blocks that fill
   // up are hashed from it. Appends the slots to *slot_mapping and copy-on-write work to *copies.
   // RESOURCE_EXHAUSTED leaves everything unchanged; OUT_OF_RANGE when the sequence would outgrow
-  // max_blocks_per_seq; INVALID_ARGUMENT when tokens holds fewer than num_slotted_tokens() + n.
+  // max_blocks_per_seq; INVALID_ARGUMENT when tokens holds fewer than num_slotted_tokens() + n -
+  // unknown. unknown: how many of the slotted tokens may be past tokens' end, their ids not known
+  // yet (a token still being drawn on the device while the next step that decodes it is
+  // prepared: the engine's overlapped steps). A block that fills up is hashed once all its ids
+  // are known: at a later call whose tokens hold them.
   Status allocate_slots(int64_t seq_id, std::span<const int32_t> tokens, int32_t n,
-                        std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies);
+                        std::vector<int64_t>* slot_mapping, std::vector<BlockCopy>* copies, int32_t unknown = 0);
 
   // A new sequence sharing all of parent's blocks (parallel sampling, beams); its tokens, the
   // caller's, begin as the parent's.
@@ -98,7 +102,7 @@ class KVCacheManager {
   };
 
   int32_t new_blocks_for(const Sequence& s, int32_t n, bool* cow) const;
-  void cache_full_blocks(Sequence& s, std::span<const int32_t> tokens);
+  void cache_full_blocks(Sequence& s, std::span<const int32_t> tokens);  // the full blocks tokens covers
 
   KVCacheConfig config_;
   BlockPool pool_;

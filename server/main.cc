@@ -250,6 +250,12 @@ int main(int argc, char** argv) {
                  "default: off)")
       ->check(in_range(0.0, 1e6))
       ->envname("FLASHSERVE_TPOT_TARGET_MS");
+  // Overlapped steps (issue 27): the next step is prepared and queued while this one runs.
+  app.add_flag("--overlap-steps", ec.overlap_steps,
+               "schedule, build and queue step n + 1 while step n runs, its decodes reading step n's draws on the "
+               "device, and hand step n's tokens to their streams meanwhile (default: off, until measured on a GPU; "
+               "a request that ends by eos or a stop id costs one dropped row)")
+      ->envname("FLASHSERVE_OVERLAP_STEPS");
   app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")
       ->check(in_range<int32_t>(1, INT32_MAX))
       ->envname("FLASHSERVE_MAX_NUM_SEQS");
@@ -496,6 +502,8 @@ int main(int argc, char** argv) {
       spdlog::info("prefill budget while decodes run: {}{}; steps without decodes: {}", limit,
                    ec.max_prefill_tokens > 0 ? "" : " (no --max-prefill-tokens, no --tpot-target-ms)", rest);
   }
+  spdlog::info("steps: {}", ec.overlap_steps ? "overlapped (--overlap-steps: step n + 1 queued while step n runs)"
+                                             : "one at a time (no --overlap-steps)");
   srv->set_engine(eng.get(), &text_model);
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");

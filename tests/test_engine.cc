@@ -676,5 +676,188 @@ TEST(Engine, OverlappedDeliveryPushesTheLastStepsTokenBeforeTheNextStepEnds) {
   EXPECT_EQ(async->begun(), 12);
 }
 
+// ---- Overlapped steps (EngineConfig::overlap_steps, issue 27) -------------------------------
+
+// A mixed workload (seed 29): greedy and seeded sampled requests (top_k, top_p, min_p), eos not
+// ignored, stop ids on the greedy path (a request that ends early has a dropped row in the step
+// after), min_tokens, logprobs, max_tokens 1, a shared prefix (prefix reuse) and prompts long
+// enough to be chunked.
+std::vector<GenerateRequest> mixed_workload() {
+  std::mt19937 rng(29);
+  const std::vector<int32_t> shared = random_prompt(rng, 21);
+  std::vector<GenerateRequest> out;
+  for (int i = 0; i < 14; ++i) {
+    std::vector<int32_t> prompt = random_prompt(rng, 3 + (7 * i) % 37);
+    if (i % 3 == 0) prompt.insert(prompt.begin(), shared.begin(), shared.end());
+    GenerateRequest r = greedy("w" + std::to_string(i), prompt, 6 + (5 * i) % 17);
+    SamplingParams& sp = r.sampling;
+    switch (i % 7) {
+      case 0: break;  // greedy, ignore eos
+      case 1: sp.temperature = 0.8f, sp.top_k = 20, sp.seed = 100 + i; break;
+      case 2: sp.temperature = 1.0f, sp.top_p = 0.9f, sp.min_p = 0.02f, sp.seed = 100 + i, sp.ignore_eos = false; break;
+      case 3: sp.stop_token_ids = {reference_greedy(prompt, 6)[3]}; break;  // stops at its 4th token (or before)
+      case 4:
+        sp.logprobs = 3, sp.min_tokens = 5, sp.stop_token_ids = {reference_greedy(prompt, 2)[1]};
+        break;
+      case 5: sp.max_tokens = 1; break;
+      case 6: sp.temperature = 1.3f, sp.seed = 100 + i, sp.ignore_eos = false, sp.logprobs = 0; break;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The workload's streams through an engine over `model` (a pool of num_blocks blocks of 4, 16
+// tokens a step), every request enqueued before the first step can take them.
+std::vector<WithLogprobs> run_workload(std::unique_ptr<model::Model> model, int num_blocks, bool overlap,
+                                       EngineStats* stats = nullptr) {
+  EngineConfig ec;
+  ec.num_blocks = num_blocks;
+  ec.block_size = 4;
+  ec.max_num_batched_tokens = 16;
+  ec.overlap_steps = overlap;
+  std::unique_ptr<Engine> e;
+  EXPECT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+  std::vector<std::shared_ptr<ResultStream>> streams;
+  std::vector<GenerateRequest> reqs = mixed_workload();
+  for (auto& r : reqs) {
+    std::shared_ptr<ResultStream> s;
+    const Status st = e->enqueue(r, &s);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    streams.push_back(s);
+  }
+  std::vector<WithLogprobs> out;
+  for (size_t i = 0; i < streams.size(); ++i) out.push_back(collect_logprobs(*streams[i], reqs[i].sampling.logprobs >= 0));
+  if (stats != nullptr) *stats = e->stats();
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12) << "blocks left behind";
+  return out;
+}
+
+// Overlapped steps change nothing a client sees: over a synchronous model and over one whose
+// steps run on a thread of their own (as a GPU's: the engine's host work truly beside them), in
+// a roomy pool and in one so small that requests are preempted (some while their token is being
+// drawn) and recomputed, every stream equals the one of steps run one at a time: its tokens
+// (seeded draws included: the draw counter counts the tokens in flight), its finish reason and
+// count, its logprobs; greedy ones equal the no-cache reference too; and every block comes back.
+TEST(Engine, OverlappedStepsEqualStepsOneAtATime) {
+  const std::vector<GenerateRequest> reqs = mixed_workload();
+  for (int num_blocks : {256, 26}) {
+    EngineStats base_stats;
+    const std::vector<WithLogprobs> base = run_workload(test::tiny_model(7, num_blocks, 4), num_blocks, false, &base_stats);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const SamplingParams& sp = reqs[i].sampling;
+      if (sp.temperature == 0.f && sp.stop_token_ids.empty())
+        EXPECT_EQ(base[i].tokens, reference_greedy(reqs[i].prompt, sp.max_tokens)) << i;
+    }
+    if (num_blocks < 256) EXPECT_GT(base_stats.preemptions, 0) << "the small pool preempts nothing";
+    for (int threaded : {0, 1}) {
+      auto inner = test::tiny_model(7, num_blocks, 4);
+      std::unique_ptr<model::Model> m;
+      if (threaded) m = std::make_unique<test::ThreadedModel>(std::move(inner));
+      else m = std::move(inner);
+      EngineStats st;
+      const std::vector<WithLogprobs> got = run_workload(std::move(m), num_blocks, true, &st);
+      const std::string what = std::string(threaded ? "threaded" : "synchronous") + " model, " +
+                               std::to_string(num_blocks) + " blocks";
+      ASSERT_EQ(got.size(), base.size());
+      for (size_t i = 0; i < base.size(); ++i) {
+        const std::string at = what + ", request " + std::to_string(i);
+        EXPECT_EQ(got[i].tokens, base[i].tokens) << at;
+        EXPECT_EQ(got[i].last.reason, base[i].last.reason) << at;
+        EXPECT_EQ(got[i].last.completion_tokens, base[i].last.completion_tokens) << at;
+        EXPECT_EQ(got[i].last.completion_tokens, static_cast<int32_t>(got[i].tokens.size())) << at;
+        ASSERT_EQ(got[i].logprobs.size(), base[i].logprobs.size()) << at;
+        for (size_t t = 0; t < base[i].logprobs.size(); ++t) {
+          EXPECT_EQ(got[i].logprobs[t].token, base[i].logprobs[t].token) << at << ", token " << t;
+          EXPECT_NEAR(got[i].logprobs[t].logprob, base[i].logprobs[t].logprob, 1e-5) << at << ", token " << t;
+          ASSERT_EQ(got[i].logprobs[t].top.size(), base[i].logprobs[t].top.size()) << at;
+          for (size_t j = 0; j < base[i].logprobs[t].top.size(); ++j)
+            EXPECT_EQ(got[i].logprobs[t].top[j].first, base[i].logprobs[t].top[j].first) << at << ", token " << t;
+        }
+      }
+      EXPECT_EQ(st.generation_tokens, base_stats.generation_tokens) << what;
+      if (num_blocks < 256) EXPECT_GT(st.preemptions, 0) << what;
+    }
+  }
+}
+
+// Overlapped over a threaded model, a request ended by a stop id costs its row in the step after
+// (computed and dropped), never a token on its stream; one ended by its length costs none (known
+// ahead): a single request of each, with the steps counted.
+TEST(Engine, OverlappedStepsDropOneRowAfterAStopAndNoneAfterTheLength) {
+  std::mt19937 rng(30);
+  const std::vector<int32_t> prompt = random_prompt(rng, 7);
+  const std::vector<int32_t> path = reference_greedy(prompt, 8);
+  for (bool stop : {false, true}) {
+    auto model = std::make_unique<test::ThreadedModel>(test::tiny_model(7, 64, 4));
+    const test::ThreadedModel* threaded = model.get();
+    EngineConfig ec;
+    ec.num_blocks = 64;
+    ec.block_size = 4;
+    ec.max_num_batched_tokens = 64;
+    ec.overlap_steps = true;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+    GenerateRequest r = greedy("one", prompt, 8);
+    if (stop) r.sampling.stop_token_ids = {path[4]};
+    const int32_t expect = stop ? static_cast<int32_t>(std::find(path.begin(), path.end(), path[4]) - path.begin()) + 1 : 8;
+    std::shared_ptr<ResultStream> s;
+    ASSERT_TRUE(e->enqueue(r, &s).ok());
+    const Collected c = collect(*s);
+    EXPECT_EQ(c.tokens, std::vector<int32_t>(path.begin(), path.begin() + expect));
+    EXPECT_EQ(c.last.reason, stop ? FinishReason::kStop : FinishReason::kLength);
+    e->shutdown();
+    // A step a token (the prompt's draws the first), and the dropped one after a stop.
+    EXPECT_EQ(threaded->steps(), expect + (stop ? 1 : 0)) << (stop ? "stop" : "length");
+    EXPECT_EQ(e->stats().generation_tokens, expect);
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  }
+}
+
+// Overlapped over a threaded model: a cancel mid-stream ends its stream (aborted) and returns its
+// blocks while another request goes on to the reference's tokens; a shutdown with a step in
+// flight ends every stream (its tokens so far, then aborted) and returns the pool.
+TEST(Engine, OverlappedStepsCancelAndShutDownMidStream) {
+  std::mt19937 rng(31);
+  const std::vector<int32_t> a = random_prompt(rng, 11), b = random_prompt(rng, 5);
+  auto model = std::make_unique<test::ThreadedModel>(test::tiny_model(7, 128, 4));
+  EngineConfig ec;
+  ec.num_blocks = 128;
+  ec.block_size = 4;
+  ec.max_num_batched_tokens = 32;
+  ec.overlap_steps = true;
+  std::unique_ptr<Engine> e;
+  ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+  std::shared_ptr<ResultStream> sa, sb;
+  ASSERT_TRUE(e->enqueue(greedy("a", a, 300), &sa).ok());
+  ASSERT_TRUE(e->enqueue(greedy("b", b, 20), &sb).ok());
+  StreamEvent ev;
+  ASSERT_TRUE(sa->next(&ev));
+  std::vector<int32_t> got_a = ev.tokens;
+  ASSERT_TRUE(e->cancel("a").ok());
+  const Collected ca = collect(*sa);
+  got_a.insert(got_a.end(), ca.tokens.begin(), ca.tokens.end());
+  EXPECT_EQ(ca.last.reason, FinishReason::kAborted);
+  EXPECT_LT(ca.last.completion_tokens, 300);
+  EXPECT_EQ(ca.last.completion_tokens, static_cast<int32_t>(got_a.size()));
+  const std::vector<int32_t> ref_a = reference_greedy(a, static_cast<int>(got_a.size()));
+  EXPECT_EQ(got_a, ref_a);
+  const Collected cb = collect(*sb);
+  EXPECT_EQ(cb.tokens, reference_greedy(b, 20));
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  // Shutdown mid-stream.
+  std::shared_ptr<ResultStream> sc;
+  ASSERT_TRUE(e->enqueue(greedy("c", a, 400), &sc).ok());
+  ASSERT_TRUE(sc->next(&ev));
+  std::vector<int32_t> got_c = ev.tokens;
+  e->shutdown();
+  const Collected cc = collect(*sc);
+  got_c.insert(got_c.end(), cc.tokens.begin(), cc.tokens.end());
+  EXPECT_EQ(cc.last.reason, FinishReason::kAborted);
+  EXPECT_EQ(cc.last.completion_tokens, static_cast<int32_t>(got_c.size()));
+  EXPECT_EQ(got_c, reference_greedy(a, static_cast<int>(got_c.size())));
+  EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace flashserve::engine

@@ -260,5 +260,32 @@ TEST(KVCacheManager, SchedulerQuestions) {
   EXPECT_NEAR(m.stats().usage(), 0.0, 1e-12);
 }
 
+// A token with a slot before its id is known (allocate_slots' unknown: the engine's overlapped
+// steps): the slot is given, the block it fills is not hashed (no prefix can match an id not yet
+// known) until a later call's tokens hold it; without the allowance the short tokens are refused.
+TEST(KVCacheManager, ABlockFilledByATokenNotYetKnownIsHashedOnceItIs) {
+  KVCacheManager m(config(16, 4));
+  std::vector<int32_t> toks = {10, 11, 12};
+  ASSERT_TRUE(m.add_sequence(1, toks.data(), 3, 0, nullptr).ok());
+  std::vector<int64_t> slots;
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(m.allocate_slots(1, toks, 3, &slots, &copies).ok());
+  EXPECT_EQ(m.allocate_slots(1, toks, 1, &slots, &copies).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(m.allocate_slots(1, toks, 1, &slots, &copies, 1).ok());  // the 4th token, in flight
+  EXPECT_EQ(m.num_slotted_tokens(1), 4);
+  EXPECT_EQ(slots.size(), 4u);
+  EXPECT_EQ(m.allocate_slots(1, toks, 1, &slots, &copies, 1).code(), StatusCode::kInvalidArgument)
+      << "two tokens past the known ones with an allowance of one";
+  const std::vector<int32_t> probe = {10, 11, 12, 13, 14};
+  int32_t cached = -1;
+  ASSERT_TRUE(m.add_sequence(2, probe.data(), 5, 0, &cached).ok());
+  EXPECT_EQ(cached, 0) << "a block hashed before its last id was known";
+  ASSERT_TRUE(m.free_sequence(2).ok());
+  toks.push_back(13);  // the draw comes in
+  ASSERT_TRUE(m.allocate_slots(1, toks, 0, &slots, &copies).ok());
+  ASSERT_TRUE(m.add_sequence(3, probe.data(), 5, 0, &cached).ok());
+  EXPECT_EQ(cached, 4);
+}
+
 }  // namespace
 }  // namespace flashserve

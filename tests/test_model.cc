@@ -290,6 +290,74 @@ TEST(LlamaModel, CachedForwardEqualsReferenceGreedy) {
   EXPECT_LT(max_err, 2e-3) << "logits of the cached path drift from the reference";
 }
 
+// Steps begun back to back (Model::begin_step, the engine's overlapped steps): step 2 is begun
+// before step 1 is ended, its decodes naming step 1's draws by placeholder; end_step gives the
+// steps' tokens in the order begun, and step 2's equal a second model's given step 1's tokens as
+// ids (seeded sampled rows: the same draws). A placeholder past the step before's rows, one after
+// a step that failed to begin, a third step begun, and an end with none begun are refused.
+TEST(LlamaModel, StepsBegunBackToBackTakeTheStepBeforesDrawsByPlaceholder) {
+  LlamaModel m = load_tiny(64, 4), twin = load_tiny(64, 4);
+  KVCacheManager mgr(small_cache()), twin_mgr(small_cache());
+  std::mt19937 rng(32);
+  std::vector<int32_t> a(6), b(3);
+  for (auto& t : a) t = std::uniform_int_distribution<int>(3, 500)(rng);
+  for (auto& t : b) t = std::uniform_int_distribution<int>(3, 500)(rng);
+  int32_t cached;
+  for (KVCacheManager* g : {&mgr, &twin_mgr}) {
+    ASSERT_TRUE(g->add_sequence(1, a.data(), 6, 0, &cached).ok());
+    ASSERT_TRUE(g->add_sequence(2, b.data(), 3, 0, &cached).ok());
+  }
+  std::vector<SampleRow> rows(2);
+  rows[1].temperature = 0.9f, rows[1].seed = 77, rows[1].step = 0;  // row 0 greedy (temperature 0)
+  rows[0].temperature = 0.f;
+  const ForwardBatch step1 = make_batch(mgr, {{1, &a, 6}, {2, &b, 3}}, 0);
+  ASSERT_TRUE(m.begin_step(step1, rows).ok());
+  // Step 2 names step 1's draws: the sequences' 7th and 4th tokens, not known here yet.
+  std::vector<SampleRow> rows2 = rows;
+  rows2[1].step = 1;
+  ForwardBatch step2;
+  {
+    std::vector<int64_t> slots;
+    std::vector<BlockCopy> copies;
+    ASSERT_TRUE(mgr.allocate_slots(1, a, 1, &slots, &copies, 1).ok());
+    ASSERT_TRUE(mgr.allocate_slots(2, b, 1, &slots, &copies, 1).ok());
+    step2.num_decode = 2;
+    step2.tokens = {-1, -2};
+    step2.cu_seqlens_q = {0, 1, 2};
+    step2.seq_lens = {7, 4};
+    step2.block_table_stride = mgr.config().max_blocks_per_seq;
+    step2.block_tables.assign(static_cast<size_t>(2 * step2.block_table_stride), 0);
+    for (int i = 0; i < 2; ++i)
+      std::copy(mgr.block_table(i + 1)->begin(), mgr.block_table(i + 1)->end(),
+                step2.block_tables.begin() + i * step2.block_table_stride);
+    step2.slot_mapping = slots;
+  }
+  ForwardBatch bad = step2;
+  bad.tokens[1] = -3;
+  EXPECT_EQ(m.begin_step(bad, rows2).code(), StatusCode::kOutOfRange) << "row 2 of a step of 2 rows";
+  EXPECT_EQ(m.begin_step(step2, rows2).code(), StatusCode::kOutOfRange) << "after a step that failed to begin";
+  // Again on a fresh model (its cache empty: step 1's K/V written again), as the engine does it.
+  LlamaModel m2 = load_tiny(64, 4);
+  ASSERT_TRUE(m2.begin_step(step1, rows).ok());
+  ASSERT_TRUE(m2.begin_step(step2, rows2).ok());
+  EXPECT_FALSE(m2.begin_step(step2, rows2).ok()) << "a third step begun";
+  std::vector<int32_t> t1, t2;
+  std::vector<TokenLogprobs> lp;
+  ASSERT_TRUE(m2.end_step(&t1, &lp).ok());
+  ASSERT_TRUE(m2.end_step(&t2, &lp).ok());
+  EXPECT_FALSE(m2.end_step(&t2, &lp).ok()) << "an end with no step begun";
+  ASSERT_EQ(t1.size(), 2u);
+  ASSERT_EQ(t2.size(), 2u);
+  // The twin, one step at a time, step 2's tokens given as ids.
+  std::vector<int32_t> u1, u2;
+  ASSERT_TRUE(twin.forward_and_sample(make_batch(twin_mgr, {{1, &a, 6}, {2, &b, 3}}, 0), rows, &u1).ok());
+  EXPECT_EQ(t1, u1);
+  std::vector<int32_t> a_known = a, b_known = b;
+  a_known.push_back(u1[0]), b_known.push_back(u1[1]);
+  ASSERT_TRUE(twin.forward_and_sample(make_batch(twin_mgr, {{1, &a_known, 1}, {2, &b_known, 1}}, 2), rows2, &u2).ok());
+  EXPECT_EQ(t2, u2);
+}
+
 // Two sequences sharing a cached prefix, in one batch: one decoding, one prefilling.
 TEST(LlamaModel, MixedBatchWithPrefixReuse) {
   LlamaModel m = load_tiny(64, 4);

@@ -539,5 +539,68 @@ TEST(BatchBuilder, LaysOutThePlanAtTheModelsWidth) {
   EXPECT_TRUE(builder.rows()[1].banned.empty());
 }
 
+// Overlapped steps (issue 27): a sequence whose next token a step in flight draws decodes it
+// before its id is known: its slot is allocated past its known tokens, the builder gives the row
+// the placeholder of its row in the step in flight, and the draw counter and min_tokens count the
+// token in flight. A waiting sequence with a token in flight (preempted while it was drawn) is
+// not admitted, nor anyone behind it, until the token is in; then it is.
+TEST(Scheduler, TokensInFlightAreDecodedByPlaceholderAndHoldAdmission) {
+  WidthModel m;
+  KVCacheManager cache(cache_config(64, 4, false));
+  Scheduler sched({64, 8}, &cache);
+  BatchBuilder builder(&m);
+  auto a = request(8, 100), b = request(5, 200);
+  a->req.sampling.min_tokens = 2;
+  a->stop_ids = {5};
+  RunningQueue running;
+  WaitingQueue waiting = {a, b};
+  StepPlan p = sched.schedule(running, waiting);  // both prompts whole: both draw
+  ASSERT_EQ(running.size(), 2u);
+  // As the engine marks a step's drawing rows when it begins it: rows 0 and 1.
+  a->flight_row = 0, a->tokens_in_flight = 1, a->decode_pending = true;
+  b->flight_row = 1, b->tokens_in_flight = 1, b->decode_pending = true;
+  p = sched.schedule(running, waiting);
+  ASSERT_EQ(p.decodes.size(), 2u);
+  EXPECT_EQ(cache.num_slotted_tokens(a->seq_id), 9) << "a slot for the token in flight";
+  EXPECT_EQ(a->tokens.size(), 8u);
+  builder.build(p, cache);
+  const model::ForwardBatch& fb = builder.batch();
+  EXPECT_EQ(fb.tokens, (std::vector<int32_t>{-1, -2}));
+  EXPECT_EQ(fb.seq_lens, (std::vector<int32_t>{9, 6}));
+  EXPECT_TRUE(fb.validate(m.config().vocab_size, 2).ok());
+  EXPECT_FALSE(fb.validate(m.config().vocab_size, 1).ok()) << "-2 names a row the step before lacks";
+  EXPECT_FALSE(fb.validate(m.config().vocab_size).ok());
+  EXPECT_EQ(builder.rows()[0].step, 1u) << "the token in flight is the first drawn";
+  EXPECT_EQ(builder.rows()[0].banned, (std::vector<int32_t>{2, 5})) << "1 of min_tokens 2";
+  // As the engine goes on: this step begun (a and b draw again, rows 0 and 1), then the first
+  // draws delivered (a's 9th token, b's 6th): one token each in flight.
+  a->tokens.push_back(41), a->num_generated = 1;
+  b->tokens.push_back(42), b->num_generated = 1;
+  // b is preempted (the pool ran out, say) while its second token is drawn: it waits.
+  ASSERT_EQ(running.back(), b);
+  ASSERT_TRUE(cache.free_sequence(b->seq_id).ok());
+  b->seq_id = 0;
+  b->decode_pending = false;
+  running.pop_back();
+  waiting = {b, request(3, 300)};
+  p = sched.schedule(running, waiting);
+  ASSERT_EQ(p.decodes.size(), 1u);
+  EXPECT_TRUE(p.prefills.empty()) << "admitted with its token in flight, or overtaken";
+  EXPECT_EQ(waiting.size(), 2u);
+  builder.build(p, cache);
+  EXPECT_EQ(fb.tokens, (std::vector<int32_t>{-1}));
+  EXPECT_EQ(builder.rows()[0].step, 2u);
+  EXPECT_TRUE(builder.rows()[0].banned.empty()) << "min_tokens 2 reached with the token in flight";
+  // The second draws come in (a draws again, in the step just built); b is admitted, then the
+  // one behind it, b's prompt and both its tokens recomputed.
+  b->tokens.push_back(43), b->tokens_in_flight = 0, b->num_generated = 2;
+  a->tokens.push_back(44), a->num_generated = 2;
+  p = sched.schedule(running, waiting);
+  ASSERT_EQ(p.prefills.size(), 2u);
+  EXPECT_EQ(p.prefills[0].seq, b);
+  EXPECT_EQ(p.prefills[0].num_tokens, 7);
+  EXPECT_TRUE(waiting.empty());
+}
+
 }  // namespace
 }  // namespace flashserve::engine

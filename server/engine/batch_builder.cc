@@ -9,19 +9,21 @@ namespace flashserve::engine {
 namespace {
 
 // What the sampler needs of a request now: its parameters (logprobs among them), its draw
-// counter, and the tokens it may not draw yet (eos unless ignored, and its stop ids, before
-// min_tokens).
+// counter (the tokens drawn before this one: delivered, and in flight with overlapped steps, so
+// that a seeded request draws the same either way), and the tokens it may not draw yet (eos
+// unless ignored, and its stop ids, before min_tokens).
 void fill_row(const Request& r, const std::vector<int32_t>& eos, model::SampleRow* row) {
   const SamplingParams& sp = r.req.sampling;
+  const int32_t drawn = r.num_generated + r.tokens_in_flight;
   row->temperature = sp.temperature;
   row->top_k = sp.top_k;
   row->top_p = sp.top_p;
   row->min_p = sp.min_p;
   row->seed = r.seed;
-  row->step = static_cast<uint64_t>(r.num_generated);
+  row->step = static_cast<uint64_t>(drawn);
   row->logprobs = sp.logprobs;
   row->banned.clear();
-  if (r.num_generated < sp.min_tokens) {
+  if (drawn < sp.min_tokens) {
     if (!sp.ignore_eos) row->banned = eos;
     row->banned.insert(row->banned.end(), r.stop_ids.begin(), r.stop_ids.end());
   }
@@ -50,7 +52,9 @@ void BatchBuilder::build(const StepPlan& plan, const KVCacheManager& cache) {
   plan.for_each_scheduled([&](const ScheduledSequence& s) {
     const Request& r = request_of(s.seq);
     const int32_t len = cache.num_slotted_tokens(r.seq_id);
-    b.tokens.insert(b.tokens.end(), r.tokens.begin() + (len - s.num_tokens), r.tokens.begin() + len);
+    const int32_t known = std::min(len, static_cast<int32_t>(r.tokens.size()));
+    b.tokens.insert(b.tokens.end(), r.tokens.begin() + (len - s.num_tokens), r.tokens.begin() + known);
+    if (known < len) b.tokens.push_back(-(r.flight_row + 1));  // a decode of the token in flight
     b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
     b.seq_lens.push_back(len);
     const std::vector<int32_t>& table = *cache.block_table(r.seq_id);

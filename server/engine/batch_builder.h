@@ -1,7 +1,9 @@
 // The batch builder: a StepPlan (server/engine/scheduler.h) becomes the model's ForwardBatch and
 // one SampleRow a sequence (vLLM's input batch / model-runner prepare step is the model).
 //
-// Rows follow the plan: its decodes, then its prompt chunks. Each block table is written once,
+// Rows follow the plan: its decodes, then its prompt chunks. A decode of a token still being
+// drawn by the step in flight (overlapped steps) gets the placeholder of its row there
+// (ForwardBatch: -(flight_row + 1)). Each block table is written once,
 // straight into the batch's one [batch, width] buffer, at the width the model runs the step at
 // (Model::block_table_width: the CUDA graph's width for a graph-replayed decode step, else the
 // widest table), so the model uploads that buffer as it is. The builder keeps its batch between

@@ -220,7 +220,10 @@ EngineStats Engine::stats() const {
 
 // Called with mu_ held. Frees the request's blocks and ends its stream.
 void Engine::finish(Request& r, FinishReason reason, Status error) {
+  // (With overlapped steps the step in flight may still write the blocks: on the device any later
+  // step that reuses them is queued behind it.)
   if (r.seq_id) cache_.free_sequence(r.seq_id).ok();
+  r.finished = true;
   r.seq_id = 0;
   StreamEvent ev;
   ev.finished = true;
@@ -245,7 +248,7 @@ void Engine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      const auto ready = [&] { return stopping_ || !waiting_.empty() || !running_.empty(); };
+      const auto ready = [&] { return stopping_ || !waiting_.empty() || !running_.empty() || in_flight_; };
       if (!ready()) {  // idle: the last events go out before the wait (else the next step sends them)
         lock.unlock();
         flush_outbox();
@@ -254,6 +257,11 @@ void Engine::loop() {
         work_cv_.wait(lock, ready);
       }
       if (stopping_) {
+        if (in_flight_) {  // its tokens go out before the rest is aborted
+          lock.unlock();
+          end_in_flight();
+          lock.lock();
+        }
         for (auto& r : running_) finish(request_of(r), FinishReason::kAborted);
         for (auto& r : waiting_) finish(request_of(r), FinishReason::kAborted);
         running_.clear();
@@ -291,7 +299,7 @@ bool Engine::step() {
   drop_cancelled(running_);
   drop_cancelled(waiting_);
 
-  const StepPlan plan = scheduler_.schedule(running_, waiting_);
+  StepPlan plan = scheduler_.schedule(running_, waiting_);
   const StepShape shape = plan.shape();  // before deliver() appends the sampled tokens
   if (!plan.decodes.empty()) stats_.prefill_budget_tokens = plan.prefill_budget;
   stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
@@ -300,6 +308,10 @@ bool Engine::step() {
   stats_.step_schedule_s += seconds(t0, t_scheduled);
   if (plan.empty()) {
     lock.unlock();
+    if (in_flight_) {  // all there is to run waits on its draws (or nothing is left)
+      end_in_flight();
+      return true;
+    }
     flush_outbox();  // a step that runs nothing sends what there is (failed requests' ends)
     return plan.made_room;
   }
@@ -321,6 +333,38 @@ bool Engine::step() {
   const auto t_built = Clock::now();
   stats_.step_build_s += seconds(t_scheduled, t_built);
 
+  if (config_.overlap_steps) {
+    // The rows that draw: the next step's decodes name them by placeholder; a request that has
+    // drawn its last token by length is not decoded again.
+    int32_t row = 0;
+    plan.for_each_scheduled([&](const ScheduledSequence& sch) {
+      Request& r = request_of(sch.seq);
+      if (sch.samples) {
+        r.flight_row = row;
+        ++r.tokens_in_flight;
+        r.decode_pending = r.num_generated + r.tokens_in_flight < r.req.sampling.max_tokens;
+      }
+      ++row;
+    });
+    lock.unlock();
+    // Queued behind step n (in flight), then step n's draws delivered while this one runs.
+    const Status bst = model_->begin_step(builder_.batch(), builder_.rows());
+    const auto t_begun = Clock::now();
+    if (in_flight_) end_in_flight();
+    if (bst.ok()) {
+      in_flight_ = InFlight{std::move(plan), shape, t_built, seconds(t_built, t_begun)};
+      return true;
+    }
+    lock.lock();
+    std::vector<int32_t> none;
+    std::vector<model::TokenLogprobs> no_logprobs;
+    deliver(plan, bst, none, no_logprobs);
+    stats_.step_forward_s += seconds(t_built, t_begun);
+    lock.unlock();
+    flush_outbox();
+    return true;
+  }
+
   // The forward pass and the draws, without the lock (enqueue and cancel stay responsive). Where
   // the model's steps are asynchronous (the CUDA model: begin_step queues the step) the last
   // step's events go to their streams between begin_step and end_step, beside the device's work
@@ -330,9 +374,9 @@ bool Engine::step() {
   lock.unlock();
   std::vector<int32_t> sampled;
   std::vector<model::TokenLogprobs> logprobs;  // one a row; token -1 where the row did not ask
-  const bool overlap = model_->async_steps();
+  const bool async = model_->async_steps();
   Status fst = model_->begin_step(builder_.batch(), builder_.rows());
-  if (overlap) flush_outbox();
+  if (async) flush_outbox();
   if (fst.ok()) fst = model_->end_step(&sampled, &logprobs);
   if (fst.ok() && (sampled.size() != builder_.rows().size() || logprobs.size() != sampled.size()))
     fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
@@ -341,24 +385,14 @@ bool Engine::step() {
   const auto t_forward = Clock::now();
   const double forward = seconds(t_built, t_forward);
   if (fst.ok()) step_cost_.observe(shape, forward);
-  model::Model::StepDeviceTime device;
-  const bool device_timed = fst.ok() && model_->last_step_device_time(&device);
   lock.lock();
-  if (device_timed) {
-    stats_.step_device_idle_s += device.idle_s;
-    stats_.step_device_prepare_s += device.prepare_s;
-    stats_.step_device_run_s += device.run_s;
-    ++stats_.device_timed_steps;
-  }
+  account_forward(fst.ok(), forward);
   deliver(plan, fst, sampled, logprobs);
-  if (!overlap) {
+  if (!async) {
     lock.unlock();
     flush_outbox();
     lock.lock();
   }
-  stats_.step_forward_s += forward;
-  stats_.step_cost = step_cost_.coefficients();
-  stats_.step_cost_samples = step_cost_.num_samples();
   stats_.step_deliver_s += seconds(t_forward, Clock::now());
   return true;
 }
@@ -371,16 +405,19 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
                      std::vector<model::TokenLogprobs>& logprobs) {
   std::vector<SequencePtr> done;
   size_t i = 0;
+  const bool overlap = config_.overlap_steps;
   plan.for_each_scheduled([&](const ScheduledSequence& s) {
     Request& r = request_of(s.seq);
     const size_t row = i++;
+    if (r.finished) return;  // ended (or cancelled) while this step ran: its row is dropped
     if (!forward.ok()) {
       done.push_back(s.seq);
       finish(r, FinishReason::kError, internal_error("model forward: " + forward.to_string()));
       return;
     }
-    r.decode_pending = false;
+    if (!overlap) r.decode_pending = false;  // (overlapped: set when the step was planned)
     if (!s.samples) return;
+    if (overlap) --r.tokens_in_flight;
     const SamplingParams& sp = r.req.sampling;
     const int32_t tok = sampled[row];
     r.tokens.push_back(tok);
@@ -397,13 +434,57 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
     if (sp.logprobs >= 0) ev.logprobs.push_back(std::move(logprobs[row]));
     outbox_.emplace_back(r.stream, std::move(ev));
     if (reason == FinishReason::kNone) {
-      r.decode_pending = true;
+      if (!overlap) r.decode_pending = true;
     } else {
       finish(r, reason);
       done.push_back(s.seq);
     }
   });
-  for (const auto& d : done) running_.erase(std::remove(running_.begin(), running_.end(), d), running_.end());
+  for (const auto& d : done) {
+    running_.erase(std::remove(running_.begin(), running_.end(), d), running_.end());
+    // (Overlapped steps: one preempted while its last token was drawn waits for readmission.)
+    if (overlap) waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), d), waiting_.end());
+  }
+}
+
+void Engine::end_in_flight() {
+  InFlight f = std::move(*in_flight_);
+  in_flight_.reset();
+  const auto t0 = Clock::now();
+  std::vector<int32_t> sampled;
+  std::vector<model::TokenLogprobs> logprobs;
+  const size_t rows = f.plan.decodes.size() + f.plan.prefills.size();
+  Status fst = model_->end_step(&sampled, &logprobs);
+  if (fst.ok() && (sampled.size() != rows || logprobs.size() != rows))
+    fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
+                         std::to_string(logprobs.size()) + " logprobs for " + std::to_string(rows) + " rows");
+  const auto t_end = Clock::now();
+  // The step's cost for the step cost model: an asynchronous model's step ran from when it was
+  // queued or the step before it ended, whichever came later, to now (back to back, the device's
+  // time a step); a synchronous model's ran inside begin_step.
+  const double cost =
+      model_->async_steps() ? seconds(std::max(f.t_begin, t_last_end_), t_end) : f.begin_s;
+  t_last_end_ = t_end;
+  if (fst.ok()) step_cost_.observe(f.shape, cost);
+  std::unique_lock<std::mutex> lock(mu_);
+  account_forward(fst.ok(), f.begin_s + seconds(t0, t_end));
+  deliver(f.plan, fst, sampled, logprobs);
+  stats_.step_deliver_s += seconds(t_end, Clock::now());
+  lock.unlock();
+  flush_outbox();
+}
+
+void Engine::account_forward(bool ok, double forward_s) {
+  model::Model::StepDeviceTime device;
+  if (ok && model_->last_step_device_time(&device)) {
+    stats_.step_device_idle_s += device.idle_s;
+    stats_.step_device_prepare_s += device.prepare_s;
+    stats_.step_device_run_s += device.run_s;
+    ++stats_.device_timed_steps;
+  }
+  stats_.step_forward_s += forward_s;
+  stats_.step_cost = step_cost_.coefficients();
+  stats_.step_cost_samples = step_cost_.num_samples();
 }
 
 }  // namespace flashserve::engine

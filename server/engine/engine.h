@@ -9,6 +9,7 @@
 // cancel() aborts a request at the next step boundary and frees its blocks.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -91,6 +92,15 @@ struct EngineConfig {
   // within it, at least max(16, block_size) tokens.
   int32_t max_prefill_tokens = 0;
   double tpot_target_s = 0;
+  // Overlapped steps (issue 27: the host's work off the critical path): step n + 1 is scheduled,
+  // built and begun (queued on the device) before step n's draws are back, its decodes naming
+  // step n's draws by placeholder (ForwardBatch), which the model puts in on the device; step
+  // n's tokens go to their streams while step n + 1 runs. The device then goes from step to step
+  // without waiting for the host. The cost: a request that step n ends (eos, a stop id) has
+  // already a row in step n + 1, computed and dropped (its length limit is known ahead, and
+  // never costs one). Tokens, seeded draws included, are those of steps run one at a time.
+  // Off until measured on the GPU (written in session 28 without one).
+  bool overlap_steps = false;
   int32_t max_waiting = 1024;            // queue limit: RESOURCE_EXHAUSTED past it
   int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
   Status validate() const;
@@ -158,6 +168,18 @@ class Engine {
   bool step();  // false when there was nothing to do
   void deliver(const StepPlan& plan, const Status& forward, const std::vector<int32_t>& sampled,
                std::vector<model::TokenLogprobs>& logprobs);
+  // Overlapped steps: the step begun and not ended (its plan, its shape, when it was begun and
+  // how long begin_step took), and when the one before it ended.
+  struct InFlight {
+    StepPlan plan;
+    StepShape shape;
+    std::chrono::steady_clock::time_point t_begin;
+    double begin_s = 0;
+  };
+  std::optional<InFlight> in_flight_;
+  std::chrono::steady_clock::time_point t_last_end_;
+  // Ends the step in flight (end_step) and delivers its tokens. Step thread, mu_ not held.
+  void end_in_flight();
   void finish(Request& r, FinishReason reason, Status error = Status::Ok());
   // The step thread's events not yet on their streams, in order: pushed by flush_outbox, which
   // the thread calls, for an asynchronous model, while the device runs the next step (between
@@ -166,6 +188,10 @@ class Engine {
   // thread only.
   void flush_outbox();
   std::vector<std::pair<std::shared_ptr<ResultStream>, StreamEvent>> outbox_;
+  // A step's forward time (the step thread's wall time in begin_step and end_step), the model's
+  // device timing of the step end_step ended (where it ended well), and the cost model's fit.
+  // mu_ held.
+  void account_forward(bool ok, double forward_s);
 
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;

@@ -62,7 +62,8 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
       if (self) break;
     }
     if (s->seq_id == 0) break;  // s itself was preempted: the rest are newer, gone too
-    const Status st = cache_->allocate_slots(s->seq_id, s->tokens, 1, &plan.slot_mapping, &plan.copies);
+    const Status st =
+        cache_->allocate_slots(s->seq_id, s->tokens, 1, &plan.slot_mapping, &plan.copies, s->tokens_in_flight);
     if (!st.ok()) {
       cache_->free_sequence(s->seq_id).ok();
       s->seq_id = 0;
@@ -82,6 +83,7 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
     if (budget > 0 && !s->decode_pending) schedule_chunk(s, &budget, &plan);
   while (budget > 0 && !waiting.empty() && static_cast<int32_t>(running.size()) < config_.max_num_seqs) {
     const SequencePtr s = waiting.front();
+    if (s->tokens_in_flight > 0) break;  // its prompt is not all known yet
     const int64_t id = next_seq_id_++;
     int32_t cached = 0;
     const Status st =

@@ -10,7 +10,8 @@
 //     waiting queue with all its tokens, to be prefilled again), and again, until the token fits
 //     or the sequence itself was the one preempted (then so were all newer ones: decoding stops).
 //  2. Prompt chunks: running sequences mid-prompt in running order, then waiting ones in queue
-//     order (admission) while fewer than max_num_seqs run. A waiting one first takes its longest
+//     order (admission) while fewer than max_num_seqs run (one whose last token is still being
+//     drawn waits for it, and so do those behind it). A waiting one first takes its longest
 //     cached prefix. When decodes run, the chunks together take at most the step's prefill
 //     budget (max_prefill_tokens; with a TPOT target, what the step cost model allows, at least
 //     prefill_floor, so prompts always move); in a step without decodes, the whole rest of the
@@ -43,7 +44,13 @@ struct SequenceState {
   std::vector<int32_t> tokens;
   uint64_t cache_salt = 0;       // extra prefix-cache key (model, adapter, tenant)
   int64_t seq_id = 0;            // in the cache manager; 0 while waiting
-  bool decode_pending = false;   // tokens.back() was sampled and has no slot: the next step decodes it
+  // The next step decodes a sampled token without a slot: tokens.back(), or with overlapped steps
+  // the token a step in flight draws (tokens_in_flight > 0).
+  bool decode_pending = false;
+  // Tokens drawn by steps begun and not ended (the engine's overlapped steps), not in tokens yet:
+  // a decode of one has a slot before its id is known (the model reads the id on the device).
+  // A waiting sequence with one (preempted while it was drawn) is not admitted until it is in.
+  int32_t tokens_in_flight = 0;
   bool admitted_once = false;
   int32_t cached_tokens = 0;     // prompt tokens the prefix cache held at the first admission
 };

@@ -16,8 +16,8 @@ AttentionStepBuilder::AttentionStepBuilder(const LlamaConfig& c, Device device, 
       head_dim_(c.head_dim) {}
 
 Status AttentionStepBuilder::build(const ForwardBatch& b, int64_t width, const DecodePlanning* planning,
-                                   AttentionStep* s) const {
-  FS_RETURN_IF_ERROR(b.validate(vocab_size_));
+                                   AttentionStep* s, int32_t placeholder_rows) const {
+  FS_RETURN_IF_ERROR(b.validate(vocab_size_, placeholder_rows));
   if (width < b.block_table_stride)
     return invalid_argument("attention step: block tables " + std::to_string(width) +
                             " wide, narrower than the batch's " + std::to_string(b.block_table_stride));

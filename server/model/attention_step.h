@@ -94,11 +94,12 @@ class AttentionStepBuilder {
  public:
   AttentionStepBuilder() = default;
   AttentionStepBuilder(const LlamaConfig& config, Device device, DType dtype);
-  // Validates the batch (ForwardBatch::validate) and builds its step with block tables
-  // block_table_width wide (>= the batch's stride; wider rows are padded with the null block);
-  // with a planning (not null) and decode rows, plans them too (AttentionStep::decode_plan).
+  // Validates the batch (ForwardBatch::validate: placeholders of placeholder_rows rows pass, for
+  // a model that puts the step before's draws in on the device) and builds its step with block
+  // tables block_table_width wide (>= the batch's stride; wider rows are padded with the null
+  // block); with a planning (not null) and decode rows, plans them too (AttentionStep::decode_plan).
   Status build(const ForwardBatch& batch, int64_t block_table_width, const DecodePlanning* planning,
-               AttentionStep* step) const;
+               AttentionStep* step, int32_t placeholder_rows = 0) const;
   // No plan (the CPU: its decode plans itself).
   Status build(const ForwardBatch& batch, int64_t block_table_width, AttentionStep* step) const {
     return build(batch, block_table_width, nullptr, step);

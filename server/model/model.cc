@@ -1,10 +1,11 @@
 #include "server/model/model.h"
 
+#include <algorithm>
 #include <string>
 
 namespace flashserve::model {
 
-Status ForwardBatch::validate(int32_t vocab_size) const {
+Status ForwardBatch::validate(int32_t vocab_size, int32_t placeholder_rows) const {
   const int32_t B = batch();
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (B == 0 || T == 0) return invalid_argument("forward: empty batch");
@@ -19,8 +20,16 @@ Status ForwardBatch::validate(int32_t vocab_size) const {
       return invalid_argument("forward: a decode sequence with " + std::to_string(q_len) + " tokens");
   }
   for (int32_t tok : tokens)
-    if (tok < 0 || tok >= vocab_size) return out_of_range("forward: token id " + std::to_string(tok) + " out of range");
+    if (tok < -placeholder_rows || tok >= vocab_size)
+      return out_of_range(tok < 0 ? "forward: placeholder token " + std::to_string(tok) + " names row " +
+                                        std::to_string(-tok - 1) + " of a step before of " +
+                                        std::to_string(placeholder_rows) + " rows"
+                                  : "forward: token id " + std::to_string(tok) + " out of range");
   return Status::Ok();
+}
+
+bool ForwardBatch::has_placeholders() const {
+  return std::any_of(tokens.begin(), tokens.end(), [](int32_t t) { return t < 0; });
 }
 
 Status Model::forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
@@ -40,14 +49,32 @@ Status Model::forward_and_sample(const ForwardBatch& batch, const std::vector<Sa
 }
 
 Status Model::begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) {
-  return forward_and_sample(batch, rows, &step_tokens_, &step_logprobs_);
+  if (step_results_.size() >= 2) return internal_error("begin_step: two steps begun and not ended");
+  const std::vector<int32_t> before = std::move(last_tokens_);
+  last_tokens_.clear();  // a step that fails leaves no draws for placeholders to name
+  StepResults r;
+  Status st;
+  if (batch.has_placeholders()) {  // the step before's draws, known here: put them in
+    FS_RETURN_IF_ERROR(batch.validate(config().vocab_size, static_cast<int32_t>(before.size())));
+    ForwardBatch resolved = batch;
+    for (int32_t& t : resolved.tokens)
+      if (t < 0) t = before[static_cast<size_t>(-t - 1)];
+    st = forward_and_sample(resolved, rows, &r.tokens, &r.logprobs);
+  } else {
+    st = forward_and_sample(batch, rows, &r.tokens, &r.logprobs);
+  }
+  FS_RETURN_IF_ERROR(st);
+  last_tokens_ = r.tokens;
+  step_results_.push_back(std::move(r));
+  return Status::Ok();
 }
 
 Status Model::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
-  *tokens = std::move(step_tokens_);
-  if (logprobs != nullptr) *logprobs = std::move(step_logprobs_);
-  step_tokens_.clear();
-  step_logprobs_.clear();
+  if (step_results_.empty()) return internal_error("end_step: no step begun");
+  StepResults& r = step_results_.front();
+  *tokens = std::move(r.tokens);
+  if (logprobs != nullptr) *logprobs = std::move(r.logprobs);
+  step_results_.pop_front();
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "common/status.h"
@@ -15,17 +16,24 @@ namespace flashserve::model {
 // One step's work: the new tokens of each sequence, packed. The first num_decode sequences
 // have exactly one new token each (decode); the rest are prompt chunks (prefill). Token i of
 // sequence b sits at position seq_lens[b] - q_len_b + i. All arrays are host memory.
+//
+// A step begun by Model::begin_step may name a token not known yet: -(r + 1) stands for the token
+// the model draws for row r of the step begun just before it (the engine's overlapped steps,
+// issue 27: step n + 1 is prepared and queued while step n runs, its decodes reading step n's
+// draws on the device). Only begin_step takes them; forward() does not.
 struct ForwardBatch {
   int32_t num_decode = 0;
-  std::vector<int32_t> tokens;        // [num_tokens]
+  std::vector<int32_t> tokens;        // [num_tokens]; >= 0, or a placeholder -(r + 1) (above)
   std::vector<int32_t> cu_seqlens_q;  // [batch + 1]
   std::vector<int32_t> seq_lens;      // [batch] keys after this step
   std::vector<int32_t> block_tables;  // [batch, block_table_stride]
   int64_t block_table_stride = 0;
   std::vector<int64_t> slot_mapping;  // [num_tokens] where each new token's K/V goes
   int32_t batch() const { return static_cast<int32_t>(seq_lens.size()); }
-  // Shapes consistent, decode sequences of one token, tokens inside the vocabulary.
-  Status validate(int32_t vocab_size) const;
+  // Shapes consistent, decode sequences of one token, tokens inside the vocabulary or
+  // placeholders of the step before's placeholder_rows rows.
+  Status validate(int32_t vocab_size, int32_t placeholder_rows = 0) const;
+  bool has_placeholders() const;
 };
 
 class Model {
@@ -52,11 +60,15 @@ class Model {
   virtual Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                                     std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
   // forward_and_sample in two halves, so that a caller's host work can run while a GPU model's
-  // step does (the engine hands the last step's tokens to their streams in between; issue 27):
-  // begin_step runs the step, or on a GPU launches it and its draws; end_step waits for them and
-  // gives what forward_and_sample gives, logprobs included. An end_step follows every begin_step
-  // that succeeded, before the next begin_step. The default runs forward_and_sample in
-  // begin_step and hands its results over in end_step.
+  // step does (issue 27): begin_step runs the step, or on a GPU launches it and its draws;
+  // end_step waits for the oldest step begun and not ended and gives what forward_and_sample
+  // gives, logprobs included. At most two steps are begun and not ended: the engine begins step
+  // n + 1 (its decodes' tokens placeholders for step n's draws: ForwardBatch) before it ends step
+  // n, so that the device goes from one step to the next without waiting for the host. A step
+  // that failed to begin is not ended; steps begun after a failed one are begun anew (its
+  // placeholders are refused: the draws they name never came). The default runs
+  // forward_and_sample in begin_step, its placeholders replaced by the step before's tokens, and
+  // hands its results over in end_step.
   virtual Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows);
   virtual Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs);
   // Whether begin_step returns before the step is done (host work between it and end_step runs
@@ -76,8 +88,14 @@ class Model {
   virtual void break_step_timing() {}
 
  private:
-  std::vector<int32_t> step_tokens_;  // the default begin_step's results
-  std::vector<TokenLogprobs> step_logprobs_;
+  // The default begin_step's: the results of the steps begun and not ended, oldest first, and
+  // the tokens of the last step begun (its placeholders' source).
+  struct StepResults {
+    std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> logprobs;
+  };
+  std::deque<StepResults> step_results_;
+  std::vector<int32_t> last_tokens_;
 };
 
 }  // namespace flashserve::model

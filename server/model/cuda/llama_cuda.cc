@@ -69,8 +69,8 @@ LlamaCudaModel::~LlamaCudaModel() {
   cudaFree(workspace_);
   cudaFreeHost(meta_host_);
   if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
-  for (auto& parity : step_events_)
-    for (cudaEvent_t e : parity)
+  for (auto& rec : records_)
+    for (cudaEvent_t e : rec.ev)
       if (e) cudaEventDestroy(e);
 }
 
@@ -98,8 +98,8 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
   m->cublas_ = handle;
   FS_RETURN_IF_ERROR(cublas_status(cublasSetStream(handle, m->stream_), "cublasSetStream"));
   FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&m->meta_uploaded_, cudaEventDisableTiming));
-  for (auto& parity : m->step_events_)
-    for (cudaEvent_t& e : parity) FS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));  // timed
+  for (auto& rec : m->records_)
+    for (cudaEvent_t& e : rec.ev) FS_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));  // timed
   m->steps_ = AttentionStepBuilder(c, Device::kCUDA, DType::kBFloat16);
 
   // Weights: sizes, then one allocation, then upload or generate.
@@ -188,6 +188,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->gu_ = a.take<__nv_bfloat16>(T * 2 * I);
     m->act_ = a.take<__nv_bfloat16>(T * I);
     m->last_norm_ = a.take<__nv_bfloat16>(B * H);
+    m->drawn_ = a.take<int32_t>(B);
     // The largest step's layout bounds every step's (the offsets grow with the sizes).
     m->meta_dev_bytes_ = step_metadata_layout(T, static_cast<int32_t>(B), static_cast<int32_t>(B),
                                               m->opt_.max_blocks_per_seq).bytes;
@@ -359,7 +360,8 @@ Status LlamaCudaModel::warm_up_graphs(int32_t* captured) {
 // device (one lookup a step), and a model whose head_dim the decode kernel lacks is still created
 // and refuses its first step (UNSUPPORTED). A graph step's planner is in graph mode, its splits
 // cut for the tables' width (DecodePlanInput::graph_mode).
-Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step) {
+Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step,
+                                 int32_t placeholder_rows) {
   DecodePlanning planning;
   if (b.num_decode > 0) {
     FS_RETURN_IF_ERROR(
@@ -370,7 +372,7 @@ Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool grap
       planning.max_seq_len = static_cast<int32_t>(width * opt_.block_size);
     }
   }
-  return steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step);
+  return steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step, placeholder_rows);
 }
 
 // The decode workspace at least `bytes`: a larger one moves it, and graphs captured with the old
@@ -387,14 +389,14 @@ Status LlamaCudaModel::reserve_workspace(int64_t bytes) {
   return Status::Ok();
 }
 
-Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
+Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeholder_rows) {
   // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the
   // batch padded with dummy rows to a capture size) and table width (graph_table_width): block
   // tables are laid out at that width and the split plan is the planner's graph mode for it, so
   // the captured launches serve every later step of that size; only the metadata is uploaded.
   // (Tables wider than the model's buffers pass the builder and are refused just below.)
   // (An FP8 layer not yet calibrated waits for its amax on the host: such a step runs eagerly.)
-  FS_RETURN_IF_ERROR(batch.validate(config_.vocab_size));  // before the padding reads it
+  FS_RETURN_IF_ERROR(batch.validate(config_.vocab_size, placeholder_rows));  // before the padding reads it
   const bool graph = graph_step(batch.batch(), batch.num_decode) && !kv_scales_.pending();
   // The tables' width: a graph's (its key with the batch size), else the batch's own.
   const int64_t width =
@@ -402,7 +404,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch) {
   const ForwardBatch& b = graph ? padded_for_graph(batch, width) : batch;
   const int32_t B = b.batch();
   AttentionStep step;
-  FS_RETURN_IF_ERROR(plan_step(b, width, graph, &step));
+  FS_RETURN_IF_ERROR(plan_step(b, width, graph, &step, placeholder_rows));
   const int64_t T = step.num_tokens;
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
@@ -496,7 +498,7 @@ Status LlamaCudaModel::run_layers(const AttentionStep& step, const StepArrays& a
   const int64_t T = step.num_tokens;
   const int32_t B = step.batch;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, a.tokens, T, H, x_, stream_));
+  FS_CUDA_RETURN_IF_ERROR(model::cuda::embed_gather(embed_, a.tokens, drawn_, T, H, x_, stream_));
   // Skinny GEMMs (a decode step, opt_.skinny_gemm): each where its shapes allow, else cuBLAS;
   // their epilogues do the residual adds, the norms after them (h_ready: the next layer's input
   // norm is in h_ already) and SwiGLU.
@@ -631,29 +633,66 @@ Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vect
 
 Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<SampleRow>& rows) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
+  if (begun_ - ended_ >= 2) return internal_error("begin_step: two steps begun and not ended");
   // The step's device timing (last_step_device_time): a step that fails is not timed, nor is the
   // one after it timed from it.
   // Event errors leave the step untimed (and cleared: a later launch check must not see them).
-  cudaEvent_t* ev = step_events_[step_parity_];
+  StepRecord& rec = records_[begun_ % 3];
   auto record = [&](cudaEvent_t e) {
     if (cudaEventRecord(e, stream_) == cudaSuccess) return true;
     (void)cudaGetLastError();
     return false;
   };
-  last_device_time_valid_ = false;
-  step_timed_ = record(ev[0]);
-  timed_upload_ = step_timed_ ? ev[1] : nullptr;
+  rec.timed = record(rec.ev[0]);
+  timed_upload_ = rec.timed ? rec.ev[1] : nullptr;
   upload_untimed_ = false;
-  Status st = forward_device(b);
+  // Placeholders name the last begun step's draws, in drawn_ (the sampler's second output).
+  Status st = forward_device(b, drawn_rows_);
   timed_upload_ = nullptr;
+  drawn_rows_ = 0;  // a step that fails leaves no draws for placeholders to name
   if (st.ok()) {
-    step_logprobs_.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
-    for (size_t i = 0; i < rows.size(); ++i) step_logprobs_[i] = rows[i].logprobs;
-    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_, opt_.gpu_logprobs);
+    rec.asks.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
+    for (size_t i = 0; i < rows.size(); ++i) rec.asks[i] = rows[i].logprobs;
+    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_, opt_.gpu_logprobs, drawn_);
   }
-  step_timed_ = step_timed_ && !upload_untimed_ && st.ok() && record(ev[2]);
-  if (!st.ok()) prev_step_timed_ = false;
-  return st;
+  rec.timed = rec.timed && !upload_untimed_ && st.ok() && record(rec.ev[2]);
+  rec.asked_logits.clear();
+  if (st.ok() && !sampler_.logprobs_launched()) {
+    // Logprobs on the host (opt_.gpu_logprobs off, or a row asking for more than the device path
+    // takes): the asking rows' logits, one copy a run of consecutive asking rows, packed, now,
+    // before a step begun next overwrites logits_. Into pageable memory the copy waits for this
+    // step: such a step is not overlapped with the next one's host work.
+    const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rows.size());
+    int64_t asking = 0;
+    for (int32_t a : rec.asks) asking += a >= 0;
+    rec.asked_logits.resize(static_cast<size_t>(asking * V));
+    for (int64_t row = 0, packed = 0; row < B && st.ok();) {
+      if (rec.asks[row] < 0) {
+        ++row;
+        continue;
+      }
+      int64_t end = row + 1;
+      while (end < B && rec.asks[end] >= 0) ++end;
+      st = flashserve::cuda_status(cudaMemcpyAsync(rec.asked_logits.data() + packed * V, logits_ + row * V,
+                                                   static_cast<size_t>((end - row) * V) * sizeof(float),
+                                                   cudaMemcpyDeviceToHost, stream_),
+                                   "logprobs");
+      packed += end - row;
+      row = end;
+    }
+    if (asking > 0 && st.ok()) st = flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs");
+    if (!st.ok()) {  // the draws were launched: finished here, so that the sampler takes the next
+      std::vector<int32_t> dropped;
+      (void)sampler_.finish(&dropped);
+    }
+  }
+  if (!st.ok()) {
+    prev_step_timed_ = false;
+    return st;
+  }
+  drawn_rows_ = static_cast<int32_t>(rows.size());
+  ++begun_;
+  return Status::Ok();
 }
 
 bool LlamaCudaModel::last_step_device_time(StepDeviceTime* t) const {
@@ -663,66 +702,51 @@ bool LlamaCudaModel::last_step_device_time(StepDeviceTime* t) const {
 }
 
 // After the draws' copy back (end_step): the step's spans from its events, and from the step
-// before's last event where that step was timed too. Event errors only leave the step untimed.
-Status LlamaCudaModel::record_device_time() {
+// before's last event where that step was timed too (`before`: its record, which the ring of
+// three keeps while the step after this one is in flight). Event errors only leave the step
+// untimed.
+Status LlamaCudaModel::record_device_time(const StepRecord& rec, const StepRecord& before) {
   last_device_time_valid_ = false;
-  if (!step_timed_) {
+  if (!rec.timed) {
     prev_step_timed_ = false;
     return Status::Ok();
   }
-  step_timed_ = false;
-  cudaEvent_t* ev = step_events_[step_parity_];
-  FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[2]));  // recorded right after the draws' copy: at once
+  FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(rec.ev[2]));  // recorded right after the draws' copy: at once
   float prepare = 0.f, run = 0.f, idle = 0.f;
-  bool ok = cudaEventElapsedTime(&prepare, ev[0], ev[1]) == cudaSuccess &&
-            cudaEventElapsedTime(&run, ev[1], ev[2]) == cudaSuccess;
-  if (ok && prev_step_timed_) ok = cudaEventElapsedTime(&idle, step_events_[step_parity_ ^ 1][2], ev[0]) == cudaSuccess;
+  bool ok = cudaEventElapsedTime(&prepare, rec.ev[0], rec.ev[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&run, rec.ev[1], rec.ev[2]) == cudaSuccess;
+  if (ok && prev_step_timed_) ok = cudaEventElapsedTime(&idle, before.ev[2], rec.ev[0]) == cudaSuccess;
   if (!ok) {
     (void)cudaGetLastError();
     prev_step_timed_ = false;
     return Status::Ok();
   }
-  last_device_time_ = {idle * 1e-3, prepare * 1e-3, run * 1e-3};
+  // (Overlapped, the next step's start is queued before this one ends: its idle is ~0 and its
+  // prepare is the upload's copy alone, as the device sees them.)
+  last_device_time_ = {std::max(idle, 0.f) * 1e-3, prepare * 1e-3, run * 1e-3};
   last_device_time_valid_ = true;
   prev_step_timed_ = true;
-  step_parity_ ^= 1;
   return Status::Ok();
 }
 
 Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
+  if (ended_ == begun_) return internal_error("end_step: no step begun");
+  const StepRecord& rec = records_[ended_ % 3];
+  const StepRecord& before = records_[(ended_ + 2) % 3];
+  ++ended_;
   if (Status fs = sampler_.finish(tokens, logprobs); !fs.ok()) {
-    step_timed_ = prev_step_timed_ = false;
+    prev_step_timed_ = false;
     return fs;
   }
-  FS_RETURN_IF_ERROR(record_device_time());
-  const std::vector<int32_t>& asks = step_logprobs_;
+  FS_RETURN_IF_ERROR(record_device_time(rec, before));
   if (logprobs == nullptr || sampler_.logprobs_ready()) return Status::Ok();  // none wanted, or made on the device
-  // On the host (opt_.gpu_logprobs off, or a row asking for more than the device path takes):
-  logprobs->assign(asks.size(), TokenLogprobs{});
-  // The asking rows' logits (the sampler only reads logits_), one copy a run of consecutive
-  // asking rows, packed in logprob_logits_; the sampler's wait has covered the step.
+  // On the host, from the asking rows' logits begin_step copied back.
+  const std::vector<int32_t>& asks = rec.asks;
   const int64_t V = config_.vocab_size, B = static_cast<int64_t>(asks.size());
-  int64_t asking = 0;
-  for (int32_t a : asks) asking += a >= 0;
-  if (asking == 0) return Status::Ok();
-  logprob_logits_.resize(static_cast<size_t>(asking * V));
-  for (int64_t row = 0, packed = 0; row < B;) {
-    if (asks[row] < 0) {
-      ++row;
-      continue;
-    }
-    int64_t end = row + 1;
-    while (end < B && asks[end] >= 0) ++end;
-    FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprob_logits_.data() + packed * V, logits_ + row * V,
-                                            static_cast<size_t>((end - row) * V) * sizeof(float),
-                                            cudaMemcpyDeviceToHost, stream_));
-    packed += end - row;
-    row = end;
-  }
-  FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs"));
+  logprobs->assign(asks.size(), TokenLogprobs{});
   for (int64_t row = 0, packed = 0; row < B; ++row)
     if (asks[row] >= 0)
-      (*logprobs)[row] = token_logprobs(logprob_logits_.data() + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
+      (*logprobs)[row] = token_logprobs(rec.asked_logits.data() + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
                                         asks[row]);
   return Status::Ok();
 }

@@ -126,12 +126,15 @@ class LlamaCudaModel : public Model {
                                          : widest_table;
   }
   // Samples on the device: only the tokens come back, and the logits of the rows that ask for
-  // logprobs (those rows alone, after the sampling; the step and its graph are the same).
+  // logprobs (those rows alone, after the sampling; the step and its graph are the same). With no
+  // step in flight (begin_step then end_step).
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                             std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr) override;
   // The step and its draws launched on the device (begin_step returns once they are queued, or
-  // at the first host wait a step needs: an FP8 layer's calibration); end_step waits for the
-  // tokens, then copies back the logits of the rows that ask for logprobs.
+  // at the first host wait a step needs: an FP8 layer's calibration, logprobs computed on the
+  // host); end_step waits for the oldest begun step's tokens. A step's placeholders read the step
+  // before's draws on the device (the sampler writes them to drawn_ too; the embedding gather
+  // reads them there), so step n + 1 is queued behind step n before step n's tokens are back.
   Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) override;
   Status end_step(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) override;
   bool async_steps() const override { return true; }
@@ -139,7 +142,8 @@ class LlamaCudaModel : public Model {
   void break_step_timing() override { prev_step_timed_ = false; }
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
-  Status forward_device(const ForwardBatch& batch);
+  // placeholder_rows: the rows of drawn_ its placeholders may name (begin_step's).
+  Status forward_device(const ForwardBatch& batch, int32_t placeholder_rows = 0);
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const {
@@ -187,13 +191,21 @@ class LlamaCudaModel : public Model {
   // the device), then fixed (KvScales::calibrate). Its layer's first write only, a prefill step,
   // never captured: the host waits for the amax.
   Status calibrate_layer(int32_t layer, int64_t num_tokens);
-  // end_step's: last_step_device_time's spans from the step's events.
-  Status record_device_time();
+  // A step begun and not ended, by begin order: step k's in records_[k % 3] (three, so that the
+  // step before a step ended keeps its events while the step after it is in flight).
+  struct StepRecord {
+    cudaEvent_t ev[3] = {};  // begin_step's start, after the upload, after the draws' copy back
+    bool timed = false;
+    std::vector<int32_t> asks;        // the rows' logprobs asks (-1: none), for end_step
+    std::vector<float> asked_logits;  // logprobs on the host: the asking rows' logits, [asking, vocab]
+  };
+  // end_step's: last_step_device_time's spans from the step's events (and the step before's).
+  Status record_device_time(const StepRecord& rec, const StepRecord& before);
   // forward_device's: a graph step's batch padded to graph_batch_size, its tables `width` wide.
   const ForwardBatch& padded_for_graph(const ForwardBatch& b, int64_t width);
   // The largest padded batch: the buffers hold max_batch sequences and max_tokens_per_step tokens.
   int32_t graph_batch_cap() const { return std::min(opt_.max_batch, opt_.max_tokens_per_step); }
-  Status plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step);
+  Status plan_step(const ForwardBatch& b, int64_t width, bool graph, AttentionStep* step, int32_t placeholder_rows = 0);
   Status reserve_workspace(int64_t bytes);
   void drop_graphs();  // the captured graphs destroyed (stale: other launches, a moved workspace)
 
@@ -245,16 +257,15 @@ class LlamaCudaModel : public Model {
   std::map<std::pair<int32_t, int64_t>, Graph> graphs_;  // by (padded batch, table width)
   ForwardBatch padded_;  // padded_for_graph's buffers, reused step to step
   CudaSampler sampler_;
-  std::vector<float> logprob_logits_;  // host: the logits of the rows asking for logprobs, [rows, vocab]
-  std::vector<int32_t> step_logprobs_;  // begin_step's rows' logprobs asks (-1: none), for end_step
-  // The steps' device timing (last_step_device_time): events by step parity, [begin, uploaded,
-  // done] (begin_step's start, after the upload, after the draws' copy back); forward_device
-  // records `uploaded` where timed_upload_ points.
-  cudaEvent_t step_events_[2][3] = {};
+  int32_t* drawn_ = nullptr;  // [max_batch] the last begun step's draws (placeholders read them)
+  int32_t drawn_rows_ = 0;    // its rows (0 after a step that failed to begin)
+  StepRecord records_[3];
+  int64_t begun_ = 0, ended_ = 0;  // steps
+  // The steps' device timing (last_step_device_time): forward_device records the `uploaded`
+  // event where timed_upload_ points.
   cudaEvent_t timed_upload_ = nullptr;
   bool upload_untimed_ = false;  // forward_device could not record timed_upload_
-  int step_parity_ = 0;
-  bool step_timed_ = false, prev_step_timed_ = false;
+  bool prev_step_timed_ = false;  // the step ended last was timed, and its idle after it is the host's
   StepDeviceTime last_device_time_;
   bool last_device_time_valid_ = false;
 };

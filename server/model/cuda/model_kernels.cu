@@ -14,9 +14,12 @@ using ::flashserve::cuda::pdl_wait;
 
 constexpr int kThreads = 256;
 
-__global__ void embed_gather_kernel(const __nv_bfloat16* embed, const int32_t* tokens, int64_t hidden, float* x) {
+__global__ void embed_gather_kernel(const __nv_bfloat16* embed, const int32_t* tokens, const int32_t* drawn,
+                                    int64_t hidden, float* x) {
   const int64_t t = blockIdx.x;
-  const __nv_bfloat16* row = embed + static_cast<int64_t>(tokens[t]) * hidden;
+  int32_t tok = tokens[t];
+  if (tok < 0) tok = drawn[-tok - 1];  // a placeholder: the step before's draw
+  const __nv_bfloat16* row = embed + static_cast<int64_t>(tok) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x[t * hidden + i] = __bfloat162float(row[i]);
 }
 
@@ -134,9 +137,9 @@ unsigned grid_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int64_t t, int64_t hidden, float* x,
-                         cudaStream_t s) {
-  embed_gather_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(embed, tokens, hidden, x);
+cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, const int32_t* drawn, int64_t t,
+                         int64_t hidden, float* x, cudaStream_t s) {
+  embed_gather_kernel<<<static_cast<unsigned>(t), kThreads, 0, s>>>(embed, tokens, drawn, hidden, x);
   return cudaGetLastError();
 }
 

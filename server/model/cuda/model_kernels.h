@@ -15,9 +15,10 @@
 
 namespace flashserve::model::cuda {
 
-// x[t, :] = embed[tokens[t], :] (fp32 residual stream from bf16 embeddings).
-cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, int64_t t, int64_t hidden, float* x,
-                         cudaStream_t s);
+// x[t, :] = embed[tokens[t], :] (fp32 residual stream from bf16 embeddings); a token -(r + 1) (a
+// placeholder, ForwardBatch) is drawn[r], the step before's draw of row r.
+cudaError_t embed_gather(const __nv_bfloat16* embed, const int32_t* tokens, const int32_t* drawn, int64_t t,
+                         int64_t hidden, float* x, cudaStream_t s);
 // y[t, :] = bf16(weight · x[t, :] · rsqrt(mean(x[t]²) + eps)), fp32 math.
 cudaError_t rms_norm(const float* x, const __nv_bfloat16* weight, int64_t t, int64_t hidden, float eps,
                      __nv_bfloat16* y, cudaStream_t s, bool dependent = false);

@@ -94,10 +94,11 @@ __device__ __forceinline__ uint32_t ordered_key(float x) {
 }
 
 // Two CTAs an SM (32 registers; without the bound the candidates' path took 57, one CTA an SM).
-// out: [rows] tokens, then [rows] flags (1 where the candidates decided the row's thresholds).
+// out: [rows] tokens, then [rows] flags (1 where the candidates decided the row's thresholds);
+// drawn (may be null): [rows] the tokens again, where the next step's placeholders read them.
 __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits, int32_t vocab,
                                                           const RowParams* params, const int32_t* banned,
-                                                          int32_t* out, bool use_candidates) {
+                                                          int32_t* out, int32_t* drawn, bool use_candidates) {
   const int row = blockIdx.x;
   const RowParams p = params[row];
   const float* l = logits + static_cast<int64_t>(row) * vocab;
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
     if (threadIdx.x == 0) {
       out[row] = best_i;
       out[gridDim.x + row] = 0;
+      if (drawn != nullptr) drawn[row] = best_i;
     }
     return;
   }
@@ -344,6 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits
   if (threadIdx.x == 0) {
     out[row] = chosen;
     out[gridDim.x + row] = by_candidates ? 1 : 0;
+    if (drawn != nullptr) drawn[row] = chosen;
   }
 }
 
@@ -420,12 +423,14 @@ float float_of_bits(int32_t w) {
 }  // namespace
 
 CudaSampler::~CudaSampler() {
-  if (done_ != nullptr) {
-    cudaEventSynchronize(done_);  // no copy into host_ in flight
-    cudaEventDestroy(done_);
+  for (Slot& sl : slots_) {
+    if (sl.done != nullptr) {
+      cudaEventSynchronize(sl.done);  // no copy into its host buffer in flight
+      cudaEventDestroy(sl.done);
+    }
+    cudaFree(sl.params);
+    cudaFreeHost(sl.host);
   }
-  cudaFree(params_);
-  cudaFreeHost(host_);
 }
 
 Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
@@ -434,53 +439,65 @@ Status CudaSampler::sample(const float* logits, int32_t vocab, const std::vector
   return finish(tokens);
 }
 
-// The device buffer (per-row parameters, banned ids, output tokens) and its pinned mirror (the
-// parameters and banned ids to upload from, the tokens back: from pageable memory a copy would
-// first wait for the stream's work, the whole step), grown to bytes. Called with no copy in
-// flight (launch waited for the last one).
-Status CudaSampler::grow(int64_t bytes) {
-  if (bytes > capacity_) {
-    cudaFree(params_);
-    params_ = nullptr;
-    capacity_ = 0;
-    FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&params_, static_cast<size_t>(bytes)));
-    capacity_ = bytes;
+// A slot's device buffer (per-row parameters, banned ids, output tokens) and its pinned mirror
+// (the parameters and banned ids to upload from, the tokens back: from pageable memory a copy
+// would first wait for the stream's work, the whole step), grown to bytes. Called with no copy
+// of the slot's in flight.
+Status CudaSampler::grow(Slot& sl, int64_t bytes) {
+  if (bytes > sl.capacity) {
+    cudaFree(sl.params);
+    sl.params = nullptr;
+    sl.capacity = 0;
+    FS_CUDA_RETURN_IF_ERROR(cudaMalloc(&sl.params, static_cast<size_t>(bytes)));
+    sl.capacity = bytes;
   }
-  if (bytes > host_capacity_) {
-    cudaFreeHost(host_);
-    host_ = nullptr;
-    host_capacity_ = 0;
+  if (bytes > sl.host_capacity) {
+    cudaFreeHost(sl.host);
+    sl.host = nullptr;
+    sl.host_capacity = 0;
     void* p = nullptr;
     FS_CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, static_cast<size_t>(bytes)));
-    host_ = static_cast<char*>(p);
-    host_capacity_ = bytes;
+    sl.host = static_cast<char*>(p);
+    sl.host_capacity = bytes;
   }
+  if (sl.done == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&sl.done, cudaEventDisableTiming));
   return Status::Ok();
 }
 
 Status CudaSampler::reserve(int64_t rows, int64_t banned) {
   if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
-  if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
-  return grow(rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8 +
-              rows * (2 + 1 + 2 * kMaxTopLogprobs) * 4);  // every row asking for logprobs
+  const int64_t bytes = rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8 +
+                        rows * (2 + 1 + 2 * kMaxTopLogprobs) * 4;  // every row asking for logprobs
+  for (Slot& sl : slots_) {
+    if (sl.done != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(sl.done));
+    FS_RETURN_IF_ERROR(grow(sl, bytes));
+  }
+  return Status::Ok();
 }
 
 Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
-  tokens->assign(static_cast<size_t>(rows_), 0);
   logprobs_ready_ = false;
-  if (rows_ == 0) return Status::Ok();
-  FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(done_), "sample"));
-  std::memcpy(tokens->data(), host_ + tokens_at_, static_cast<size_t>(rows_) * 4);
-  const auto* flags = reinterpret_cast<const int32_t*>(host_ + tokens_at_) + rows_;
+  if (finished_ == launched_) {  // nothing launched: nothing drawn
+    tokens->clear();
+    if (logprobs != nullptr) logprobs->clear();
+    return Status::Ok();
+  }
+  Slot& sl = slots_[finished_ % 2];
+  ++finished_;
+  const int64_t n = sl.rows;
+  tokens->assign(static_cast<size_t>(n), 0);
+  FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(sl.done), "sample"));
+  std::memcpy(tokens->data(), sl.host + sl.tokens_at, static_cast<size_t>(n) * 4);
+  const auto* flags = reinterpret_cast<const int32_t*>(sl.host + sl.tokens_at) + n;
   candidate_rows_ = 0;
-  for (int64_t r = 0; r < rows_; ++r) candidate_rows_ += flags[r] != 0;
-  if (logprobs_launched_) {
+  for (int64_t r = 0; r < n; ++r) candidate_rows_ += flags[r] != 0;
+  if (sl.logprobs_launched) {
     logprobs_ready_ = true;
     if (logprobs != nullptr) {
-      logprobs->assign(static_cast<size_t>(rows_), TokenLogprobs{});
-      const auto* words = reinterpret_cast<const int32_t*>(host_ + logprobs_at_);
-      for (size_t a = 0; a < asking_.size(); ++a) {
-        const auto [row, k] = asking_[a];
+      logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});
+      const auto* words = reinterpret_cast<const int32_t*>(sl.host + sl.logprobs_at);
+      for (size_t a = 0; a < sl.asking.size(); ++a) {
+        const auto [row, k] = sl.asking[a];
         const int32_t* w = words + a * (1 + 2 * kMaxTopLogprobs);
         TokenLogprobs& t = (*logprobs)[static_cast<size_t>(row)];
         t.token = (*tokens)[static_cast<size_t>(row)];
@@ -489,19 +506,14 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
       }
     }
   }
-  logprobs_launched_ = false;
-  rows_ = 0;
   return Status::Ok();
 }
 
 Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
-                           bool logprobs) {
+                           bool logprobs, int32_t* drawn) {
+  if (launched_ - finished_ >= 2) return internal_error("CudaSampler::launch: two launches not finished");
+  Slot& sl = slots_[launched_ % 2];
   const int64_t n = static_cast<int64_t>(rows.size());
-  // An earlier launch that was never finished may still copy into host_: wait for it (a no-op
-  // when it was finished).
-  if (done_ != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
-  rows_ = 0;
-  if (n == 0) return Status::Ok();
   std::vector<RowParams> params(static_cast<size_t>(n));
   std::vector<int32_t> banned;
   for (int64_t r = 0; r < n; ++r) {
@@ -514,19 +526,19 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
   }
   // The asking rows, for logprobs_kernel (all of them on the device, or none: a row asking for
   // more than it takes leaves them to the caller).
-  asking_.clear();
-  logprobs_launched_ = false;
+  sl.asking.clear();
+  sl.logprobs_launched = false;
   if (logprobs) {
     bool fits = true;
     for (int64_t r = 0; r < n; ++r)
       if (rows[r].logprobs >= 0) {
         fits = fits && rows[r].logprobs <= kMaxTopLogprobs;
-        asking_.emplace_back(static_cast<int32_t>(r), std::min(rows[r].logprobs, vocab));
+        sl.asking.emplace_back(static_cast<int32_t>(r), std::min(rows[r].logprobs, vocab));
       }
-    if (!fits || asking_.empty()) asking_.clear();
-    logprobs_launched_ = fits;
+    if (!fits || sl.asking.empty()) sl.asking.clear();
+    sl.logprobs_launched = fits;
   }
-  const int64_t m = static_cast<int64_t>(asking_.size());
+  const int64_t m = static_cast<int64_t>(sl.asking.size());
   // The bitmap's shared memory, only when some row bans a token.
   const int64_t ban_smem = banned.empty() ? 0 : (static_cast<int64_t>(vocab) + 31) / 32 * 4;
   if (ban_smem > 48 * 1024 - kStaticSmem) {
@@ -544,40 +556,47 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
   const int64_t result_words = m * (1 + 2 * kMaxTopLogprobs);
   const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 +
                         2 * m * 4 + n * 8 + result_words * 4;
-  FS_RETURN_IF_ERROR(grow(bytes));
-  if (done_ == nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  // The slot's last copy back (its launch finished, or never launched) is done before its pinned
+  // buffer is written or grown: a no-op but for a slot of a launch finished before its copy.
+  if (sl.done != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(sl.done));
+  FS_RETURN_IF_ERROR(grow(sl, bytes));
+  sl.rows = n;
+  if (n == 0) {  // finished in turn, with no tokens
+    ++launched_;
+    return Status::Ok();
+  }
   const int64_t banned_at = n * static_cast<int64_t>(sizeof(RowParams));
   const int64_t asks_at = banned_at + (static_cast<int64_t>(banned.size()) + 1) * 4;
   const int64_t up = asks_at + 2 * m * 4;
-  std::memcpy(host_, params.data(), n * sizeof(RowParams));
-  if (!banned.empty()) std::memcpy(host_ + banned_at, banned.data(), banned.size() * 4);
+  std::memcpy(sl.host, params.data(), n * sizeof(RowParams));
+  if (!banned.empty()) std::memcpy(sl.host + banned_at, banned.data(), banned.size() * 4);
   for (int64_t a = 0; a < m; ++a) {
-    reinterpret_cast<int32_t*>(host_ + asks_at)[2 * a] = asking_[a].first;
-    reinterpret_cast<int32_t*>(host_ + asks_at)[2 * a + 1] = asking_[a].second;
+    reinterpret_cast<int32_t*>(sl.host + asks_at)[2 * a] = sl.asking[a].first;
+    reinterpret_cast<int32_t*>(sl.host + asks_at)[2 * a + 1] = sl.asking[a].second;
   }
-  char* base = static_cast<char*>(params_);
+  char* base = static_cast<char*>(sl.params);
   auto* d_params = reinterpret_cast<RowParams*>(base);
   auto* d_banned = reinterpret_cast<int32_t*>(base + banned_at);
   auto* d_asks = reinterpret_cast<int32_t*>(base + asks_at);
   auto* d_out = d_asks + 2 * m;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, host_, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
+  sl.tokens_at = reinterpret_cast<char*>(d_out) - base;
+  sl.logprobs_at = sl.tokens_at + n * 8;
+  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, sl.host, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
   // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
   // candidates; off by default until a GPU has run it (written in session 27 without one).
   const char* env = std::getenv("FLASHSERVE_SAMPLER_CANDIDATES");
   const bool candidates = env != nullptr && std::strcmp(env, "1") == 0;
   sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(
-      logits, vocab, d_params, d_banned, d_out, candidates);
+      logits, vocab, d_params, d_banned, d_out, drawn, candidates);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
   if (m > 0) {
     logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, vocab, d_asks, d_out, d_out + 2 * n);
     FS_CUDA_CHECK_LAUNCH("logprobs kernel");
   }
-  tokens_at_ = reinterpret_cast<char*>(d_out) - base;
-  logprobs_at_ = tokens_at_ + n * 8;
   FS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host_ + tokens_at_, d_out, n * 8 + result_words * 4, cudaMemcpyDeviceToHost, stream));
-  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream));
-  rows_ = n;
+      cudaMemcpyAsync(sl.host + sl.tokens_at, d_out, n * 8 + result_words * 4, cudaMemcpyDeviceToHost, stream));
+  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(sl.done, stream));
+  ++launched_;  // (a launch that failed is not finished: the slot is the next launch's)
   return Status::Ok();
 }
 

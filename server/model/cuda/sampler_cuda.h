@@ -29,38 +29,51 @@ class CudaSampler {
   Status sample(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                 std::vector<int32_t>* tokens);
   // The draws queued on stream (their parameters uploaded from pinned memory, so nothing here
-  // waits for the work before them); finish waits for their tokens. One finish a launch, before
-  // the next launch (the pinned buffers are reused).
+  // waits for the work before them); finish waits for the oldest launch not finished and gives
+  // its tokens. At most two launches are not finished (each has its buffers: the engine's
+  // overlapped steps launch step n + 1's draws before they take step n's); a third is refused.
+  // finish with none outstanding gives no tokens.
   // With `logprobs`, the rows that ask (SampleRow::logprobs 0..20) get their token_logprobs on
   // the device too (fp32 where the host sums in float64: within ~1e-5), and finish hands them
   // over (one entry a row, token -1 where a row did not ask); a row asking for more than 20
-  // leaves the launch without them (logprobs_ready() false: the caller computes them).
+  // leaves the launch without them (logprobs_launched() false: the caller computes them).
+  // drawn (device, [rows], may be null): gets the tokens too, on the device (the next step's
+  // placeholders read them there: ForwardBatch).
   Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
-                bool logprobs = false);
+                bool logprobs = false, int32_t* drawn = nullptr);
   Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
-  // Whether the last finished launch computed the asking rows' logprobs on the device.
+  // Whether the last launch computes its asking rows' logprobs on the device (launch's logprobs
+  // on and every asking row within the device's 20), and whether the last finished one did.
+  bool logprobs_launched() const { return launched_ > 0 && slots_[(launched_ - 1) % 2].logprobs_launched; }
   bool logprobs_ready() const { return logprobs_ready_; }
-  // Buffers for `rows` rows and `banned` banned ids in all, made now: a launch within them
-  // allocates nothing (an allocation would wait for the device's work: the whole step).
+  // Buffers for `rows` rows and `banned` banned ids in all, made now (for both launches): a
+  // launch within them allocates nothing (an allocation would wait for the device's work: the
+  // whole step).
   Status reserve(int64_t rows, int64_t banned);
   // Of the last finished launch's rows, those whose top_k / top_p thresholds the candidates
   // decided (FLASHSERVE_SAMPLER_CANDIDATES=1; tests check the path that ran).
   int64_t candidate_rows() const { return candidate_rows_; }
 
  private:
-  void* params_ = nullptr;  // device: per-row parameters, banned ids, output tokens
-  int64_t capacity_ = 0;
-  Status grow(int64_t bytes);  // params_ and host_ to at least bytes
-  char* host_ = nullptr;    // pinned: the parameters and banned ids to upload, then the tokens back
-  int64_t host_capacity_ = 0;
-  int64_t rows_ = 0;        // the launched draws' rows; the tokens at host_ + tokens_at_
-  int64_t tokens_at_ = 0;
+  // One launch's buffers and what finish needs of it.
+  struct Slot {
+    void* params = nullptr;  // device: per-row parameters, banned ids, output tokens
+    int64_t capacity = 0;
+    char* host = nullptr;    // pinned: the parameters and banned ids to upload, then the tokens back
+    int64_t host_capacity = 0;
+    int64_t rows = 0;        // the launch's rows; their tokens at host + tokens_at
+    int64_t tokens_at = 0;
+    // The launch's asking rows (row, top count), their results at host + logprobs_at.
+    std::vector<std::pair<int32_t, int32_t>> asking;
+    int64_t logprobs_at = 0;
+    bool logprobs_launched = false;
+    cudaEvent_t done = nullptr;  // recorded after the tokens' copy back
+  };
+  Status grow(Slot& slot, int64_t bytes);  // its buffers to at least bytes
+  Slot slots_[2];
+  int64_t launched_ = 0, finished_ = 0;  // launch k uses slots_[k % 2]
   int64_t candidate_rows_ = 0;
-  // The launch's asking rows (row, top count), their results at host_ + logprobs_at_.
-  std::vector<std::pair<int32_t, int32_t>> asking_;
-  int64_t logprobs_at_ = 0;
-  bool logprobs_launched_ = false, logprobs_ready_ = false;
-  cudaEvent_t done_ = nullptr;  // recorded after the tokens' copy back
+  bool logprobs_ready_ = false;
 };
 
 }  // namespace flashserve::model
