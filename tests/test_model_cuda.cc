@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -701,6 +702,163 @@ TEST(LlamaCuda, EngineOnTheGpuModel) {
   ASSERT_TRUE(engine::Engine::create(ec, std::move(gpu), &e).ok());
   generate_to_length(*e, {20, 33, 46, 59, 72, 85, 98, 111}, 16);
   EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+}
+
+// A step of several sequences from the cache manager, decodes first: each part's n new tokens,
+// or (placeholder < 0) one new token not known yet, named by that placeholder (its slot given
+// before its id: allocate_slots' unknown).
+struct StepPart {
+  int64_t id;
+  const std::vector<int32_t>* known;
+  int32_t n;
+  int32_t placeholder;
+};
+ForwardBatch multi_step(KVCacheManager& mgr, const std::vector<StepPart>& parts, int32_t num_decode) {
+  ForwardBatch b;
+  b.num_decode = num_decode;
+  b.cu_seqlens_q = {0};
+  b.block_table_stride = mgr.config().max_blocks_per_seq;
+  for (const StepPart& p : parts) {
+    const int32_t done = mgr.num_slotted_tokens(p.id);
+    std::vector<BlockCopy> copies;
+    EXPECT_TRUE(mgr.allocate_slots(p.id, *p.known, p.n, &b.slot_mapping, &copies, p.placeholder < 0 ? 1 : 0).ok());
+    if (p.placeholder < 0) b.tokens.push_back(p.placeholder);
+    else b.tokens.insert(b.tokens.end(), p.known->begin() + done, p.known->begin() + done + p.n);
+    b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
+    b.seq_lens.push_back(mgr.num_slotted_tokens(p.id));
+    const size_t at = b.block_tables.size();
+    b.block_tables.resize(at + static_cast<size_t>(b.block_table_stride), 0);
+    std::copy(mgr.block_table(p.id)->begin(), mgr.block_table(p.id)->end(), b.block_tables.begin() + at);
+  }
+  return b;
+}
+
+// Steps begun back to back on the GPU model (the engine's overlapped steps): step n + 1 begun
+// before step n ends, its decodes' tokens placeholders that the embedding gather reads from the
+// sampler's draws on the device: a prompt step, then a graph-replayed pure decode step of
+// placeholders, then an eager mixed step (placeholder decodes and a new prompt). The tokens and
+// logprobs (greedy and seeded sampled rows; logprobs on the host, whose logits begin_step copies
+// before the next step overwrites them, and on the device) equal, bit for bit, a second model's
+// run one step at a time with the draws given as ids.
+TEST(LlamaCuda, StepsBegunBackToBackEqualStepsOneAtATime) {
+  FS_SKIP_WITHOUT_CUDA();
+  const test::ScopedEnv env("FLASHSERVE_GPU_LOGPROBS", nullptr);  // the option decides
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 33, &w).ok());
+  for (bool device_logprobs : {false, true}) {
+    const std::string what = device_logprobs ? "logprobs on the device" : "logprobs on the host";
+    CudaModelOptions opt = small_options();
+    opt.gpu_logprobs = device_logprobs;
+    std::unique_ptr<LlamaCudaModel> a, b;
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &a).ok());
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &b).ok());
+    KVCacheManager ma(small_cache()), mb(small_cache());
+    std::mt19937 rng(33);
+    std::vector<std::vector<int32_t>> seqs;
+    for (int32_t len : {20, 33, 7, 9}) {
+      std::vector<int32_t> p(static_cast<size_t>(len));
+      for (auto& t : p) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+      seqs.push_back(p);
+    }
+    int32_t cached;
+    for (int64_t id = 1; id <= 3; ++id)
+      for (KVCacheManager* m : {&ma, &mb}) ASSERT_TRUE(m->add_sequence(id, seqs[id - 1].data(), static_cast<int32_t>(seqs[id - 1].size()), 0, &cached).ok());
+    std::vector<SampleRow> rows(3);
+    rows[0].temperature = 0.f, rows[0].logprobs = 3;
+    rows[1].temperature = 0.9f, rows[1].seed = 3333, rows[1].logprobs = 0;
+    rows[2].temperature = 0.f;
+    std::vector<SampleRow> rows2 = rows;
+    rows2[1].step = 1;
+    std::vector<SampleRow> rows3 = {rows2[0], rows2[1], SampleRow{}};
+    rows3[1].step = 2;
+    rows3[2].temperature = 0.f;
+    // Back to back on a.
+    ASSERT_TRUE(a->begin_step(multi_step(ma, {{1, &seqs[0], 20, 0}, {2, &seqs[1], 33, 0}, {3, &seqs[2], 7, 0}}, 0), rows).ok());
+    const Status s2 = a->begin_step(multi_step(ma, {{1, &seqs[0], 1, -1}, {2, &seqs[1], 1, -2}, {3, &seqs[2], 1, -3}}, 3), rows2);
+    ASSERT_TRUE(s2.ok()) << s2.to_string();
+    std::vector<int32_t> t1, t2, t3;
+    std::vector<TokenLogprobs> l1, l2, l3;
+    ASSERT_TRUE(a->end_step(&t1, &l1).ok());
+    std::vector<std::vector<int32_t>> known = seqs;  // a's side: step 1's draws are in now
+    for (int i = 0; i < 3; ++i) known[i].push_back(t1[i]);
+    ASSERT_TRUE(ma.add_sequence(4, seqs[3].data(), 9, 0, &cached).ok());
+    const Status s3 = a->begin_step(multi_step(ma, {{1, &known[0], 1, -1}, {2, &known[1], 1, -2}, {4, &seqs[3], 9, 0}}, 2), rows3);
+    ASSERT_TRUE(s3.ok()) << s3.to_string();
+    ASSERT_TRUE(a->end_step(&t2, &l2).ok());
+    ASSERT_TRUE(a->end_step(&t3, &l3).ok());
+    EXPECT_TRUE(a->cuda_graphs()) << "the decode step fell back from graph replay";
+    // One at a time on b, the draws as ids.
+    std::vector<int32_t> u1, u2, u3;
+    std::vector<TokenLogprobs> k1, k2, k3;
+    ASSERT_TRUE(b->forward_and_sample(multi_step(mb, {{1, &seqs[0], 20, 0}, {2, &seqs[1], 33, 0}, {3, &seqs[2], 7, 0}}, 0), rows, &u1, &k1).ok());
+    for (int i = 0; i < 3; ++i) seqs[i].push_back(u1[i]);
+    ASSERT_TRUE(b->forward_and_sample(multi_step(mb, {{1, &seqs[0], 1, 0}, {2, &seqs[1], 1, 0}, {3, &seqs[2], 1, 0}}, 3), rows2, &u2, &k2).ok());
+    for (int i = 0; i < 3; ++i) seqs[i].push_back(u2[i]);
+    ASSERT_TRUE(mb.add_sequence(4, seqs[3].data(), 9, 0, &cached).ok());
+    ASSERT_TRUE(b->forward_and_sample(multi_step(mb, {{1, &seqs[0], 1, 0}, {2, &seqs[1], 1, 0}, {4, &seqs[3], 9, 0}}, 2), rows3, &u3, &k3).ok());
+    EXPECT_EQ(t1, u1) << what;
+    EXPECT_EQ(t2, u2) << what;
+    EXPECT_EQ(t3, u3) << what;
+    for (auto [got, want] : {std::pair{&l1, &k1}, std::pair{&l2, &k2}, std::pair{&l3, &k3}}) {
+      ASSERT_EQ(got->size(), want->size()) << what;
+      for (size_t r = 0; r < got->size(); ++r) {
+        EXPECT_EQ((*got)[r].token, (*want)[r].token) << what << ", row " << r;
+        EXPECT_EQ((*got)[r].logprob, (*want)[r].logprob) << what << ", row " << r;
+        EXPECT_EQ((*got)[r].top, (*want)[r].top) << what << ", row " << r;
+      }
+    }
+    EXPECT_EQ(l1[0].top.size(), 3u) << what;
+    // Refused: a placeholder past the step before's rows; a third step begun; an end with none.
+    known[0].push_back(t2[0]);
+    ForwardBatch bad = multi_step(ma, {{1, &known[0], 1, -4}}, 1);
+    EXPECT_EQ(a->begin_step(bad, {SampleRow{}}).code(), StatusCode::kOutOfRange) << what;
+    std::vector<int32_t> none;
+    EXPECT_FALSE(a->end_step(&none, nullptr).ok()) << what;
+  }
+}
+
+// The engine over the GPU model with overlapped steps: requests one at a time give the tokens of
+// steps run one at a time, bit for bit (the same steps' shapes either way: greedy, to its
+// length); concurrent requests all stream to their length and return every block.
+TEST(LlamaCuda, EngineWithOverlappedSteps) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 34, &w).ok());
+  CudaModelOptions opt;
+  opt.num_blocks = 128;
+  opt.block_size = 16;
+  opt.max_tokens_per_step = 256;
+  opt.max_batch = 64;
+  std::map<bool, std::vector<std::vector<int32_t>>> outputs;
+  for (bool overlap : {false, true}) {
+    std::unique_ptr<LlamaCudaModel> gpu;
+    ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
+    engine::EngineConfig ec;
+    ec.num_blocks = 128;
+    ec.block_size = 16;
+    ec.max_num_batched_tokens = 256;
+    ec.overlap_steps = overlap;
+    std::unique_ptr<engine::Engine> e;
+    ASSERT_TRUE(engine::Engine::create(ec, std::move(gpu), &e).ok());
+    for (int32_t len : {5, 17, 40}) {
+      engine::GenerateRequest r;
+      r.prompt = std::vector<int32_t>(static_cast<size_t>(len), 9 + len);
+      r.sampling.temperature = 0.f;
+      r.sampling.max_tokens = 24;
+      r.sampling.ignore_eos = true;
+      std::shared_ptr<engine::ResultStream> s;
+      ASSERT_TRUE(e->enqueue(r, &s).ok());
+      std::vector<int32_t> got;
+      engine::StreamEvent ev;
+      while (s->next(&ev)) got.insert(got.end(), ev.tokens.begin(), ev.tokens.end());
+      outputs[overlap].push_back(got);
+    }
+    if (overlap) generate_to_length(*e, {20, 33, 46, 59, 72, 85, 98, 111}, 16);
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  }
+  EXPECT_EQ(outputs[true], outputs[false]);
 }
 
 // Logprobs on the GPU model (issue 28): only the rows that ask get them (the logits of those

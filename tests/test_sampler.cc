@@ -150,7 +150,9 @@ void check_against_reference(const std::vector<float>& logits, const RefLogprobs
   for (size_t j = 0; j < got.top.size(); ++j) {
     ASSERT_EQ(got.top[j].first, ref.order[j]) << what << ", rank " << j;
     expect_logprob(got.top[j].second, ref.logprob[ref.order[j]], what + ", rank " + std::to_string(j));
-    if (j > 0) EXPECT_GE(got.top[j - 1].second, got.top[j].second) << what << ", rank " << j;
+    if (j > 0) {
+      EXPECT_GE(got.top[j - 1].second, got.top[j].second) << what << ", rank " << j;
+    }
   }
 }
 
@@ -239,6 +241,51 @@ TEST(Logprobs, LargeMagnitudesAndNonFiniteLogitsNeverGiveNaN) {
 }
 
 #else  // the GPU binary (label gpu)
+// Two launches outstanding (the engine's overlapped steps): finish gives them in the order
+// launched, each the tokens sample() gives alone (the same rows and u: the same token); the
+// `drawn` output holds the last launch's tokens on the device; a third launch is refused, and a
+// finish with none outstanding gives no tokens.
+TEST(SamplerCuda, TwoLaunchesOutstandingFinishInOrder) {
+  if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
+  const int V = 3001, rows = 37;
+  std::vector<float> all;
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<float> one = random_logits(V, 100 + r);
+    all.insert(all.end(), one.begin(), one.end());
+  }
+  float* d = nullptr;
+  int32_t* drawn = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, all.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drawn, rows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, all.data(), all.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  std::vector<SampleRow> first(rows), second(rows);
+  for (int r = 0; r < rows; ++r) {
+    first[r] = kRules[r % (sizeof(kRules) / sizeof(kRules[0]))];
+    first[r].seed = 7, first[r].step = static_cast<uint64_t>(r);
+    second[r] = first[(r + 5) % rows];
+    second[r].step += 1000;
+  }
+  second.resize(rows - 4);  // a smaller second launch
+  CudaSampler alone, paired;
+  std::vector<int32_t> want1, want2, got1, got2, none = {1};
+  ASSERT_TRUE(alone.sample(d, V, first, nullptr, &want1).ok());
+  ASSERT_TRUE(alone.sample(d, V, second, nullptr, &want2).ok());
+  ASSERT_TRUE(paired.launch(d, V, first, nullptr, false, drawn).ok());
+  ASSERT_TRUE(paired.launch(d, V, second, nullptr, false, drawn).ok());
+  EXPECT_FALSE(paired.launch(d, V, second, nullptr).ok()) << "a third launch outstanding";
+  ASSERT_TRUE(paired.finish(&got1).ok());
+  ASSERT_TRUE(paired.finish(&got2).ok());
+  EXPECT_EQ(got1, want1);
+  EXPECT_EQ(got2, want2);
+  ASSERT_TRUE(paired.finish(&none).ok());
+  EXPECT_TRUE(none.empty());
+  std::vector<int32_t> on_device(rows - 4);
+  ASSERT_EQ(cudaMemcpy(on_device.data(), drawn, on_device.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(on_device, want2);
+  cudaFree(drawn);
+  cudaFree(d);
+}
+
 TEST(SamplerCuda, SameDistributionsAsTheHost) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
   const int V = 1000, rows = 8192;
@@ -431,7 +478,9 @@ TEST(SamplerCuda, LogprobsOnTheDeviceMatchTheHost) {
       EXPECT_EQ(lp[r].token, tokens[r]) << what;
       if (rs[r].temperature == 0.f) {  // greedy: the host's token, the top entry's
         EXPECT_EQ(tokens[r], sample_row(rows_logits[r].data(), V, rs[r])) << what;
-        if (!lp[r].top.empty()) EXPECT_EQ(tokens[r], lp[r].top[0].first) << what;
+        if (!lp[r].top.empty()) {
+          EXPECT_EQ(tokens[r], lp[r].top[0].first) << what;
+        }
       }
       auto near = [&](float got, float w) {
         if (std::isinf(w)) return got == w;
