@@ -52,6 +52,18 @@ assert ph[\"forward\"] > 0 and ph[\"forward\"] == max(ph.values()) and steps >= 
 check "--report FILE.html: a page around the SVG" 'grep -q "<svg" "$html" && grep -q "<html>" "$html"' 
 kill -TERM "$pid"; wait "$pid"
 
+# Overlapped steps (--overlap-steps, issue 27): the same load, every request whole, the server's
+# token count the client's, and /metrics saying the steps were overlapped.
+start_server --overlap-steps
+"$bench" --target "127.0.0.1:$port" --num-prompts 30 --input-len 48 --output-len 8 --ignore-eos \
+  --request-rate 100 --max-concurrency 8 --result-json "$json" --no-progress >/dev/null
+rc=$?
+metrics=$(scrape "$mport")
+check "--overlap-steps: 30 completed, none failed, 240 tokens as the server counted (rc $rc)" \
+  'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"completed\"]==30 and d[\"failed\"]==0 and d[\"total_output_tokens\"]==240" "$json" && echo "$metrics" | grep -q "^vllm:generation_tokens_total 240"'
+check "--overlap-steps: /metrics flashserve:overlap_steps 1" 'echo "$metrics" | grep -q "^flashserve:overlap_steps 1"'
+kill -TERM "$pid"; wait "$pid"
+
 http=0 start_server --max-num-seqs 1 --max-waiting 1
 "$bench" --target "127.0.0.1:$port" --num-prompts 20 --input-len 16 --output-len 200 --ignore-eos \
   --result-json "$json" --no-progress >/dev/null

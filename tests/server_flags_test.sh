@@ -223,5 +223,9 @@ check "FLASHSERVE_TPOT_TARGET_MS=12.5 and FLASHSERVE_MAX_PREFILL_TOKENS=128 are 
   'grep -q "prefill budget while decodes run: the most prompt tokens whose predicted forward time stays <= 12.5 ms (--tpot-target-ms, a step cost model fitted on the last 256 steps), at least 32, at most 128 (--max-prefill-tokens); steps without decodes" "$tmp/err"'
 served -- --port 0 "${base[@]}" --tpot-target-ms 0 --max-prefill-tokens 0
 check "--tpot-target-ms 0 and --max-prefill-tokens 0 are off" 'grep -q "(no --max-prefill-tokens, no --tpot-target-ms)" "$tmp/err"'
+check "steps one at a time by default" 'grep -q "steps: one at a time (no --overlap-steps)" "$tmp/err"'
+served FLASHSERVE_OVERLAP_STEPS=1 -- --port 0 "${base[@]}"
+check "FLASHSERVE_OVERLAP_STEPS=1: overlapped steps" 'grep -q "steps: overlapped (--overlap-steps" "$tmp/err"'
+refused --overlap-steps "FLASHSERVE_OVERLAP_STEPS=maybe" FLASHSERVE_OVERLAP_STEPS=maybe -- --port 0 "${base[@]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

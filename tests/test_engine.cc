@@ -520,6 +520,21 @@ TEST(Engine, BadRequestsAreRejectedBeforeTheCache) {
 // Request ids are keyed by (owner, id) (issue 24, points 12 and 15): two owners use one id at
 // once, the same owner twice is a duplicate, cancel() with another owner is an unknown id and
 // leaves the request running, and cancel_in_every_namespace reaches both.
+// Requests without an id (embedders) get sequential ones: many enqueued back to back, before
+// any is admitted, are all taken and all complete. (Before session 28 the number was the
+// scheduler's next cache id, which only admission advances: the second was a duplicate.)
+TEST(Engine, RequestsWithoutAnIdAreAllTaken) {
+  auto e = make_engine(256, 16, 64);
+  std::vector<std::shared_ptr<ResultStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    std::shared_ptr<ResultStream> s;
+    const Status st = e->enqueue(greedy("", {5, 6, 7 + i}, 3), &s);
+    ASSERT_TRUE(st.ok()) << i << ": " << st.to_string();
+    streams.push_back(s);
+  }
+  for (auto& s : streams) EXPECT_EQ(collect(*s).last.reason, FinishReason::kLength);
+}
+
 TEST(Engine, RequestIdsLiveInTheirOwnersNamespace) {
   auto e = make_engine(1024, 16, 64);  // room for three of 3000 tokens: none ends by itself here
   GenerateRequest a = greedy("job", {1, 2, 3}, 3000), b = greedy("job", {4, 5, 6}, 3000);

@@ -156,7 +156,7 @@ Status Engine::enqueue(GenerateRequest request, std::shared_ptr<ResultStream>* s
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status(StatusCode::kUnavailable, "the engine is shutting down");
-    if (request.request_id.empty()) request.request_id = "req-" + std::to_string(scheduler_.next_seq_id());
+    if (request.request_id.empty()) request.request_id = "req-" + std::to_string(next_request_number_++);
     if (by_id_.count({request.owner, request.request_id}))
       return invalid_argument("request id " + request.request_id + " is already in use");
     if (static_cast<int32_t>(waiting_.size()) >= config_.max_waiting)

@@ -206,6 +206,9 @@ class Engine {
   RunningQueue running_;   // of Requests
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Request>> by_id_;  // (owner, request_id)
   bool stopping_ = false;
+  int64_t next_request_number_ = 1;  // an empty request_id's "req-N" (before session 28: the
+                                     // scheduler's next cache id, the same for every request
+                                     // enqueued before the next admission: a duplicate)
   EngineStats stats_;
   std::thread thread_;
 };

@@ -100,9 +100,12 @@ std::string Metrics::render() const {
   // Mixed steps (issue 27): the prefill budget and the step cost model it may follow.
   gauge("flashserve:prefill_budget_tokens", "Prompt-chunk tokens the latest step with decodes could take.",
         s.prefill_budget_tokens);
-  if (engine != nullptr)
+  if (engine != nullptr) {
     gauge("flashserve:tpot_target_seconds", "The TPOT target the prefill budget follows (0: none).",
           engine->config().tpot_target_s);
+    gauge("flashserve:overlap_steps", "1 where step n + 1 is queued while step n runs (--overlap-steps), else 0.",
+          engine->config().overlap_steps ? 1 : 0);
+  }
   out += "# HELP flashserve:step_cost_seconds The step cost model: forward seconds = intercept + decode_token x "
          "decode tokens + prefill_token x prompt tokens + decode_context_token x the decodes' cached tokens (0 "
          "until fitted).\n# TYPE flashserve:step_cost_seconds gauge\n";
