@@ -244,7 +244,8 @@ TEST(Logprobs, LargeMagnitudesAndNonFiniteLogitsNeverGiveNaN) {
 // Two launches outstanding (the engine's overlapped steps): finish gives them in the order
 // launched, each the tokens sample() gives alone (the same rows and u: the same token); the
 // `drawn` output holds the last launch's tokens on the device; a third launch is refused, and a
-// finish with none outstanding gives no tokens.
+// finish with none outstanding gives no tokens. A launch whose parameters the caller uploaded
+// (prepare, write_prepared, launch_prepared) gives the same tokens.
 TEST(SamplerCuda, TwoLaunchesOutstandingFinishInOrder) {
   if (!cuda_available()) GTEST_SKIP() << cuda_unavailable_reason();
   const int V = 3001, rows = 37;
@@ -282,6 +283,21 @@ TEST(SamplerCuda, TwoLaunchesOutstandingFinishInOrder) {
   std::vector<int32_t> on_device(rows - 4);
   ASSERT_EQ(cudaMemcpy(on_device.data(), drawn, on_device.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(on_device, want2);
+  // The parameters uploaded by the caller (the CUDA model's one upload a step): prepare, then
+  // write_prepared into the caller's buffer, its copy on the device, launch_prepared from there.
+  int64_t bytes = 0;
+  ASSERT_TRUE(paired.prepare(V, first, false, &bytes).ok());
+  EXPECT_LE(bytes, CudaSampler::prepared_bytes_bound(rows, 0));
+  std::vector<char> staged(static_cast<size_t>(bytes));
+  paired.write_prepared(staged.data());
+  char* uploaded = nullptr;
+  ASSERT_EQ(cudaMalloc(&uploaded, staged.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(uploaded, staged.data(), staged.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE(paired.launch_prepared(d, nullptr, nullptr, uploaded).ok());
+  EXPECT_FALSE(paired.launch_prepared(d, nullptr).ok()) << "launched twice from one prepare";
+  ASSERT_TRUE(paired.finish(&got1).ok());
+  EXPECT_EQ(got1, want1);
+  cudaFree(uploaded);
   cudaFree(drawn);
   cudaFree(d);
 }

@@ -190,8 +190,14 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     m->last_norm_ = a.take<__nv_bfloat16>(B * H);
     m->drawn_ = a.take<int32_t>(B);
     // The largest step's layout bounds every step's (the offsets grow with the sizes).
-    m->meta_dev_bytes_ = step_metadata_layout(T, static_cast<int32_t>(B), static_cast<int32_t>(B),
-                                              m->opt_.max_blocks_per_seq).bytes;
+    // Then the draws' parameters, uploaded in the same copy (up to 8 banned ids a row; a step
+    // with more has the sampler upload its own).
+    m->meta_dev_bytes_ = (step_metadata_layout(T, static_cast<int32_t>(B), static_cast<int32_t>(B),
+                                               m->opt_.max_blocks_per_seq)
+                              .bytes +
+                          StepMetadataLayout::kAlign - 1) /
+                             StepMetadataLayout::kAlign * StepMetadataLayout::kAlign +
+                         CudaSampler::prepared_bytes_bound(B, 8 * B);
     m->meta_dev_ = a.take<char>(m->meta_dev_bytes_);
   };
   carve(ba);
@@ -389,7 +395,7 @@ Status LlamaCudaModel::reserve_workspace(int64_t bytes) {
   return Status::Ok();
 }
 
-Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeholder_rows) {
+Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeholder_rows, int64_t draw_bytes) {
   // A pure decode step replays a CUDA graph captured for its batch size (graph_batch_size: the
   // batch padded with dummy rows to a capture size) and table width (graph_table_width): block
   // tables are laid out at that width and the split plan is the planner's graph mode for it, so
@@ -409,7 +415,7 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeho
   if (T > opt_.max_tokens_per_step || B > opt_.max_batch || b.block_table_stride > opt_.max_blocks_per_seq)
     return invalid_argument("cuda model: the step is larger than the model's buffers");
   const StepMetadataLayout layout = step_metadata_layout(step);
-  FS_RETURN_IF_ERROR(upload_metadata(b, step, layout));
+  FS_RETURN_IF_ERROR(upload_metadata(b, step, layout, draw_bytes));
   if (timed_upload_ != nullptr && cudaEventRecord(timed_upload_, stream_) != cudaSuccess) {
     (void)cudaGetLastError();  // the step runs untimed
     upload_untimed_ = true;
@@ -468,12 +474,17 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeho
 // behind every kernel of the step that reads it. The upload is never inside a graph capture (it
 // precedes cudaStreamBeginCapture), so graphs replay the kernels over the fixed meta_dev_.
 Status LlamaCudaModel::upload_metadata(const ForwardBatch& b, const AttentionStep& step,
-                                       const StepMetadataLayout& layout) {
+                                       const StepMetadataLayout& layout, int64_t draw_bytes) {
   FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaEventSynchronize(meta_uploaded_), "upload (previous step's)"));
   if (layout.bytes > meta_dev_bytes_) return internal_error("cuda model: step metadata larger than its buffer");
-  if (layout.bytes > meta_host_bytes_) {
+  // The draws' parameters behind the metadata, where they fit.
+  const int64_t draws_at =
+      (layout.bytes + StepMetadataLayout::kAlign - 1) / StepMetadataLayout::kAlign * StepMetadataLayout::kAlign;
+  draws_at_ = draw_bytes > 0 && draws_at + draw_bytes <= meta_dev_bytes_ ? draws_at : -1;
+  const int64_t total = draws_at_ >= 0 ? draws_at + draw_bytes : layout.bytes;
+  if (total > meta_host_bytes_) {
     // Doubling, up to the largest step's size: a few growths in a server's life.
-    const int64_t bytes = std::max(layout.bytes, std::min(2 * meta_host_bytes_, meta_dev_bytes_));
+    const int64_t bytes = std::max(total, std::min(2 * meta_host_bytes_, meta_dev_bytes_));
     cudaFreeHost(meta_host_);
     meta_host_ = nullptr;
     meta_host_bytes_ = 0;
@@ -484,9 +495,9 @@ Status LlamaCudaModel::upload_metadata(const ForwardBatch& b, const AttentionSte
     meta_host_bytes_ = bytes;
   }
   write_step_metadata(b, step, layout, meta_host_);
+  if (draws_at_ >= 0) sampler_.write_prepared(meta_host_ + draws_at_);
   FS_RETURN_IF_ERROR(flashserve::cuda_status(
-      cudaMemcpyAsync(meta_dev_, meta_host_, static_cast<size_t>(layout.bytes), cudaMemcpyHostToDevice, stream_),
-      "upload"));
+      cudaMemcpyAsync(meta_dev_, meta_host_, static_cast<size_t>(total), cudaMemcpyHostToDevice, stream_), "upload"));
   return flashserve::cuda_status(cudaEventRecord(meta_uploaded_, stream_), "upload");
 }
 
@@ -646,14 +657,18 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
   rec.timed = record(rec.ev[0]);
   timed_upload_ = rec.timed ? rec.ev[1] : nullptr;
   upload_untimed_ = false;
-  // Placeholders name the last begun step's draws, in drawn_ (the sampler's second output).
-  Status st = forward_device(b, drawn_rows_);
+  // The draws' parameters go up with the step's metadata, in one copy (issue 27: one pinned
+  // upload a step). Placeholders name the last begun step's draws, in drawn_ (the sampler's
+  // second output).
+  int64_t draw_bytes = 0;
+  Status st = sampler_.prepare(config_.vocab_size, rows, opt_.gpu_logprobs, &draw_bytes);
+  if (st.ok()) st = forward_device(b, drawn_rows_, draw_bytes);
   timed_upload_ = nullptr;
   drawn_rows_ = 0;  // a step that fails leaves no draws for placeholders to name
   if (st.ok()) {
     rec.asks.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
     for (size_t i = 0; i < rows.size(); ++i) rec.asks[i] = rows[i].logprobs;
-    st = sampler_.launch(logits_, config_.vocab_size, rows, stream_, opt_.gpu_logprobs, drawn_);
+    st = sampler_.launch_prepared(logits_, stream_, drawn_, draws_at_ >= 0 ? meta_dev_ + draws_at_ : nullptr);
   }
   rec.timed = rec.timed && !upload_untimed_ && st.ok() && record(rec.ev[2]);
   rec.asked_logits.clear();

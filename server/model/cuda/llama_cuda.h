@@ -118,8 +118,9 @@ class LlamaCudaModel : public Model {
   void break_step_timing() override { prev_step_timed_ = false; }
 
   // The step without copying logits back: they stay on the device ([batch, vocab] fp32).
-  // placeholder_rows: the rows of drawn_ its placeholders may name (begin_step's).
-  Status forward_device(const ForwardBatch& batch, int32_t placeholder_rows = 0);
+  // begin_step's: placeholder_rows, the rows of drawn_ its placeholders may name; draw_bytes, the
+  // sampler's prepared parameters to upload with the metadata (CudaSampler::prepare).
+  Status forward_device(const ForwardBatch& batch, int32_t placeholder_rows = 0, int64_t draw_bytes = 0);
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const {
@@ -160,8 +161,10 @@ class LlamaCudaModel : public Model {
     const int32_t *tokens, *positions, *cu_prefill, *seq_lens, *last_rows, *block_tables;
     const int64_t* slots;
   };
-  // Lays the step's metadata out in the pinned meta_host_ and uploads it into meta_dev_ in one copy.
-  Status upload_metadata(const ForwardBatch& batch, const AttentionStep& step, const StepMetadataLayout& layout);
+  // Lays the step's metadata out in the pinned meta_host_ and uploads it into meta_dev_ in one copy,
+  // the sampler's prepared draw_bytes behind it where they fit (at draws_at_; else -1).
+  Status upload_metadata(const ForwardBatch& batch, const AttentionStep& step, const StepMetadataLayout& layout,
+                         int64_t draw_bytes);
   Status run_layers(const AttentionStep& step, const StepArrays& arrays);
   // FP8: layer `layer`'s scales from the amax of k_ and v_ over the step's num_tokens rows (on
   // the device), then fixed (KvScales::calibrate). Its layer's first write only, a prefill step,
@@ -214,14 +217,16 @@ class LlamaCudaModel : public Model {
   __nv_bfloat16 *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr, *tmp_ = nullptr,
                 *gu_ = nullptr, *act_ = nullptr, *last_norm_ = nullptr;
   // The step's small metadata arrays (tokens, positions, slots, cu_prefill, seq_lens, last rows,
-  // block tables), one StepMetadataLayout: on the device sized for the largest step the options
-  // allow, so it never moves (captured graphs read it); in pinned host memory, grown when needed;
+  // block tables), one StepMetadataLayout, then the step's draws' parameters: on the device sized
+  // for the largest step the options allow (and a full batch's draws with 8 banned ids a row), so
+  // it never moves (captured graphs read it); in pinned host memory, grown when needed;
   // meta_uploaded_ is recorded on stream_ after each upload out of meta_host_.
   char* meta_dev_ = nullptr;
   int64_t meta_dev_bytes_ = 0;
   char* meta_host_ = nullptr;
   int64_t meta_host_bytes_ = 0;
   cudaEvent_t meta_uploaded_ = nullptr;
+  int64_t draws_at_ = -1;  // the last upload's draws' parameters in meta_dev_ (-1: not in it)
   AttentionStepBuilder steps_;
   void* workspace_ = nullptr;  // split-K decode
   int64_t workspace_bytes_ = 0;

@@ -464,10 +464,20 @@ Status CudaSampler::grow(Slot& sl, int64_t bytes) {
   return Status::Ok();
 }
 
+namespace {
+// The results a launch copies back: [tokens n][flags n][logprobs m rows] (int32 words).
+int64_t result_bytes(int64_t rows, int64_t asking) { return rows * 8 + asking * (1 + 2 * kMaxTopLogprobs) * 4; }
+int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+}  // namespace
+
+int64_t CudaSampler::prepared_bytes_bound(int64_t rows, int64_t banned) {
+  return rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + 2 * rows * 4;
+}
+
 Status CudaSampler::reserve(int64_t rows, int64_t banned) {
   if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
-  const int64_t bytes = rows * static_cast<int64_t>(sizeof(RowParams)) + (banned + 1) * 4 + rows * 8 +
-                        rows * (2 + 1 + 2 * kMaxTopLogprobs) * 4;  // every row asking for logprobs
+  // Its own upload's room too (every row asking for logprobs).
+  const int64_t bytes = align256(result_bytes(rows, rows)) + prepared_bytes_bound(rows, banned);
   for (Slot& sl : slots_) {
     if (sl.done != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(sl.done));
     FS_RETURN_IF_ERROR(grow(sl, bytes));
@@ -486,16 +496,17 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
   ++finished_;
   const int64_t n = sl.rows;
   tokens->assign(static_cast<size_t>(n), 0);
+  if (n == 0) return Status::Ok();
   FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(sl.done), "sample"));
-  std::memcpy(tokens->data(), sl.host + sl.tokens_at, static_cast<size_t>(n) * 4);
-  const auto* flags = reinterpret_cast<const int32_t*>(sl.host + sl.tokens_at) + n;
+  std::memcpy(tokens->data(), sl.host, static_cast<size_t>(n) * 4);
+  const auto* flags = reinterpret_cast<const int32_t*>(sl.host) + n;
   candidate_rows_ = 0;
   for (int64_t r = 0; r < n; ++r) candidate_rows_ += flags[r] != 0;
   if (sl.logprobs_launched) {
     logprobs_ready_ = true;
     if (logprobs != nullptr) {
       logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});
-      const auto* words = reinterpret_cast<const int32_t*>(sl.host + sl.logprobs_at);
+      const auto* words = reinterpret_cast<const int32_t*>(sl.host + n * 8);
       for (size_t a = 0; a < sl.asking.size(); ++a) {
         const auto [row, k] = sl.asking[a];
         const int32_t* w = words + a * (1 + 2 * kMaxTopLogprobs);
@@ -511,9 +522,19 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
 
 Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                            bool logprobs, int32_t* drawn) {
-  if (launched_ - finished_ >= 2) return internal_error("CudaSampler::launch: two launches not finished");
-  Slot& sl = slots_[launched_ % 2];
+  int64_t bytes = 0;
+  FS_RETURN_IF_ERROR(prepare(vocab, rows, logprobs, &bytes));
+  return launch_prepared(logits, stream, drawn);
+}
+
+// The next launch's parameters laid out in prepared_ ([params n][banned + 1][asks 2m], what the
+// kernels read), and what launch_prepared needs of them.
+Status CudaSampler::prepare(int32_t vocab, const std::vector<SampleRow>& rows, bool logprobs, int64_t* bytes) {
+  Prepared& p = prepared_;
+  p = Prepared{};
+  p.vocab = vocab;
   const int64_t n = static_cast<int64_t>(rows.size());
+  p.rows = n;
   std::vector<RowParams> params(static_cast<size_t>(n));
   std::vector<int32_t> banned;
   for (int64_t r = 0; r < n; ++r) {
@@ -526,75 +547,94 @@ Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector
   }
   // The asking rows, for logprobs_kernel (all of them on the device, or none: a row asking for
   // more than it takes leaves them to the caller).
-  sl.asking.clear();
-  sl.logprobs_launched = false;
   if (logprobs) {
     bool fits = true;
     for (int64_t r = 0; r < n; ++r)
       if (rows[r].logprobs >= 0) {
         fits = fits && rows[r].logprobs <= kMaxTopLogprobs;
-        sl.asking.emplace_back(static_cast<int32_t>(r), std::min(rows[r].logprobs, vocab));
+        p.asking.emplace_back(static_cast<int32_t>(r), std::min(rows[r].logprobs, vocab));
       }
-    if (!fits || sl.asking.empty()) sl.asking.clear();
-    sl.logprobs_launched = fits;
+    if (!fits || p.asking.empty()) p.asking.clear();
+    p.logprobs = fits;
   }
-  const int64_t m = static_cast<int64_t>(sl.asking.size());
+  const int64_t m = static_cast<int64_t>(p.asking.size());
   // The bitmap's shared memory, only when some row bans a token.
-  const int64_t ban_smem = banned.empty() ? 0 : (static_cast<int64_t>(vocab) + 31) / 32 * 4;
-  if (ban_smem > 48 * 1024 - kStaticSmem) {
+  p.ban_smem = banned.empty() ? 0 : (static_cast<int64_t>(vocab) + 31) / 32 * 4;
+  if (p.ban_smem > 48 * 1024 - kStaticSmem) {
     int device = 0, optin = 0;
     FS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     FS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (ban_smem > optin - kStaticSmem)
+    if (p.ban_smem > optin - kStaticSmem)
       return unsupported("GPU sampling: a vocabulary of " + std::to_string(vocab) +
                          " is too large for the banned-token bitmap in shared memory");
-    FS_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(ban_smem)));
   }
-  // The buffer: [params n][banned + 1][asks 2m] (uploaded), then [tokens n][flags n][logprobs m
-  // rows] (copied back).
-  const int64_t result_words = m * (1 + 2 * kMaxTopLogprobs);
-  const int64_t bytes = n * static_cast<int64_t>(sizeof(RowParams)) + (static_cast<int64_t>(banned.size()) + 1) * 4 +
-                        2 * m * 4 + n * 8 + result_words * 4;
-  // The slot's last copy back (its launch finished, or never launched) is done before its pinned
-  // buffer is written or grown: a no-op but for a slot of a launch finished before its copy.
+  p.banned_at = n * static_cast<int64_t>(sizeof(RowParams));
+  p.asks_at = p.banned_at + (static_cast<int64_t>(banned.size()) + 1) * 4;
+  p.bytes = p.asks_at + 2 * m * 4;
+  staged_.assign(static_cast<size_t>(p.bytes), 0);
+  std::memcpy(staged_.data(), params.data(), n * sizeof(RowParams));
+  if (!banned.empty()) std::memcpy(staged_.data() + p.banned_at, banned.data(), banned.size() * 4);
+  for (int64_t a = 0; a < m; ++a) {
+    reinterpret_cast<int32_t*>(staged_.data() + p.asks_at)[2 * a] = p.asking[a].first;
+    reinterpret_cast<int32_t*>(staged_.data() + p.asks_at)[2 * a + 1] = p.asking[a].second;
+  }
+  p.ready = true;
+  *bytes = p.bytes;
+  return Status::Ok();
+}
+
+void CudaSampler::write_prepared(char* host) const {
+  std::memcpy(host, staged_.data(), staged_.size());
+}
+
+Status CudaSampler::launch_prepared(const float* logits, cudaStream_t stream, int32_t* drawn, const char* uploaded) {
+  Prepared& p = prepared_;
+  if (!p.ready) return internal_error("CudaSampler::launch_prepared: nothing prepared");
+  p.ready = false;
+  if (launched_ - finished_ >= 2) return internal_error("CudaSampler::launch: two launches not finished");
+  Slot& sl = slots_[launched_ % 2];
+  const int64_t n = p.rows, m = static_cast<int64_t>(p.asking.size());
+  // The slot's buffers: the results (device, and their pinned copy), then, without the caller's
+  // upload, the parameters (pinned, then their copy on the device). Its last copy back (its
+  // launch finished, or never launched) is done before its pinned buffer is written or grown: a
+  // no-op but for a slot of a launch finished before its copy.
+  const int64_t own_at = align256(result_bytes(n, m));
   if (sl.done != nullptr) FS_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(sl.done));
-  FS_RETURN_IF_ERROR(grow(sl, bytes));
+  FS_RETURN_IF_ERROR(grow(sl, own_at + (uploaded == nullptr ? p.bytes : 0)));
   sl.rows = n;
+  sl.asking = std::move(p.asking);
+  sl.logprobs_launched = p.logprobs;
   if (n == 0) {  // finished in turn, with no tokens
     ++launched_;
     return Status::Ok();
   }
-  const int64_t banned_at = n * static_cast<int64_t>(sizeof(RowParams));
-  const int64_t asks_at = banned_at + (static_cast<int64_t>(banned.size()) + 1) * 4;
-  const int64_t up = asks_at + 2 * m * 4;
-  std::memcpy(sl.host, params.data(), n * sizeof(RowParams));
-  if (!banned.empty()) std::memcpy(sl.host + banned_at, banned.data(), banned.size() * 4);
-  for (int64_t a = 0; a < m; ++a) {
-    reinterpret_cast<int32_t*>(sl.host + asks_at)[2 * a] = sl.asking[a].first;
-    reinterpret_cast<int32_t*>(sl.host + asks_at)[2 * a + 1] = sl.asking[a].second;
-  }
   char* base = static_cast<char*>(sl.params);
-  auto* d_params = reinterpret_cast<RowParams*>(base);
-  auto* d_banned = reinterpret_cast<int32_t*>(base + banned_at);
-  auto* d_asks = reinterpret_cast<int32_t*>(base + asks_at);
-  auto* d_out = d_asks + 2 * m;
-  sl.tokens_at = reinterpret_cast<char*>(d_out) - base;
-  sl.logprobs_at = sl.tokens_at + n * 8;
-  FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, sl.host, static_cast<size_t>(up), cudaMemcpyHostToDevice, stream));
+  if (uploaded == nullptr) {
+    std::memcpy(sl.host + own_at, staged_.data(), static_cast<size_t>(p.bytes));
+    FS_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(base + own_at, sl.host + own_at, static_cast<size_t>(p.bytes), cudaMemcpyHostToDevice, stream));
+    uploaded = base + own_at;
+  }
+  const auto* d_params = reinterpret_cast<const RowParams*>(uploaded);
+  const auto* d_banned = reinterpret_cast<const int32_t*>(uploaded + p.banned_at);
+  const auto* d_asks = reinterpret_cast<const int32_t*>(uploaded + p.asks_at);
+  auto* d_out = reinterpret_cast<int32_t*>(base);
+  if (p.ban_smem > 48 * 1024 - kStaticSmem)
+    FS_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(p.ban_smem)));
   // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
   // candidates; off by default until a GPU has run it (written in session 27 without one).
   const char* env = std::getenv("FLASHSERVE_SAMPLER_CANDIDATES");
   const bool candidates = env != nullptr && std::strcmp(env, "1") == 0;
-  sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(ban_smem), stream>>>(
-      logits, vocab, d_params, d_banned, d_out, drawn, candidates);
+  sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(p.ban_smem), stream>>>(
+      logits, p.vocab, d_params, d_banned, d_out, drawn, candidates);
   FS_CUDA_CHECK_LAUNCH("sample kernel");
   if (m > 0) {
-    logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, vocab, d_asks, d_out, d_out + 2 * n);
+    logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, p.vocab, d_asks, d_out, d_out + 2 * n);
     FS_CUDA_CHECK_LAUNCH("logprobs kernel");
   }
   FS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sl.host + sl.tokens_at, d_out, n * 8 + result_words * 4, cudaMemcpyDeviceToHost, stream));
+      cudaMemcpyAsync(sl.host, d_out, static_cast<size_t>(result_bytes(n, m)), cudaMemcpyDeviceToHost, stream));
   FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(sl.done, stream));
   ++launched_;  // (a launch that failed is not finished: the slot is the next launch's)
   return Status::Ok();

@@ -41,6 +41,16 @@ class CudaSampler {
   // placeholders read them there: ForwardBatch).
   Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                 bool logprobs = false, int32_t* drawn = nullptr);
+  // launch in three parts, for a caller that uploads the draws' parameters with its own data in
+  // one copy (the CUDA model: one pinned upload a step, issue 27): prepare lays them out (bytes,
+  // at most prepared_bytes_bound), write_prepared copies them to the caller's pinned buffer, and
+  // launch_prepared queues the draws reading them at `uploaded` (their device copy, queued
+  // before on stream; null: the sampler uploads them itself, as launch does).
+  Status prepare(int32_t vocab, const std::vector<SampleRow>& rows, bool logprobs, int64_t* bytes);
+  void write_prepared(char* host) const;
+  Status launch_prepared(const float* logits, cudaStream_t stream, int32_t* drawn = nullptr,
+                         const char* uploaded = nullptr);
+  static int64_t prepared_bytes_bound(int64_t rows, int64_t banned);  // banned: ids in all
   Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
   // Whether the last launch computes its asking rows' logprobs on the device (launch's logprobs
   // on and every asking row within the device's 20), and whether the last finished one did.
@@ -57,18 +67,27 @@ class CudaSampler {
  private:
   // One launch's buffers and what finish needs of it.
   struct Slot {
-    void* params = nullptr;  // device: per-row parameters, banned ids, output tokens
+    // device: the results ([tokens n][flags n][logprobs]), then the parameters where the
+    // sampler uploads them itself; host (pinned): the results back, the parameters to upload.
+    void* params = nullptr;
     int64_t capacity = 0;
-    char* host = nullptr;    // pinned: the parameters and banned ids to upload, then the tokens back
+    char* host = nullptr;
     int64_t host_capacity = 0;
-    int64_t rows = 0;        // the launch's rows; their tokens at host + tokens_at
-    int64_t tokens_at = 0;
-    // The launch's asking rows (row, top count), their results at host + logprobs_at.
-    std::vector<std::pair<int32_t, int32_t>> asking;
-    int64_t logprobs_at = 0;
+    int64_t rows = 0;  // the launch's rows
+    std::vector<std::pair<int32_t, int32_t>> asking;  // its asking rows (row, top count)
     bool logprobs_launched = false;
-    cudaEvent_t done = nullptr;  // recorded after the tokens' copy back
+    cudaEvent_t done = nullptr;  // recorded after the results' copy back
   };
+  // The next launch, prepared: its parameters in staged_ ([params n][banned + 1][asks 2m]).
+  struct Prepared {
+    bool ready = false;
+    int32_t vocab = 0;
+    int64_t rows = 0, bytes = 0, banned_at = 0, asks_at = 0, ban_smem = 0;
+    std::vector<std::pair<int32_t, int32_t>> asking;
+    bool logprobs = false;
+  };
+  Prepared prepared_;
+  std::vector<char> staged_;
   Status grow(Slot& slot, int64_t bytes);  // its buffers to at least bytes
   Slot slots_[2];
   int64_t launched_ = 0, finished_ = 0;  // launch k uses slots_[k % 2]
