@@ -504,6 +504,9 @@ int main(int argc, char** argv) {
   }
   spdlog::info("steps: {}", ec.overlap_steps ? "overlapped (--overlap-steps: step n + 1 queued while step n runs)"
                                              : "one at a time (no --overlap-steps)");
+  if (ec.overlap_steps && device != "cuda")
+    spdlog::warn("--overlap-steps on the CPU gains nothing (its steps run in begin_step) and delays each token by a "
+                 "step; it is for the GPU");
   srv->set_engine(eng.get(), &text_model);
   spdlog::info("flashserve serving {} on {} at {}:{}", model, device, so.host, srv->port());
   std::printf("ready\n");

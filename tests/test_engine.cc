@@ -874,5 +874,69 @@ TEST(Engine, OverlappedStepsCancelAndShutDownMidStream) {
   EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
 }
 
+// A model that refuses its fail_at-th begun step (an injected device error) and runs the rest.
+class FailAtStep : public test::AsyncModel {
+ public:
+  FailAtStep(std::unique_ptr<model::Model> inner, int fail_at) : AsyncModel(std::move(inner)), fail_at_(fail_at) {}
+  Status begin_step(const model::ForwardBatch& b, const std::vector<model::SampleRow>& rows) override {
+    if (++begun_ == fail_at_) return internal_error("injected failure");
+    return AsyncModel::begin_step(b, rows);
+  }
+  bool async_steps() const override { return false; }
+
+ private:
+  int fail_at_, begun_ = 0;
+};
+
+// Overlapped steps when a step fails: to begin (the model refuses it) or to end (refused on a
+// threaded model's step thread: it surfaces in end_step, with the step after it in flight, whose
+// placeholders then name draws that never came, so that it fails too). The failed steps'
+// requests end with an error after the reference's tokens so far, every other stream ends whole,
+// nothing hangs, the pool comes back, and the engine serves a request after.
+TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
+  std::mt19937 rng(35);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 5 + 6 * i));
+  for (bool threaded : {false, true}) {
+    auto failing = std::make_unique<FailAtStep>(test::tiny_model(7, 128, 4), 6);
+    std::unique_ptr<model::Model> m;
+    if (threaded) m = std::make_unique<test::ThreadedModel>(std::move(failing));
+    else m = std::move(failing);
+    EngineConfig ec;
+    ec.num_blocks = 128;
+    ec.block_size = 4;
+    ec.max_num_batched_tokens = 16;  // the prompts take a few steps, so some start after the failure
+    ec.overlap_steps = true;
+    std::unique_ptr<Engine> e;
+    ASSERT_TRUE(Engine::create(ec, std::move(m), &e).ok());
+    std::vector<std::shared_ptr<ResultStream>> streams;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::shared_ptr<ResultStream> st;
+      ASSERT_TRUE(e->enqueue(greedy("f" + std::to_string(i), prompts[i], 12), &st).ok());
+      streams.push_back(st);
+    }
+    int errors = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Collected c = collect(*streams[i]);
+      const std::string what = std::string(threaded ? "threaded" : "synchronous") + ", request " + std::to_string(i);
+      const std::vector<int32_t> ref = reference_greedy(prompts[i], 12);
+      ASSERT_LE(c.tokens.size(), ref.size()) << what;
+      EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + static_cast<long>(c.tokens.size()))) << what;
+      if (c.last.reason == FinishReason::kError) {
+        ++errors;
+        EXPECT_NE(c.last.error.message().find("injected"), std::string::npos) << what << ": " << c.last.error.to_string();
+      } else {
+        EXPECT_EQ(c.last.reason, FinishReason::kLength) << what;
+        EXPECT_EQ(c.tokens.size(), 12u) << what;
+      }
+    }
+    EXPECT_GT(errors, 0);
+    std::shared_ptr<ResultStream> after;
+    ASSERT_TRUE(e->enqueue(greedy("after", prompts[0], 5), &after).ok());
+    EXPECT_EQ(collect(*after).tokens, reference_greedy(prompts[0], 5));
+    EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace flashserve::engine

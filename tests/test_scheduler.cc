@@ -602,5 +602,27 @@ TEST(Scheduler, TokensInFlightAreDecodedByPlaceholderAndHoldAdmission) {
   EXPECT_TRUE(waiting.empty());
 }
 
+// Overlapped steps: nothing fits, but a running sequence's last token (by length) is still being
+// drawn: no one is preempted to make room (the engine ends that step first: its end may free
+// blocks); with no token in flight, the newest is.
+TEST(Scheduler, NoRoomIsMadeWhileATokenIsInFlight) {
+  KVCacheManager cache(cache_config(5, 4, false));  // 4 usable blocks: 16 tokens
+  Scheduler sched({64, 8}, &cache);
+  RunningQueue running;
+  WaitingQueue waiting = {seq("a", 8), seq("b", 12, 4, 200)};
+  StepPlan p = sched.schedule(running, waiting);  // a's prompt whole, b's first 8 (the blocks run out)
+  ASSERT_EQ(running.size(), 2u);
+  ASSERT_EQ(p.prefills.size(), 2u);
+  ASSERT_FALSE(p.prefills[1].samples);
+  running[0]->tokens_in_flight = 1;  // a draws its last token (decode_pending stays false)
+  p = sched.schedule(running, waiting);
+  EXPECT_TRUE(p.empty());
+  EXPECT_TRUE(p.preempted.empty()) << "made room while a token was in flight";
+  running[0]->tokens_in_flight = 0;
+  p = sched.schedule(running, waiting);
+  EXPECT_EQ(p.preempted.size(), 1u);
+  EXPECT_TRUE(p.made_room);
+}
+
 }  // namespace
 }  // namespace flashserve::engine

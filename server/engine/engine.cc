@@ -459,11 +459,15 @@ void Engine::end_in_flight() {
     fst = internal_error("the model returned " + std::to_string(sampled.size()) + " tokens and " +
                          std::to_string(logprobs.size()) + " logprobs for " + std::to_string(rows) + " rows");
   const auto t_end = Clock::now();
-  // The step's cost for the step cost model: an asynchronous model's step ran from when it was
+  // The step's cost for the step cost model: where the model times its steps on the device (the
+  // CUDA model), its upload and run there; else an asynchronous model's step ran from when it was
   // queued or the step before it ended, whichever came later, to now (back to back, the device's
-  // time a step); a synchronous model's ran inside begin_step.
-  const double cost =
-      model_->async_steps() ? seconds(std::max(f.t_begin, t_last_end_), t_end) : f.begin_s;
+  // time a step), and a synchronous model's inside begin_step. (Not the host's wall time around
+  // the step: begin_step of the step after it may wait for the device, e.g. for logprobs.)
+  model::Model::StepDeviceTime device;
+  double cost = f.begin_s;
+  if (fst.ok() && model_->last_step_device_time(&device)) cost = device.prepare_s + device.run_s;
+  else if (model_->async_steps()) cost = seconds(std::max(f.t_begin, t_last_end_), t_end);
   t_last_end_ = t_end;
   if (fst.ok()) step_cost_.observe(f.shape, cost);
   std::unique_lock<std::mutex> lock(mu_);

@@ -33,7 +33,8 @@ bool Scheduler::schedule_chunk(const SequencePtr& s, int32_t* budget, StepPlan* 
 StepShape StepPlan::shape() const {
   StepShape s;
   s.decode_tokens = static_cast<int32_t>(decodes.size());
-  for (const ScheduledSequence& d : decodes) s.decode_context_tokens += static_cast<int64_t>(d.seq->tokens.size());
+  for (const ScheduledSequence& d : decodes)
+    s.decode_context_tokens += static_cast<int64_t>(d.seq->tokens.size()) + d.seq->tokens_in_flight;
   for (const ScheduledSequence& p : prefills) s.prefill_tokens += p.num_tokens;
   return s;
 }
@@ -105,8 +106,11 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
     running.push_back(s);
   }
 
-  // 3. Nothing fit: free the newest running sequence's blocks so that the others can go on.
-  if (plan.empty() && running.size() > 1) {
+  // 3. Nothing fit: free the newest running sequence's blocks so that the others can go on; but
+  // not while a step in flight draws a running sequence's token (overlapped steps): its end may
+  // finish that one and free its blocks, or give it a token to decode.
+  const bool drawing = std::any_of(running.begin(), running.end(), [](const SequencePtr& s) { return s->tokens_in_flight > 0; });
+  if (plan.empty() && running.size() > 1 && !drawing) {
     preempt(running, waiting, &plan);
     plan.made_room = true;
   }

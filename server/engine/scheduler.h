@@ -22,7 +22,8 @@
 //     none: the one ahead finishes its prompt in a bounded number of steps.
 //  3. Nothing scheduled and more than one running: the newest is preempted, so that the others
 //     can go on (sequences mid-prompt can hold every block between them). The engine rejects a
-//     request that would not fit the pool alone, so this always ends.
+//     request that would not fit the pool alone, so this always ends. Not while a step in flight
+//     draws a running sequence's token (overlapped steps): the engine ends that step first.
 #pragma once
 
 #include <cstdint>

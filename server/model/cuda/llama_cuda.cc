@@ -696,10 +696,7 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
       row = end;
     }
     if (asking > 0 && st.ok()) st = flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs");
-    if (!st.ok()) {  // the draws were launched: finished here, so that the sampler takes the next
-      std::vector<int32_t> dropped;
-      (void)sampler_.finish(&dropped);
-    }
+    if (!st.ok()) (void)sampler_.abandon_last();  // launched: dropped (not the step in flight's)
   }
   if (!st.ok()) {
     prev_step_timed_ = false;

@@ -52,6 +52,9 @@ class CudaSampler {
                          const char* uploaded = nullptr);
   static int64_t prepared_bytes_bound(int64_t rows, int64_t banned);  // banned: ids in all
   Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
+  // Drops the newest launch not finished (its caller failed after launching it): waits for its
+  // copy back, and its slot is the next launch's. The older one, if any, is still finished next.
+  Status abandon_last();
   // Whether the last launch computes its asking rows' logprobs on the device (launch's logprobs
   // on and every asking row within the device's 20), and whether the last finished one did.
   bool logprobs_launched() const { return launched_ > 0 && slots_[(launched_ - 1) % 2].logprobs_launched; }
