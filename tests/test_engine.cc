@@ -892,13 +892,14 @@ class FailAtStep : public test::AsyncModel {
 // threaded model's step thread: it surfaces in end_step, with the step after it in flight, whose
 // placeholders then name draws that never came, so that it fails too). The failed steps'
 // requests end with an error after the reference's tokens so far, every other stream ends whole,
-// nothing hangs, the pool comes back, and the engine serves a request after.
+// nothing hangs, the pool comes back, and the engine serves every prompt again after, none from
+// a cached prefix the failed steps never wrote.
 TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
   std::mt19937 rng(35);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 5 + 6 * i));
   for (bool threaded : {false, true}) {
-    auto failing = std::make_unique<FailAtStep>(test::tiny_model(7, 128, 4), 6);
+    auto failing = std::make_unique<FailAtStep>(test::tiny_model(7, 128, 4), 2);
     std::unique_ptr<model::Model> m;
     if (threaded) m = std::make_unique<test::ThreadedModel>(std::move(failing));
     else m = std::move(failing);
@@ -931,9 +932,14 @@ TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
       }
     }
     EXPECT_GT(errors, 0);
-    std::shared_ptr<ResultStream> after;
-    ASSERT_TRUE(e->enqueue(greedy("after", prompts[0], 5), &after).ok());
-    EXPECT_EQ(collect(*after).tokens, reference_greedy(prompts[0], 5));
+    // Every prompt again, one at a time: the blocks the failed steps were to write (hashed when
+    // planned) must not serve them as a cached prefix.
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::shared_ptr<ResultStream> after;
+      ASSERT_TRUE(e->enqueue(greedy("after" + std::to_string(i), prompts[i], 5), &after).ok());
+      EXPECT_EQ(collect(*after).tokens, reference_greedy(prompts[i], 5)) << (threaded ? "threaded" : "synchronous")
+                                                                         << ", again " << i;
+    }
     EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
   }
 }

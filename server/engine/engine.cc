@@ -324,6 +324,7 @@ bool Engine::step() {
         finish(request_of(s.seq), FinishReason::kError, cst);
         running_.erase(std::remove(running_.begin(), running_.end(), s.seq), running_.end());
       });
+      cache_.reset_prefix_cache();  // its planned blocks were hashed, never written (as deliver's)
       lock.unlock();
       flush_outbox();
       return true;
@@ -445,6 +446,11 @@ void Engine::deliver(const StepPlan& plan, const Status& forward, const std::vec
     // (Overlapped steps: one preempted while its last token was drawn waits for readmission.)
     if (overlap) waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), d), waiting_.end());
   }
+  // A failed step's K/V are not to be trusted, and its full blocks were hashed when it was planned:
+  // now free (its requests have ended), they leave the prefix cache, lest a later prompt take
+  // them as its prefix. (Overlapped, a step begun before the failure was known may already have
+  // taken them: a device error that fails one step fails the next too.)
+  if (!forward.ok()) cache_.reset_prefix_cache();
 }
 
 void Engine::end_in_flight() {
