@@ -888,7 +888,7 @@ class FailAtStep : public test::AsyncModel {
   int fail_at_, begun_ = 0;
 };
 
-// Overlapped steps when a step fails: to begin (the model refuses it) or to end (refused on a
+// A step that fails, one at a time or overlapped. Overlapped, it fails to begin (the model refuses it) or to end (refused on a
 // threaded model's step thread: it surfaces in end_step, with the step after it in flight, whose
 // placeholders then name draws that never came, so that it fails too). The failed steps'
 // requests end with an error after the reference's tokens so far, every other stream ends whole,
@@ -898,7 +898,8 @@ TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
   std::mt19937 rng(35);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 5 + 6 * i));
-  for (bool threaded : {false, true}) {
+  for (int mode = 0; mode < 3; ++mode) {  // overlapped (synchronous, threaded), one at a time
+    const bool threaded = mode == 1;
     auto failing = std::make_unique<FailAtStep>(test::tiny_model(7, 128, 4), 2);
     std::unique_ptr<model::Model> m;
     if (threaded) m = std::make_unique<test::ThreadedModel>(std::move(failing));
@@ -907,7 +908,7 @@ TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
     ec.num_blocks = 128;
     ec.block_size = 4;
     ec.max_num_batched_tokens = 16;  // the prompts take a few steps, so some start after the failure
-    ec.overlap_steps = true;
+    ec.overlap_steps = mode < 2;
     std::unique_ptr<Engine> e;
     ASSERT_TRUE(Engine::create(ec, std::move(m), &e).ok());
     std::vector<std::shared_ptr<ResultStream>> streams;
@@ -919,7 +920,7 @@ TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
     int errors = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
       const Collected c = collect(*streams[i]);
-      const std::string what = std::string(threaded ? "threaded" : "synchronous") + ", request " + std::to_string(i);
+      const std::string what = "mode " + std::to_string(mode) + ", request " + std::to_string(i);
       const std::vector<int32_t> ref = reference_greedy(prompts[i], 12);
       ASSERT_LE(c.tokens.size(), ref.size()) << what;
       EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + static_cast<long>(c.tokens.size()))) << what;
@@ -937,8 +938,7 @@ TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       std::shared_ptr<ResultStream> after;
       ASSERT_TRUE(e->enqueue(greedy("after" + std::to_string(i), prompts[i], 5), &after).ok());
-      EXPECT_EQ(collect(*after).tokens, reference_greedy(prompts[i], 5)) << (threaded ? "threaded" : "synchronous")
-                                                                         << ", again " << i;
+      EXPECT_EQ(collect(*after).tokens, reference_greedy(prompts[i], 5)) << "mode " << mode << ", again " << i;
     }
     EXPECT_NEAR(e->stats().kv_usage, 0.0, 1e-12);
   }
