@@ -888,13 +888,13 @@ class FailAtStep : public test::AsyncModel {
   int fail_at_, begun_ = 0;
 };
 
-// A step that fails, one at a time or overlapped. Overlapped, it fails to begin (the model refuses it) or to end (refused on a
-// threaded model's step thread: it surfaces in end_step, with the step after it in flight, whose
-// placeholders then name draws that never came, so that it fails too). The failed steps'
-// requests end with an error after the reference's tokens so far, every other stream ends whole,
-// nothing hangs, the pool comes back, and the engine serves every prompt again after, none from
-// a cached prefix the failed steps never wrote.
-TEST(Engine, OverlappedStepsSurviveAStepThatFails) {
+// A step that fails, one at a time or overlapped. Overlapped, it fails to begin (the model
+// refuses it) or to end (refused on a threaded model's step thread: it surfaces in end_step,
+// with the step after it in flight, whose placeholders then name draws that never came, so that
+// it fails too). The failed steps' requests end with an error after the reference's tokens so
+// far, every other stream ends whole, nothing hangs, the pool comes back, and the engine serves
+// every prompt again after, none from a cached prefix the failed steps never wrote.
+TEST(Engine, StepsSurviveAStepThatFails) {
   std::mt19937 rng(35);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 4; ++i) prompts.push_back(random_prompt(rng, 5 + 6 * i));
