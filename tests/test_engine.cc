@@ -693,6 +693,19 @@ TEST(Engine, OverlappedDeliveryPushesTheLastStepsTokenBeforeTheNextStepEnds) {
 
 // ---- Overlapped steps (EngineConfig::overlap_steps, issue 27) -------------------------------
 
+// An engine over `model` (blocks of 4 tokens), overlapped or not.
+std::unique_ptr<Engine> engine_over(std::unique_ptr<model::Model> model, int num_blocks, int budget, bool overlap) {
+  EngineConfig ec;
+  ec.num_blocks = num_blocks;
+  ec.block_size = 4;
+  ec.max_num_batched_tokens = budget;
+  ec.overlap_steps = overlap;
+  std::unique_ptr<Engine> e;
+  const Status st = Engine::create(ec, std::move(model), &e);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return e;
+}
+
 // A mixed workload (seed 29): greedy and seeded sampled requests (top_k, top_p, min_p), eos not
 // ignored, stop ids on the greedy path (a request that ends early has a dropped row in the step
 // after), min_tokens, logprobs, max_tokens 1, a shared prefix (prefix reuse) and prompts long
@@ -726,13 +739,7 @@ std::vector<GenerateRequest> mixed_workload() {
 // tokens a step), every request enqueued before the first step can take them.
 std::vector<WithLogprobs> run_workload(std::unique_ptr<model::Model> model, int num_blocks, bool overlap,
                                        EngineStats* stats = nullptr) {
-  EngineConfig ec;
-  ec.num_blocks = num_blocks;
-  ec.block_size = 4;
-  ec.max_num_batched_tokens = 16;
-  ec.overlap_steps = overlap;
-  std::unique_ptr<Engine> e;
-  EXPECT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+  std::unique_ptr<Engine> e = engine_over(std::move(model), num_blocks, 16, overlap);
   std::vector<std::shared_ptr<ResultStream>> streams;
   std::vector<GenerateRequest> reqs = mixed_workload();
   for (auto& r : reqs) {
@@ -806,13 +813,7 @@ TEST(Engine, OverlappedStepsDropOneRowAfterAStopAndNoneAfterTheLength) {
   for (bool stop : {false, true}) {
     auto model = std::make_unique<test::ThreadedModel>(test::tiny_model(7, 64, 4));
     const test::ThreadedModel* threaded = model.get();
-    EngineConfig ec;
-    ec.num_blocks = 64;
-    ec.block_size = 4;
-    ec.max_num_batched_tokens = 64;
-    ec.overlap_steps = true;
-    std::unique_ptr<Engine> e;
-    ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+    std::unique_ptr<Engine> e = engine_over(std::move(model), 64, 64, true);
     GenerateRequest r = greedy("one", prompt, 8);
     if (stop) r.sampling.stop_token_ids = {path[4]};
     const int32_t expect = stop ? static_cast<int32_t>(std::find(path.begin(), path.end(), path[4]) - path.begin()) + 1 : 8;
@@ -836,13 +837,7 @@ TEST(Engine, OverlappedStepsCancelAndShutDownMidStream) {
   std::mt19937 rng(31);
   const std::vector<int32_t> a = random_prompt(rng, 11), b = random_prompt(rng, 5);
   auto model = std::make_unique<test::ThreadedModel>(test::tiny_model(7, 128, 4));
-  EngineConfig ec;
-  ec.num_blocks = 128;
-  ec.block_size = 4;
-  ec.max_num_batched_tokens = 32;
-  ec.overlap_steps = true;
-  std::unique_ptr<Engine> e;
-  ASSERT_TRUE(Engine::create(ec, std::move(model), &e).ok());
+  std::unique_ptr<Engine> e = engine_over(std::move(model), 128, 32, true);
   std::shared_ptr<ResultStream> sa, sb;
   ASSERT_TRUE(e->enqueue(greedy("a", a, 300), &sa).ok());
   ASSERT_TRUE(e->enqueue(greedy("b", b, 20), &sb).ok());
@@ -904,13 +899,8 @@ TEST(Engine, StepsSurviveAStepThatFails) {
     std::unique_ptr<model::Model> m;
     if (threaded) m = std::make_unique<test::ThreadedModel>(std::move(failing));
     else m = std::move(failing);
-    EngineConfig ec;
-    ec.num_blocks = 128;
-    ec.block_size = 4;
-    ec.max_num_batched_tokens = 16;  // the prompts take a few steps, so some start after the failure
-    ec.overlap_steps = mode < 2;
-    std::unique_ptr<Engine> e;
-    ASSERT_TRUE(Engine::create(ec, std::move(m), &e).ok());
+    // 16 tokens a step: the prompts take a few steps, so some start after the failure.
+    std::unique_ptr<Engine> e = engine_over(std::move(m), 128, 16, mode < 2);
     std::vector<std::shared_ptr<ResultStream>> streams;
     for (size_t i = 0; i < prompts.size(); ++i) {
       std::shared_ptr<ResultStream> st;

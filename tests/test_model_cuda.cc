@@ -667,16 +667,22 @@ TEST(LlamaCuda, WarmUpCapturesEveryBatchSizeAndWritesNoCache) {
   EXPECT_EQ(gpu->graph_count(), 4u);  // the warmed graph of 1 row (the tables at its width)
 }
 
-TEST(LlamaCuda, EngineOnTheGpuModel) {
-  FS_SKIP_WITHOUT_CUDA();
-  const LlamaConfig c = tiny_gpu();
-  LlamaWeights w;
-  ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
+// The options of the engine tests' GPU models: 128 blocks of 16, 256 tokens and 64 sequences a step.
+CudaModelOptions engine_options() {
   CudaModelOptions opt;
   opt.num_blocks = 128;
   opt.block_size = 16;
   opt.max_tokens_per_step = 256;
   opt.max_batch = 64;
+  return opt;
+}
+
+TEST(LlamaCuda, EngineOnTheGpuModel) {
+  FS_SKIP_WITHOUT_CUDA();
+  const LlamaConfig c = tiny_gpu();
+  LlamaWeights w;
+  ASSERT_TRUE(synthetic_weights(c, 21, &w).ok());
+  const CudaModelOptions opt = engine_options();
   std::unique_ptr<LlamaCudaModel> gpu;
   ASSERT_TRUE(LlamaCudaModel::create(c, &w, 0, opt, &gpu).ok());
   LlamaConfig c32;  // head_dim 32: a clear UNSUPPORTED from the first step, not a crash
@@ -826,11 +832,7 @@ TEST(LlamaCuda, EngineWithOverlappedSteps) {
   const LlamaConfig c = tiny_gpu();
   LlamaWeights w;
   ASSERT_TRUE(synthetic_weights(c, 34, &w).ok());
-  CudaModelOptions opt;
-  opt.num_blocks = 128;
-  opt.block_size = 16;
-  opt.max_tokens_per_step = 256;
-  opt.max_batch = 64;
+  const CudaModelOptions opt = engine_options();
   std::map<bool, std::vector<std::vector<int32_t>>> outputs;
   for (bool overlap : {false, true}) {
     std::unique_ptr<LlamaCudaModel> gpu;
