@@ -60,7 +60,7 @@ for spec in "$@"; do
     # the device's view of a step (the CUDA model's events): idle between steps, prepare (the
     # step's host work and upload), run (kernels, draws, tokens back).
     after=$( (exec 3<>/dev/tcp/127.0.0.1/"$mport" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null |
-      grep -E '^flashserve:(step_seconds_total|steps_total|step_device_seconds_total|device_timed_steps_total)')
+      grep -E '^flashserve:(step_seconds_total|step_begin_seconds_total|steps_total|step_device_seconds_total|device_timed_steps_total)')
     echo "$after" >"$log.c$c.metrics"
     phases+=("$(python3 scripts/step_phases.py "$name" "$c" "$log.c$c.metrics" "${before:-}")")
     before=$after
@@ -86,7 +86,7 @@ echo "| server | concurrency | completed | output tok/s | mean TTFT ms | median 
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "| server | concurrency | steps | schedule us/step | build us/step | forward us/step | deliver us/step | device idle us | device prepare us | device run us |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| server | concurrency | steps | schedule us/step | build us/step | forward us/step | of it begin_step us | deliver us/step | device idle us | device prepare us | device run us |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${phases[@]}"
 exit $status

@@ -39,7 +39,7 @@ check "smoke load: 30 completed, none failed" \
 metrics=$(scrape "$mport")
 check "the client's token count is the server's (240)" \
   'python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"total_output_tokens\"]==240" "$json" && echo "$metrics" | grep -q "^vllm:generation_tokens_total 240"'
-check "/metrics: the step thread's time by phase, the forward pass the largest; 8 steps or more" \
+check "/metrics: the step thread's time by phase, the forward pass the largest, begin_step within it; 8 steps or more" \
   'echo "$metrics" | python3 -c "
 import re, sys
 t = sys.stdin.read()
@@ -47,6 +47,8 @@ ph = {m[0]: float(m[1]) for m in re.findall(r\"^flashserve:step_seconds_total\\{
 steps = float(re.search(r\"^flashserve:steps_total (\\S+)\", t, re.M).group(1))
 assert set(ph) == {\"schedule\", \"build\", \"forward\", \"deliver\"}, ph
 assert ph[\"forward\"] > 0 and ph[\"forward\"] == max(ph.values()) and steps >= 8, (ph, steps)
+begin = float(re.search(r\"^flashserve:step_begin_seconds_total (\\S+)\", t, re.M).group(1))
+assert 0 < begin <= ph[\"forward\"], (begin, ph)
 "'
 "$bench" --target "127.0.0.1:$port" --num-prompts 5 --input-len 8 --output-len 4 --report "$html" --no-progress >/dev/null
 check "--report FILE.html: a page around the SVG" 'grep -q "<svg" "$html" && grep -q "<html>" "$html"' 

@@ -361,6 +361,7 @@ bool Engine::step() {
     std::vector<model::TokenLogprobs> no_logprobs;
     deliver(plan, bst, none, no_logprobs);
     stats_.step_forward_s += seconds(t_built, t_begun);
+    stats_.step_begin_s += seconds(t_built, t_begun);
     lock.unlock();
     flush_outbox();
     return true;
@@ -377,6 +378,7 @@ bool Engine::step() {
   std::vector<model::TokenLogprobs> logprobs;  // one a row; token -1 where the row did not ask
   const bool async = model_->async_steps();
   Status fst = model_->begin_step(builder_.batch(), builder_.rows());
+  const double begin_s = seconds(t_built, Clock::now());
   if (async) flush_outbox();
   if (fst.ok()) fst = model_->end_step(&sampled, &logprobs);
   if (fst.ok() && (sampled.size() != builder_.rows().size() || logprobs.size() != sampled.size()))
@@ -388,6 +390,7 @@ bool Engine::step() {
   if (fst.ok()) step_cost_.observe(shape, forward);
   lock.lock();
   account_forward(fst.ok(), forward);
+  stats_.step_begin_s += begin_s;
   deliver(plan, fst, sampled, logprobs);
   if (!async) {
     lock.unlock();
@@ -478,6 +481,7 @@ void Engine::end_in_flight() {
   if (fst.ok()) step_cost_.observe(f.shape, cost);
   std::unique_lock<std::mutex> lock(mu_);
   account_forward(fst.ok(), f.begin_s + seconds(t0, t_end));
+  stats_.step_begin_s += f.begin_s;
   deliver(f.plan, fst, sampled, logprobs);
   stats_.step_deliver_s += seconds(t_end, Clock::now());
   lock.unlock();

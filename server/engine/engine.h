@@ -121,6 +121,10 @@ struct EngineStats {
   // and delivering (the engine lock taken back, the tokens pushed to the streams). The host's
   // share of a step is all but the forward. /metrics: flashserve:step_seconds_total{phase}.
   double step_schedule_s = 0, step_build_s = 0, step_forward_s = 0, step_deliver_s = 0;
+  // Of step_forward_s, the time in the model's begin_step: on a GPU its host work for the step
+  // (plan, metadata, the upload, the launches), on the CPU the whole step.
+  // /metrics: flashserve:step_begin_seconds_total.
+  double step_begin_s = 0;
   // Where the model times its steps on the device (Model::last_step_device_time; the CUDA
   // model): the device idle between steps, begin_step's host work and upload, and the kernels
   // and draws, summed (seconds), over device_timed_steps steps. /metrics:

@@ -85,6 +85,10 @@ std::string Metrics::render() const {
                                  {"forward", s.step_forward_s},
                                  {"deliver", s.step_deliver_s}})
     out += std::string("flashserve:step_seconds_total{phase=\"") + phase + "\"} " + fmt(v) + "\n";
+  counter("flashserve:step_begin_seconds_total",
+          "Of the forward part, the time in the model's begin_step (on a GPU its host work for the step: plan, "
+          "metadata, upload, launches).",
+          s.step_begin_s);
   counter("flashserve:steps_total", "Engine steps run.", static_cast<double>(s.steps));
   if (s.device_timed_steps > 0) {  // a model that times its steps on the device (the CUDA model)
     out += "# HELP flashserve:step_device_seconds_total The device's time by part of a step: idle (between steps: "
