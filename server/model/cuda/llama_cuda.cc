@@ -69,9 +69,11 @@ LlamaCudaModel::~LlamaCudaModel() {
   cudaFree(workspace_);
   cudaFreeHost(meta_host_);
   if (meta_uploaded_) cudaEventDestroy(meta_uploaded_);
-  for (auto& rec : records_)
+  for (auto& rec : records_) {
     for (cudaEvent_t e : rec.ev)
       if (e) cudaEventDestroy(e);
+    cudaFreeHost(rec.asked_logits);
+  }
 }
 
 Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint64_t seed,
@@ -642,6 +644,40 @@ Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vect
   return end_step(tokens, logprobs);
 }
 
+// begin_step's, for logprobs on the host: the asking rows' logits (rec->asks >= 0), one copy a run
+// of consecutive asking rows, packed into the record's pinned buffer (grown when needed: a copy
+// into pageable memory would wait for the step, and the next step's host work with it).
+Status LlamaCudaModel::copy_asked_logits(StepRecord* rec) {
+  const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rec->asks.size());
+  int64_t asking = 0;
+  for (int32_t a : rec->asks) asking += a >= 0;
+  if (asking * V > rec->asked_capacity) {
+    cudaFreeHost(rec->asked_logits);  // (its last copy is done: its step was ended)
+    rec->asked_logits = nullptr;
+    rec->asked_capacity = 0;
+    void* p = nullptr;
+    FS_RETURN_IF_ERROR(flashserve::cuda_status(cudaMallocHost(&p, static_cast<size_t>(asking * V) * sizeof(float)),
+                                               "cudaMallocHost (logprobs)"));
+    rec->asked_logits = static_cast<float*>(p);
+    rec->asked_capacity = asking * V;
+  }
+  for (int64_t row = 0, packed = 0; row < B;) {
+    if (rec->asks[row] < 0) {
+      ++row;
+      continue;
+    }
+    int64_t end = row + 1;
+    while (end < B && rec->asks[end] >= 0) ++end;
+    FS_RETURN_IF_ERROR(flashserve::cuda_status(
+        cudaMemcpyAsync(rec->asked_logits + packed * V, logits_ + row * V,
+                        static_cast<size_t>((end - row) * V) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "logprobs"));
+    packed += end - row;
+    row = end;
+  }
+  return Status::Ok();
+}
+
 Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<SampleRow>& rows) {
   if (static_cast<int32_t>(rows.size()) != b.batch()) return invalid_argument("forward_and_sample: one row a sequence");
   if (begun_ - ended_ >= 2) return internal_error("begin_step: two steps begun and not ended");
@@ -668,36 +704,13 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
   if (st.ok()) {
     rec.asks.resize(rows.size());  // end_step's: the rows' logprobs asks (not their banned lists)
     for (size_t i = 0; i < rows.size(); ++i) rec.asks[i] = rows[i].logprobs;
-    st = sampler_.launch_prepared(logits_, stream_, drawn_, draws_at_ >= 0 ? meta_dev_ + draws_at_ : nullptr);
-  }
-  rec.timed = rec.timed && !upload_untimed_ && st.ok() && record(rec.ev[2]);
-  rec.asked_logits.clear();
-  if (st.ok() && !sampler_.logprobs_launched()) {
     // Logprobs on the host (opt_.gpu_logprobs off, or a row asking for more than the device path
-    // takes): the asking rows' logits, one copy a run of consecutive asking rows, packed, now,
-    // before a step begun next overwrites logits_. Into pageable memory the copy waits for this
-    // step: such a step is not overlapped with the next one's host work.
-    const int64_t V = config_.vocab_size, B = static_cast<int64_t>(rows.size());
-    int64_t asking = 0;
-    for (int32_t a : rec.asks) asking += a >= 0;
-    rec.asked_logits.resize(static_cast<size_t>(asking * V));
-    for (int64_t row = 0, packed = 0; row < B && st.ok();) {
-      if (rec.asks[row] < 0) {
-        ++row;
-        continue;
-      }
-      int64_t end = row + 1;
-      while (end < B && rec.asks[end] >= 0) ++end;
-      st = flashserve::cuda_status(cudaMemcpyAsync(rec.asked_logits.data() + packed * V, logits_ + row * V,
-                                                   static_cast<size_t>((end - row) * V) * sizeof(float),
-                                                   cudaMemcpyDeviceToHost, stream_),
-                                   "logprobs");
-      packed += end - row;
-      row = end;
-    }
-    if (asking > 0 && st.ok()) st = flashserve::cuda_status(cudaStreamSynchronize(stream_), "logprobs");
-    if (!st.ok()) (void)sampler_.abandon_last();  // launched: dropped (not the step in flight's)
+    // takes): the asking rows' logits copied back now, before the draws (whose copy back end_step
+    // waits for) and before a step begun next overwrites logits_.
+    if (!sampler_.prepared_device_logprobs()) st = copy_asked_logits(&rec);
   }
+  if (st.ok()) st = sampler_.launch_prepared(logits_, stream_, drawn_, draws_at_ >= 0 ? meta_dev_ + draws_at_ : nullptr);
+  rec.timed = rec.timed && !upload_untimed_ && st.ok() && record(rec.ev[2]);
   if (!st.ok()) {
     prev_step_timed_ = false;
     return st;
@@ -752,13 +765,14 @@ Status LlamaCudaModel::end_step(std::vector<int32_t>* tokens, std::vector<TokenL
   }
   FS_RETURN_IF_ERROR(record_device_time(rec, before));
   if (logprobs == nullptr || sampler_.logprobs_ready()) return Status::Ok();  // none wanted, or made on the device
-  // On the host, from the asking rows' logits begin_step copied back.
+  // On the host, from the asking rows' logits begin_step copied back (before the draws, whose copy
+  // the sampler's finish waited for).
   const std::vector<int32_t>& asks = rec.asks;
   const int64_t V = config_.vocab_size, B = static_cast<int64_t>(asks.size());
   logprobs->assign(asks.size(), TokenLogprobs{});
   for (int64_t row = 0, packed = 0; row < B; ++row)
     if (asks[row] >= 0)
-      (*logprobs)[row] = token_logprobs(rec.asked_logits.data() + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
+      (*logprobs)[row] = token_logprobs(rec.asked_logits + packed++ * V, static_cast<int32_t>(V), (*tokens)[row],
                                         asks[row]);
   return Status::Ok();
 }

@@ -107,8 +107,8 @@ class LlamaCudaModel : public Model {
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                             std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr) override;
   // The step and its draws launched on the device (begin_step returns once they are queued, or
-  // at the first host wait a step needs: an FP8 layer's calibration, logprobs computed on the
-  // host); end_step waits for the oldest begun step's tokens. A step's placeholders read the step
+  // at the first host wait a step needs: an FP8 layer's calibration); end_step waits for the
+  // oldest begun step's tokens (and computes the logprobs asked on the host). A step's placeholders read the step
   // before's draws on the device (the sampler writes them to drawn_ too; the embedding gather
   // reads them there), so step n + 1 is queued behind step n before step n's tokens are back.
   Status begin_step(const ForwardBatch& batch, const std::vector<SampleRow>& rows) override;
@@ -176,8 +176,10 @@ class LlamaCudaModel : public Model {
     cudaEvent_t ev[3] = {};  // begin_step's start, after the upload, after the draws' copy back
     bool timed = false;
     std::vector<int32_t> asks;        // the rows' logprobs asks (-1: none), for end_step
-    std::vector<float> asked_logits;  // logprobs on the host: the asking rows' logits, [asking, vocab]
+    float* asked_logits = nullptr;    // logprobs on the host: the asking rows' logits, [asking, vocab], pinned
+    int64_t asked_capacity = 0;       // floats
   };
+  Status copy_asked_logits(StepRecord* rec);
   // end_step's: last_step_device_time's spans from the step's events (and the step before's).
   Status record_device_time(const StepRecord& rec, const StepRecord& before);
   // forward_device's: a graph step's batch padded to graph_batch_size, its tables `width` wide.

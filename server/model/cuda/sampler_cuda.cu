@@ -520,14 +520,6 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
   return Status::Ok();
 }
 
-Status CudaSampler::abandon_last() {
-  if (finished_ == launched_) return internal_error("CudaSampler::abandon_last: no launch outstanding");
-  Slot& sl = slots_[(launched_ - 1) % 2];
-  --launched_;
-  if (sl.rows > 0 && sl.done != nullptr) return cuda_status(cudaEventSynchronize(sl.done), "sample");
-  return Status::Ok();
-}
-
 Status CudaSampler::launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
                            bool logprobs, int32_t* drawn) {
   int64_t bytes = 0;

@@ -36,7 +36,7 @@ class CudaSampler {
   // With `logprobs`, the rows that ask (SampleRow::logprobs 0..20) get their token_logprobs on
   // the device too (fp32 where the host sums in float64: within ~1e-5), and finish hands them
   // over (one entry a row, token -1 where a row did not ask); a row asking for more than 20
-  // leaves the launch without them (logprobs_launched() false: the caller computes them).
+  // leaves the launch without them (prepared_device_logprobs() false: the caller computes them).
   // drawn (device, [rows], may be null): gets the tokens too, on the device (the next step's
   // placeholders read them there: ForwardBatch).
   Status launch(const float* logits, int32_t vocab, const std::vector<SampleRow>& rows, cudaStream_t stream,
@@ -52,12 +52,9 @@ class CudaSampler {
                          const char* uploaded = nullptr);
   static int64_t prepared_bytes_bound(int64_t rows, int64_t banned);  // banned: ids in all
   Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
-  // Drops the newest launch not finished (its caller failed after launching it): waits for its
-  // copy back, and its slot is the next launch's. The older one, if any, is still finished next.
-  Status abandon_last();
-  // Whether the last launch computes its asking rows' logprobs on the device (launch's logprobs
-  // on and every asking row within the device's 20), and whether the last finished one did.
-  bool logprobs_launched() const { return launched_ > 0 && slots_[(launched_ - 1) % 2].logprobs_launched; }
+  // Whether the prepared launch computes its asking rows' logprobs on the device (prepare's
+  // logprobs on and every asking row within the device's 20), and whether the last finished one did.
+  bool prepared_device_logprobs() const { return prepared_.ready && prepared_.logprobs; }
   bool logprobs_ready() const { return logprobs_ready_; }
   // Buffers for `rows` rows and `banned` banned ids in all, made now (for both launches): a
   // launch within them allocates nothing (an allocation would wait for the device's work: the
