@@ -6,10 +6,12 @@
 // K/V append in the QKV epilogue), and prefill tokens/s. Logits stay on the device.
 // Then each decode projection alone, skinny_gemm against cuBLAS at 1..32 rows (the crossover),
 // its weights rotated over copies that exceed the L2.
-// Usage: bench_model [--quick] [--steps-only] | --gemms | --sampler | --profile-step (--gemms:
-// the projections' table alone; --steps-only: without it; --sampler: the GPU sampler's table
-// alone; --profile-step: one eager decode step and its draw (FLASHSERVE_PROFILE_BATCH rows) between
-// cudaProfilerStart/Stop, for ncu and bench/step_breakdown.py)
+// Usage: bench_model [--quick] [--steps-only] | --gemms | --sampler | --profile-step | --mixed
+// (--gemms: the projections' table alone; --steps-only: without it; --sampler: the GPU sampler's
+// table alone; --profile-step: one eager decode step and its draw (FLASHSERVE_PROFILE_BATCH rows)
+// between cudaProfilerStart/Stop, for ncu and bench/step_breakdown.py; --mixed: mixed steps
+// (decodes and a prompt chunk) eager against the same step captured as a graph, issue 27's "try
+// graphs for mixed steps")
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -316,7 +318,7 @@ int main(int argc, char** argv) {
     return false;
   };
   const bool quick = flag("--quick"), gemms_only = flag("--gemms"), steps_only = flag("--steps-only");
-  const bool sampler_only = flag("--sampler"), profile_step = flag("--profile-step");
+  const bool sampler_only = flag("--sampler"), profile_step = flag("--profile-step"), mixed = flag("--mixed");
   if (!cuda_available()) {
     std::printf("bench_model: skipped: %s\n", cuda_unavailable_reason().c_str());
     return 0;
@@ -396,6 +398,41 @@ int main(int argc, char** argv) {
       std::printf("profiled step: batch %d, 1k keys: %s\n", batch, fs.ok() && ss.ok() ? "ok" : "failed");
     }
     return 0;
+  }
+  if (mixed) {
+    // A mixed step: D decodes of 1k keys, then one prompt chunk of P tokens over a 1k cached
+    // prefix (its own blocks after the decodes'). Eager (the server's mixed steps: the prefill by
+    // its dynamic walk; then one CTA an item, as under capture), then replayed as a graph
+    // (CudaModelOptions::mixed_graphs: the prefill one CTA an item, 128-key tiles). The steps
+    // rewrite the same slots.
+    m->set_skinny_gemm(true);  // the server's defaults (skinny GEMMs only where <= 16 rows)
+    std::printf("%-8s %-8s %10s %14s %10s %12s\n", "decodes", "chunk", "eager ms", "eager 1/item", "graph ms",
+                "graph/eager");
+    for (auto [D, P] : {std::pair{15, 512}, std::pair{63, 512}, std::pair{255, 512}, std::pair{63, 2048}}) {
+      ForwardBatch b = make_step(D, 1024, 1, bs, opt.max_blocks_per_seq);
+      const int ctx = 1024 + P, first = 1 + D * (1024 / bs), blocks = (ctx + bs - 1) / bs;
+      for (int i = 0; i < P; ++i) {
+        const int pos = 1024 + i;
+        b.tokens.push_back((i * 131 + 7) % 128000);
+        b.slot_mapping.push_back(int64_t{first + pos / bs} * bs + pos % bs);
+      }
+      b.cu_seqlens_q.push_back(static_cast<int32_t>(b.tokens.size()));
+      b.seq_lens.push_back(ctx);
+      for (int j = 0; j < opt.max_blocks_per_seq; ++j) b.block_tables.push_back(j < blocks ? first + j : 0);
+      m->set_mixed_graphs(false);
+      const double te = time_step(*m, b, quick ? 5 : 20);
+      setenv("FLASHSERVE_PREFILL_WS_PERSISTENT", "0", 1);  // eager, the prefill one CTA an item (as captured)
+      const double ti = time_step(*m, b, quick ? 5 : 20);
+      unsetenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
+      m->set_mixed_graphs(true);  // the first of the timings' warm-ups captures it
+      const size_t graphs = m->graph_count();
+      const double tg = time_step(*m, b, quick ? 5 : 20);
+      m->set_mixed_graphs(false);
+      const bool replayed = m->graph_count() == graphs + 1 && m->cuda_graphs();
+      std::printf("%-8d %-8d %10.3f %14.3f %10.3f %12.3f%s\n", D, P, te * 1e3, ti * 1e3, tg * 1e3, tg / te,
+                  replayed ? "" : "  (no graph captured: eager both)");
+    }
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
   }
   std::printf("%-8s %-6s %10s %10s %10s %9s %12s %10s %9s %11s %9s\n", "batch", "ctx", "eager ms", "graph ms", "floor ms",
               "floor %", "tokens/s", "skinny ms", "floor %", "skinny-r ms", "floor %");

@@ -916,7 +916,11 @@ TEST(Engine, StepsSurviveAStepThatFails) {
       EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + static_cast<long>(c.tokens.size()))) << what;
       if (c.last.reason == FinishReason::kError) {
         ++errors;
-        EXPECT_NE(c.last.error.message().find("injected"), std::string::npos) << what << ": " << c.last.error.to_string();
+        // (The injected failure, or on the threaded model the step after it, begun before the
+        // failure was known: its placeholders name draws that never came.)
+        const std::string& msg = c.last.error.message();
+        EXPECT_TRUE(msg.find("injected") != std::string::npos || msg.find("placeholder") != std::string::npos)
+            << what << ": " << c.last.error.to_string();
       } else {
         EXPECT_EQ(c.last.reason, FinishReason::kLength) << what;
         EXPECT_EQ(c.tokens.size(), 12u) << what;

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "kvcache/kv_cache_manager.h"
 #include "kvcache/sizing.h"
@@ -822,6 +823,57 @@ TEST(LlamaCuda, StepsBegunBackToBackEqualStepsOneAtATime) {
     std::vector<int32_t> none;
     EXPECT_FALSE(a->end_step(&none, nullptr).ok()) << what;
   }
+}
+
+// Mixed steps as graphs (CudaModelOptions::mixed_graphs, issue 27's experiment): two decodes and
+// a prompt chunk, three steps, through the graph model and the eager one (its prefill by the
+// dynamic walk and the key count's tile): logits within the graph tests' tolerance; two steps of
+// one shape share a graph (captured on the first, replayed on the second), a chunk of another
+// length is a graph of its own; prompts alone are never captured.
+TEST(LlamaCuda, MixedStepGraphsMatchEager) {
+  FS_SKIP_WITHOUT_CUDA();
+  GraphAndEager m = graph_and_eager(47, small_options());
+  ASSERT_TRUE(m.gpu && m.eager);
+  const LlamaConfig& c = m.config;
+  m.gpu->set_mixed_graphs(true);
+  KVCacheManager mg(small_cache()), me(small_cache());
+  std::mt19937 rng(47);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int32_t len : {30, 41, 60}) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (auto& t : p) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
+    seqs.push_back(p);
+  }
+  int32_t cached;
+  std::vector<float> lg, le;
+  // The two decoding sequences' prompts (prompts alone: eager on both models, no graph).
+  for (int64_t id = 1; id <= 2; ++id)
+    for (auto [mgr, model] : {std::pair{&mg, m.gpu.get()}, std::pair{&me, m.eager.get()}}) {
+      ASSERT_TRUE(mgr->add_sequence(id, seqs[id - 1].data(), static_cast<int32_t>(seqs[id - 1].size()), 0, &cached).ok());
+      ASSERT_TRUE(model->forward(multi_step(*mgr, {{id, &seqs[id - 1], static_cast<int32_t>(seqs[id - 1].size()), 0}}, 0), &lg).ok());
+    }
+  EXPECT_EQ(m.gpu->graph_count(), 0u) << "a prompt-only step was captured";
+  for (int64_t id = 1; id <= 2; ++id) seqs[id - 1].push_back(5 + static_cast<int32_t>(id));
+  for (KVCacheManager* mgr : {&mg, &me}) ASSERT_TRUE(mgr->add_sequence(3, seqs[2].data(), 60, 0, &cached).ok());
+  // Mixed steps: both decodes and a chunk of the third prompt (16, then 16 again, then 28 tokens).
+  int32_t done = 0;
+  for (int32_t chunk : {16, 16, 28}) {
+    const std::string what = "chunk " + std::to_string(done) + "+" + std::to_string(chunk);
+    for (auto [mgr, model, out] : {std::tuple{&mg, m.gpu.get(), &lg}, std::tuple{&me, m.eager.get(), &le}}) {
+      const Status st = model->forward(multi_step(*mgr, {{1, &seqs[0], 1, 0}, {2, &seqs[1], 1, 0}, {3, &seqs[2], chunk, 0}}, 2), out);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+    }
+    ASSERT_EQ(lg.size(), le.size());
+    for (size_t i = 0; i < le.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(lg[i])) << what;
+      ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "mixed graph vs eager, " << what;
+    }
+    if (done == 16) EXPECT_EQ(m.gpu->graph_count(), 1u) << "the same shape twice: one graph";
+    for (int i = 0; i < 2; ++i) seqs[i].push_back(static_cast<int32_t>(7 + i + done));
+    done += chunk;
+  }
+  EXPECT_EQ(m.gpu->graph_count(), 2u) << "a chunk of another length: a graph of its own";
+  EXPECT_TRUE(m.gpu->cuda_graphs()) << "capture failed: eager";
 }
 
 // The engine over the GPU model with overlapped steps: requests one at a time give the tokens of

@@ -239,6 +239,7 @@ Status LlamaCudaModel::create(const LlamaConfig& c, const LlamaWeights* hw, uint
     if (end != env && *end == '\0' && rows >= 1 && rows <= 32) m->opt_.skinny_max_rows = static_cast<int32_t>(rows);
   }
   env_flag("FLASHSERVE_MODEL_PDL", "1", "0", &m->opt_.pdl);
+  env_flag("FLASHSERVE_MIXED_GRAPHS", "1", "0", &m->opt_.mixed_graphs);
   env_flag("FLASHSERVE_SKINNY_ROPE", "1", "0", &m->opt_.skinny_rope_append);
   env_flag("FLASHSERVE_GPU_LOGPROBS", "1", "0", &m->opt_.gpu_logprobs);
   env_flag("FLASHSERVE_SKINNY_NORM", "one", "two", &m->opt_.skinny_norm_one_launch);
@@ -272,6 +273,7 @@ Status LlamaCudaModel::gemm(const __nv_bfloat16* a, const __nv_bfloat16* w, int6
 void LlamaCudaModel::drop_graphs() {
   for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   graphs_.clear();
+  mixed_graph_count_ = 0;
 }
 
 // Each setter drops the captured graphs: they hold the other path's launches.
@@ -313,7 +315,9 @@ static void append_dummy_rows(ForwardBatch* p, int32_t count) {
 // at `width`; the batch itself where no padding is needed and its tables are that wide. The
 // padded copy reuses padded_'s buffers.
 const ForwardBatch& LlamaCudaModel::padded_for_graph(const ForwardBatch& b, int64_t width) {
-  const int32_t B = b.batch(), Bp = graph_batch_size(B, graph_batch_cap());
+  // (A mixed step is not padded: its dummy rows would have to sit between its decodes and its
+  // prompt chunks. Its tables are widened alone.)
+  const int32_t B = b.batch(), Bp = b.num_decode == B ? graph_batch_size(B, graph_batch_cap()) : B;
   if (Bp == B && width == b.block_table_stride) return b;
   ForwardBatch& p = padded_;
   p.num_decode = b.num_decode;
@@ -380,7 +384,11 @@ Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool grap
       planning.max_seq_len = static_cast<int32_t>(width * opt_.block_size);
     }
   }
-  return steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step, placeholder_rows);
+  FS_RETURN_IF_ERROR(steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step, placeholder_rows));
+  // A captured mixed step may not depend on its keys' count: the prefill's tile choice reads the
+  // hint, which 0 leaves at 128-key tiles (attention/cuda/prefill_cuda.cu, ws_wide).
+  if (graph) step->prefill_keys = 0;
+  return Status::Ok();
 }
 
 // The decode workspace at least `bytes`: a larger one moves it, and graphs captured with the old
@@ -434,14 +442,17 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeho
   // The plan's workspace.
   if (step.decode_planned) FS_RETURN_IF_ERROR(reserve_workspace(step.decode_plan.workspace_bytes));
   if (!graph) return run_layers(step, arrays);
-  const std::pair<int32_t, int64_t> key{B, width};
+  const bool mixed = b.num_decode != B;
+  GraphKey key{B, width, step.cu_prefill};
   auto it = graphs_.find(key);
+  if (it == graphs_.end() && mixed && mixed_graph_count_ >= kMaxMixedGraphs) return run_layers(step, arrays);
   if (it != graphs_.end() && !(it->second.layout == layout)) {
     // Not expected: a pure decode step of B sequences at the graph's width has one layout (its
     // offsets depend only on the sizes). Were it to differ, the captured launches would read
     // the wrong offsets of meta_dev_, so capture again.
     cudaGraphExecDestroy(it->second.exec);
     graphs_.erase(it);
+    mixed_graph_count_ -= mixed ? 1 : 0;
     it = graphs_.end();
   }
   if (it == graphs_.end()) {
@@ -459,7 +470,8 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeho
       opt_.cuda_graphs = false;
       return run_layers(step, arrays);
     }
-    it = graphs_.emplace(key, Graph{exec, layout}).first;
+    it = graphs_.emplace(std::move(key), Graph{exec, layout}).first;
+    mixed_graph_count_ += mixed ? 1 : 0;
   }
   return flashserve::cuda_status(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -41,6 +42,13 @@ struct CudaModelOptions {
   int32_t max_blocks_per_seq = 0;       // 0: num_blocks - 1; a pool sized from memory: the context's
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
+  // Mixed steps (decodes and prompt chunks; not prompts alone) replayed as graphs too, one a
+  // (batch, table width, prompt-chunk lengths), at most kMaxMixedGraphs of them (issue 27's "try
+  // graphs for mixed steps of fixed shape": bench_model --mixed times it). Under capture the
+  // prefill takes one CTA an item and 128-key tiles (no dynamic walk, no key count on the host).
+  // Off: an experiment until measured (session 28, no GPU). FLASHSERVE_MIXED_GRAPHS=1 or 0, read
+  // at create, overrides this.
+  bool mixed_graphs = false;
   // Steps of at most skinny_max_rows tokens (decode) take the layers' projections by skinny_gemm
   // (skinny_gemm.h: the weights streamed once, QKV as one GEMM, the residual add + RMSNorm and
   // SwiGLU in its epilogues) instead of cuBLAS. Measured on the H200 (bench/NOTES.md "Skinny
@@ -124,8 +132,9 @@ class LlamaCudaModel : public Model {
   const float* logits_device() const { return logits_; }
   cudaStream_t stream() const { return stream_; }
   bool graph_step(int32_t batch, int32_t num_decode) const {
-    return opt_.cuda_graphs && batch > 0 && num_decode == batch;
+    return opt_.cuda_graphs && batch > 0 && (num_decode == batch || (opt_.mixed_graphs && num_decode > 0));
   }
+  static constexpr size_t kMaxMixedGraphs = 64;  // past it, a new mixed shape runs eagerly
   // Graphs captured so far (one a padded batch size and table width).
   size_t graph_count() const { return graphs_.size(); }
   // Captures (and runs once) the decode graph of every capture size up to max_batch at the
@@ -136,6 +145,7 @@ class LlamaCudaModel : public Model {
   // to calibrate (their first write would calibrate on the dummies). Returns the graphs made.
   Status warm_up_graphs(int32_t* captured = nullptr);
   void set_cuda_graphs(bool on) { opt_.cuda_graphs = on; }
+  void set_mixed_graphs(bool on) { opt_.mixed_graphs = on; }
   // Skinny GEMMs on or off from the next step (bench A/B; the captured graphs are dropped).
   void set_skinny_gemm(bool on);
   void set_skinny_launch_epilogue(bool on);
@@ -237,7 +247,17 @@ class LlamaCudaModel : public Model {
     cudaGraphExec_t exec = nullptr;
     StepMetadataLayout layout;
   };
-  std::map<std::pair<int32_t, int64_t>, Graph> graphs_;  // by (padded batch, table width)
+  // By (padded batch, table width, the prompt chunks' cu_prefill: {0} for a pure decode step).
+  struct GraphKey {
+    int32_t batch;
+    int64_t width;
+    std::vector<int32_t> cu_prefill;
+    bool operator<(const GraphKey& o) const {
+      return std::tie(batch, width, cu_prefill) < std::tie(o.batch, o.width, o.cu_prefill);
+    }
+  };
+  std::map<GraphKey, Graph> graphs_;
+  size_t mixed_graph_count_ = 0;  // of graphs_, the mixed steps'
   ForwardBatch padded_;  // padded_for_graph's buffers, reused step to step
   CudaSampler sampler_;
   int32_t* drawn_ = nullptr;  // [max_batch] the last begun step's draws (placeholders read them)
