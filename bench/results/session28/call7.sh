@@ -9,13 +9,14 @@
 # build-gpu/tests/test_sampler_cuda.
 P=build-gpu/pack
 LIBS="$PWD/$P/lib"; source bench/results/call_prologue.sh
-timeout 60 $B/tests/test_model_cuda --gtest_filter='*BackToBack*:*OverlappedSteps*' > "$out/test_overlap.log" 2>&1
+timeout 60 $B/tests/test_model_cuda --gtest_filter='*BackToBack*:*OverlappedSteps*:*MixedStepGraphs*' > "$out/test_overlap.log" 2>&1
 echo "$(el) overlap tests rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_overlap.log" | tr '\n' ' ')"
 timeout 60 $B/tests/test_sampler_cuda --gtest_filter='*TwoLaunches*' > "$out/test_sampler2.log" 2>&1
 echo "$(el) sampler slots rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_sampler2.log" | tr '\n' ' ')"
 grep -E "Failure|Expected|Which is" "$out/test_overlap.log" "$out/test_sampler2.log" | head -8
+timeout 90 $B/bench/bench_model --mixed > "$out/mixed.log" 2>&1; echo "$(el) mixed rc $?"; tail -6 "$out/mixed.log"
 srv=$P/server/flashserve_server,--num-blocks,32768,--max-num-seqs,256,--max-batched-tokens,8192
-OUT=/tmp/serve IN=1024 OUTLEN=128 N1=16 N64=128 CONCURRENCY="1 64" timeout 500 bash scripts/gpu_serve_check.sh \
+OUT=/tmp/serve IN=1024 OUTLEN=128 N1=16 N64=128 CONCURRENCY="1 64" timeout 420 bash scripts/gpu_serve_check.sh \
   $P/client/flashserve_bench one=$srv overlap=$srv,--overlap-steps 2>&1 | tee "$out/serve.log" | tail -14
 cp /tmp/serve/*.json /tmp/serve/*.metrics "$out/" 2>/dev/null
 echo "$(el) done"
