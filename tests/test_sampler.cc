@@ -263,30 +263,47 @@ TEST(SamplerCuda, TwoLaunchesOutstandingFinishInOrder) {
   for (int r = 0; r < rows; ++r) {
     first[r] = kRules[r % (sizeof(kRules) / sizeof(kRules[0]))];
     first[r].seed = 7, first[r].step = static_cast<uint64_t>(r);
+    first[r].logprobs = r % 3 == 0 ? 2 : -1;  // 13 rows asking
     second[r] = first[(r + 5) % rows];
     second[r].step += 1000;
+    second[r].logprobs = r % 5 == 0 ? 4 : -1;  // 7 rows asking: the slots' results differ in size
   }
   second.resize(rows - 4);  // a smaller second launch
   CudaSampler alone, paired;
   std::vector<int32_t> want1, want2, got1, got2, none = {1};
-  ASSERT_TRUE(alone.sample(d, V, first, nullptr, &want1).ok());
-  ASSERT_TRUE(alone.sample(d, V, second, nullptr, &want2).ok());
-  ASSERT_TRUE(paired.launch(d, V, first, nullptr, false, drawn).ok());
-  ASSERT_TRUE(paired.launch(d, V, second, nullptr, false, drawn).ok());
+  std::vector<TokenLogprobs> wl1, wl2, gl1, gl2;
+  ASSERT_TRUE(alone.launch(d, V, first, nullptr, true).ok());
+  ASSERT_TRUE(alone.finish(&want1, &wl1).ok());
+  ASSERT_TRUE(alone.launch(d, V, second, nullptr, true).ok());
+  ASSERT_TRUE(alone.finish(&want2, &wl2).ok());
+  ASSERT_TRUE(paired.launch(d, V, first, nullptr, true, drawn).ok());
+  ASSERT_TRUE(paired.launch(d, V, second, nullptr, true, drawn).ok());
   EXPECT_FALSE(paired.launch(d, V, second, nullptr).ok()) << "a third launch outstanding";
-  ASSERT_TRUE(paired.finish(&got1).ok());
-  ASSERT_TRUE(paired.finish(&got2).ok());
+  ASSERT_TRUE(paired.finish(&got1, &gl1).ok());
+  ASSERT_TRUE(paired.finish(&got2, &gl2).ok());
   EXPECT_EQ(got1, want1);
   EXPECT_EQ(got2, want2);
+  for (auto [got, want] : {std::pair{&gl1, &wl1}, std::pair{&gl2, &wl2}}) {
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t r = 0; r < want->size(); ++r) {
+      EXPECT_EQ((*got)[r].token, (*want)[r].token) << r;
+      EXPECT_EQ((*got)[r].logprob, (*want)[r].logprob) << r;
+      EXPECT_EQ((*got)[r].top, (*want)[r].top) << r;
+    }
+  }
+  EXPECT_EQ(gl1[0].top.size(), 2u);
+  EXPECT_EQ(gl2[5].top.size(), 4u);
+  EXPECT_EQ(gl2[1].token, -1) << "a row that did not ask";
   ASSERT_TRUE(paired.finish(&none).ok());
   EXPECT_TRUE(none.empty());
-  std::vector<int32_t> on_device(rows - 4);
+  // drawn: the second launch's tokens, and past its rows the first's.
+  std::vector<int32_t> on_device(rows);
   ASSERT_EQ(cudaMemcpy(on_device.data(), drawn, on_device.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(on_device, want2);
+  for (int r = 0; r < rows; ++r) EXPECT_EQ(on_device[r], r < rows - 4 ? want2[r] : want1[r]) << r;
   // The parameters uploaded by the caller (the CUDA model's one upload a step): prepare, then
   // write_prepared into the caller's buffer, its copy on the device, launch_prepared from there.
   int64_t bytes = 0;
-  ASSERT_TRUE(paired.prepare(V, first, false, &bytes).ok());
+  ASSERT_TRUE(paired.prepare(V, first, false, &bytes).ok());  // (no logprobs: the tokens alone)
   int64_t banned_ids = 0;
   for (const SampleRow& r : first) banned_ids += static_cast<int64_t>(r.banned.size());
   EXPECT_LE(bytes, CudaSampler::prepared_bytes_bound(rows, banned_ids));

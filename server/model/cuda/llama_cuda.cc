@@ -60,6 +60,7 @@ Status size_pool(const CudaModelOptions& options, int64_t max_seq_len, int64_t o
 }  // namespace
 
 LlamaCudaModel::~LlamaCudaModel() {
+  if (stream_) cudaStreamSynchronize(stream_);  // no copy into a pinned buffer in flight (a step not ended)
   drop_graphs();
   if (meta_uploaded_) cudaEventSynchronize(meta_uploaded_);  // no copy out of meta_host_ in flight
   if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
@@ -652,6 +653,7 @@ Status LlamaCudaModel::calibrate_layer(int32_t layer, int64_t num_tokens) {
 
 Status LlamaCudaModel::forward_and_sample(const ForwardBatch& b, const std::vector<SampleRow>& rows,
                                           std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
+  if (begun_ != ended_) return internal_error("forward_and_sample: a step is in flight (end it first)");
   FS_RETURN_IF_ERROR(begin_step(b, rows));
   return end_step(tokens, logprobs);
 }
@@ -721,9 +723,14 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
     // waits for) and before a step begun next overwrites logits_.
     if (!sampler_.prepared_device_logprobs()) st = copy_asked_logits(&rec);
   }
-  if (st.ok()) st = sampler_.launch_prepared(logits_, stream_, drawn_, draws_at_ >= 0 ? meta_dev_ + draws_at_ : nullptr);
+  if (st.ok())
+    st = sampler_.launch_prepared(logits_, stream_, drawn_, draws_at_ >= 0 ? meta_dev_ + draws_at_ : nullptr);
   rec.timed = rec.timed && !upload_untimed_ && st.ok() && record(rec.ev[2]);
   if (!st.ok()) {
+    // Whatever was queued (the logits' copies into the record's pinned buffer) is done before the
+    // record is reused.
+    (void)cudaStreamSynchronize(stream_);
+    (void)cudaGetLastError();
     prev_step_timed_ = false;
     return st;
   }

@@ -110,8 +110,8 @@ class LlamaCudaModel : public Model {
                                          : widest_table;
   }
   // Samples on the device: only the tokens come back, and the logits of the rows that ask for
-  // logprobs (those rows alone, after the sampling; the step and its graph are the same). With no
-  // step in flight (begin_step then end_step).
+  // logprobs where they are computed on the host (those rows alone; the step and its graph are
+  // the same). With no step in flight (begin_step then end_step).
   Status forward_and_sample(const ForwardBatch& batch, const std::vector<SampleRow>& rows,
                             std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr) override;
   // The step and its draws launched on the device (begin_step returns once they are queued, or

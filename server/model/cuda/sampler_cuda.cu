@@ -476,6 +476,7 @@ int64_t CudaSampler::prepared_bytes_bound(int64_t rows, int64_t banned) {
 
 Status CudaSampler::reserve(int64_t rows, int64_t banned) {
   if (rows < 0 || banned < 0) return invalid_argument("CudaSampler::reserve: negative sizes");
+  if (launched_ != finished_) return internal_error("CudaSampler::reserve: a launch not finished");
   // Its own upload's room too (every row asking for logprobs).
   const int64_t bytes = align256(result_bytes(rows, rows)) + prepared_bytes_bound(rows, banned);
   for (Slot& sl : slots_) {
@@ -487,6 +488,7 @@ Status CudaSampler::reserve(int64_t rows, int64_t banned) {
 
 Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs) {
   logprobs_ready_ = false;
+  candidate_rows_ = 0;
   if (finished_ == launched_) {  // nothing launched: nothing drawn
     tokens->clear();
     if (logprobs != nullptr) logprobs->clear();
@@ -496,16 +498,15 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
   ++finished_;
   const int64_t n = sl.rows;
   tokens->assign(static_cast<size_t>(n), 0);
+  if (logprobs != nullptr) logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});  // filled where made here
   if (n == 0) return Status::Ok();
   FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(sl.done), "sample"));
   std::memcpy(tokens->data(), sl.host, static_cast<size_t>(n) * 4);
   const auto* flags = reinterpret_cast<const int32_t*>(sl.host) + n;
-  candidate_rows_ = 0;
   for (int64_t r = 0; r < n; ++r) candidate_rows_ += flags[r] != 0;
   if (sl.logprobs_launched) {
     logprobs_ready_ = true;
     if (logprobs != nullptr) {
-      logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});
       const auto* words = reinterpret_cast<const int32_t*>(sl.host + n * 8);
       for (size_t a = 0; a < sl.asking.size(); ++a) {
         const auto [row, k] = sl.asking[a];
@@ -609,34 +610,43 @@ Status CudaSampler::launch_prepared(const float* logits, cudaStream_t stream, in
     return Status::Ok();
   }
   char* base = static_cast<char*>(sl.params);
-  if (uploaded == nullptr) {
-    std::memcpy(sl.host + own_at, staged_.data(), static_cast<size_t>(p.bytes));
+  // What is queued on the stream; where a part fails, the parts before it are waited for (they
+  // read or write the slot's buffers, which the next launch reuses).
+  const Status st = [&]() -> Status {
+    if (uploaded == nullptr) {
+      std::memcpy(sl.host + own_at, staged_.data(), static_cast<size_t>(p.bytes));
+      FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + own_at, sl.host + own_at, static_cast<size_t>(p.bytes),
+                                              cudaMemcpyHostToDevice, stream));
+      uploaded = base + own_at;
+    }
+    const auto* d_params = reinterpret_cast<const RowParams*>(uploaded);
+    const auto* d_banned = reinterpret_cast<const int32_t*>(uploaded + p.banned_at);
+    const auto* d_asks = reinterpret_cast<const int32_t*>(uploaded + p.asks_at);
+    auto* d_out = reinterpret_cast<int32_t*>(base);
+    if (p.ban_smem > 48 * 1024 - kStaticSmem)
+      FS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(p.ban_smem)));
+    // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
+    // candidates; off by default until a GPU has run it (written in session 27 without one).
+    const char* env = std::getenv("FLASHSERVE_SAMPLER_CANDIDATES");
+    const bool candidates = env != nullptr && std::strcmp(env, "1") == 0;
+    sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(p.ban_smem), stream>>>(
+        logits, p.vocab, d_params, d_banned, d_out, drawn, candidates);
+    FS_CUDA_CHECK_LAUNCH("sample kernel");
+    if (m > 0) {
+      logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, p.vocab, d_asks, d_out, d_out + 2 * n);
+      FS_CUDA_CHECK_LAUNCH("logprobs kernel");
+    }
     FS_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(base + own_at, sl.host + own_at, static_cast<size_t>(p.bytes), cudaMemcpyHostToDevice, stream));
-    uploaded = base + own_at;
+        cudaMemcpyAsync(sl.host, d_out, static_cast<size_t>(result_bytes(n, m)), cudaMemcpyDeviceToHost, stream));
+    return cuda_status(cudaEventRecord(sl.done, stream), "sample");
+  }();
+  if (!st.ok()) {  // not finished: the slot is the next launch's, once what was queued is done
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaGetLastError();
+    return st;
   }
-  const auto* d_params = reinterpret_cast<const RowParams*>(uploaded);
-  const auto* d_banned = reinterpret_cast<const int32_t*>(uploaded + p.banned_at);
-  const auto* d_asks = reinterpret_cast<const int32_t*>(uploaded + p.asks_at);
-  auto* d_out = reinterpret_cast<int32_t*>(base);
-  if (p.ban_smem > 48 * 1024 - kStaticSmem)
-    FS_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(p.ban_smem)));
-  // FLASHSERVE_SAMPLER_CANDIDATES=1 (read at each launch: A/B, tests) takes top_k / top_p by the
-  // candidates; off by default until a GPU has run it (written in session 27 without one).
-  const char* env = std::getenv("FLASHSERVE_SAMPLER_CANDIDATES");
-  const bool candidates = env != nullptr && std::strcmp(env, "1") == 0;
-  sample_kernel<<<static_cast<unsigned>(n), kThreads, static_cast<size_t>(p.ban_smem), stream>>>(
-      logits, p.vocab, d_params, d_banned, d_out, drawn, candidates);
-  FS_CUDA_CHECK_LAUNCH("sample kernel");
-  if (m > 0) {
-    logprobs_kernel<<<static_cast<unsigned>(m), kThreads, 0, stream>>>(logits, p.vocab, d_asks, d_out, d_out + 2 * n);
-    FS_CUDA_CHECK_LAUNCH("logprobs kernel");
-  }
-  FS_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(sl.host, d_out, static_cast<size_t>(result_bytes(n, m)), cudaMemcpyDeviceToHost, stream));
-  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(sl.done, stream));
-  ++launched_;  // (a launch that failed is not finished: the slot is the next launch's)
+  ++launched_;
   return Status::Ok();
 }
 

@@ -53,12 +53,12 @@ class CudaSampler {
   static int64_t prepared_bytes_bound(int64_t rows, int64_t banned);  // banned: ids in all
   Status finish(std::vector<int32_t>* tokens, std::vector<TokenLogprobs>* logprobs = nullptr);
   // Whether the prepared launch computes its asking rows' logprobs on the device (prepare's
-  // logprobs on and every asking row within the device's 20), and whether the last finished one did.
+  // logprobs on and every asking row within the device's 20); whether the last finished one did.
   bool prepared_device_logprobs() const { return prepared_.ready && prepared_.logprobs; }
   bool logprobs_ready() const { return logprobs_ready_; }
-  // Buffers for `rows` rows and `banned` banned ids in all, made now (for both launches): a
-  // launch within them allocates nothing (an allocation would wait for the device's work: the
-  // whole step).
+  // Buffers for `rows` rows and `banned` banned ids in all, made now (for both launches; with no
+  // launch outstanding): a launch within them allocates nothing (an allocation would wait for the
+  // device's work: the whole step).
   Status reserve(int64_t rows, int64_t banned);
   // Of the last finished launch's rows, those whose top_k / top_p thresholds the candidates
   // decided (FLASHSERVE_SAMPLER_CANDIDATES=1; tests check the path that ran).
