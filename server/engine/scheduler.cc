@@ -109,7 +109,8 @@ StepPlan Scheduler::schedule(RunningQueue& running, WaitingQueue& waiting) {
   // 3. Nothing fit: free the newest running sequence's blocks so that the others can go on; but
   // not while a step in flight draws a running sequence's token (overlapped steps): its end may
   // finish that one and free its blocks, or give it a token to decode.
-  const bool drawing = std::any_of(running.begin(), running.end(), [](const SequencePtr& s) { return s->tokens_in_flight > 0; });
+  const bool drawing =
+      std::any_of(running.begin(), running.end(), [](const SequencePtr& s) { return s->tokens_in_flight > 0; });
   if (plan.empty() && running.size() > 1 && !drawing) {
     preempt(running, waiting, &plan);
     plan.made_room = true;

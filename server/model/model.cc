@@ -52,18 +52,17 @@ Status Model::begin_step(const ForwardBatch& batch, const std::vector<SampleRow>
   if (step_results_.size() >= 2) return internal_error("begin_step: two steps begun and not ended");
   const std::vector<int32_t> before = std::move(last_tokens_);
   last_tokens_.clear();  // a step that fails leaves no draws for placeholders to name
-  StepResults r;
-  Status st;
+  const ForwardBatch* b = &batch;
+  ForwardBatch resolved;
   if (batch.has_placeholders()) {  // the step before's draws, known here: put them in
     FS_RETURN_IF_ERROR(batch.validate(config().vocab_size, static_cast<int32_t>(before.size())));
-    ForwardBatch resolved = batch;
+    resolved = batch;
     for (int32_t& t : resolved.tokens)
       if (t < 0) t = before[static_cast<size_t>(-t - 1)];
-    st = forward_and_sample(resolved, rows, &r.tokens, &r.logprobs);
-  } else {
-    st = forward_and_sample(batch, rows, &r.tokens, &r.logprobs);
+    b = &resolved;
   }
-  FS_RETURN_IF_ERROR(st);
+  StepResults r;
+  FS_RETURN_IF_ERROR(forward_and_sample(*b, rows, &r.tokens, &r.logprobs));
   last_tokens_ = r.tokens;
   step_results_.push_back(std::move(r));
   return Status::Ok();
