@@ -424,7 +424,7 @@ int main(int argc, char** argv) {
       setenv("FLASHSERVE_PREFILL_WS_PERSISTENT", "0", 1);  // eager, the prefill one CTA an item (as captured)
       const double ti = time_step(*m, b, quick ? 5 : 20);
       unsetenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
-      m->set_mixed_graphs(true);  // the first of the timings' warm-ups captures it
+      m->set_mixed_graphs(true);  // the timings' two warm-ups: eager (the shape seen), then captured
       const size_t graphs = m->graph_count();
       const double tg = time_step(*m, b, quick ? 5 : 20);
       m->set_mixed_graphs(false);

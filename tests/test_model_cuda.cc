@@ -826,10 +826,10 @@ TEST(LlamaCuda, StepsBegunBackToBackEqualStepsOneAtATime) {
 }
 
 // Mixed steps as graphs (CudaModelOptions::mixed_graphs, issue 27's experiment): two decodes and
-// a prompt chunk, three steps, through the graph model and the eager one (its prefill by the
-// dynamic walk and the key count's tile): logits within the graph tests' tolerance; two steps of
-// one shape share a graph (captured on the first, replayed on the second), a chunk of another
-// length is a graph of its own; prompts alone are never captured.
+// a prompt chunk, four steps, through the graph model and the eager one (its prefill by the
+// dynamic walk and the key count's tile): logits within the graph tests' tolerance; a shape is
+// captured the second time it comes (run eagerly the first), so chunks of 16, 16, 28, 28 make
+// two graphs; prompts alone are never captured.
 TEST(LlamaCuda, MixedStepGraphsMatchEager) {
   FS_SKIP_WITHOUT_CUDA();
   GraphAndEager m = graph_and_eager(47, small_options());
@@ -839,7 +839,7 @@ TEST(LlamaCuda, MixedStepGraphsMatchEager) {
   KVCacheManager mg(small_cache()), me(small_cache());
   std::mt19937 rng(47);
   std::vector<std::vector<int32_t>> seqs;
-  for (int32_t len : {30, 41, 60}) {
+  for (int32_t len : {30, 41, 88}) {
     std::vector<int32_t> p(static_cast<size_t>(len));
     for (auto& t : p) t = std::uniform_int_distribution<int>(3, c.vocab_size - 1)(rng);
     seqs.push_back(p);
@@ -854,10 +854,10 @@ TEST(LlamaCuda, MixedStepGraphsMatchEager) {
     }
   EXPECT_EQ(m.gpu->graph_count(), 0u) << "a prompt-only step was captured";
   for (int64_t id = 1; id <= 2; ++id) seqs[id - 1].push_back(5 + static_cast<int32_t>(id));
-  for (KVCacheManager* mgr : {&mg, &me}) ASSERT_TRUE(mgr->add_sequence(3, seqs[2].data(), 60, 0, &cached).ok());
-  // Mixed steps: both decodes and a chunk of the third prompt (16, then 16 again, then 28 tokens).
+  for (KVCacheManager* mgr : {&mg, &me}) ASSERT_TRUE(mgr->add_sequence(3, seqs[2].data(), 88, 0, &cached).ok());
+  // Mixed steps: both decodes and a chunk of the third prompt.
   int32_t done = 0;
-  for (int32_t chunk : {16, 16, 28}) {
+  for (int32_t chunk : {16, 16, 28, 28}) {
     const std::string what = "chunk " + std::to_string(done) + "+" + std::to_string(chunk);
     for (auto [mgr, model, out] : {std::tuple{&mg, m.gpu.get(), &lg}, std::tuple{&me, m.eager.get(), &le}}) {
       const Status st = model->forward(multi_step(*mgr, {{1, &seqs[0], 1, 0}, {2, &seqs[1], 1, 0}, {3, &seqs[2], chunk, 0}}, 2), out);
@@ -868,11 +868,12 @@ TEST(LlamaCuda, MixedStepGraphsMatchEager) {
       ASSERT_TRUE(std::isfinite(lg[i])) << what;
       ASSERT_NEAR(lg[i], le[i], 2e-2 * (1 + std::fabs(le[i]))) << "mixed graph vs eager, " << what;
     }
+    if (done == 0) EXPECT_EQ(m.gpu->graph_count(), 0u) << "a shape seen once was captured";
     if (done == 16) EXPECT_EQ(m.gpu->graph_count(), 1u) << "the same shape twice: one graph";
     for (int i = 0; i < 2; ++i) seqs[i].push_back(static_cast<int32_t>(7 + i + done));
     done += chunk;
   }
-  EXPECT_EQ(m.gpu->graph_count(), 2u) << "a chunk of another length: a graph of its own";
+  EXPECT_EQ(m.gpu->graph_count(), 2u) << "a chunk of another length, twice: a graph of its own";
   EXPECT_TRUE(m.gpu->cuda_graphs()) << "capture failed: eager";
 }
 

@@ -275,6 +275,7 @@ void LlamaCudaModel::drop_graphs() {
   for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   graphs_.clear();
   mixed_graph_count_ = 0;
+  mixed_seen_.clear();
 }
 
 // Each setter drops the captured graphs: they hold the other path's launches.
@@ -446,7 +447,11 @@ Status LlamaCudaModel::forward_device(const ForwardBatch& batch, int32_t placeho
   const bool mixed = b.num_decode != B;
   GraphKey key{B, width, step.cu_prefill};
   auto it = graphs_.find(key);
-  if (it == graphs_.end() && mixed && mixed_graph_count_ >= kMaxMixedGraphs) return run_layers(step, arrays);
+  if (it == graphs_.end() && mixed) {  // captured the second time it comes, within the cap
+    if (mixed_graph_count_ >= kMaxMixedGraphs) return run_layers(step, arrays);
+    if (mixed_seen_.size() >= 1024) mixed_seen_.clear();
+    if (mixed_seen_.insert(key).second) return run_layers(step, arrays);
+  }
   if (it != graphs_.end() && !(it->second.layout == layout)) {
     // Not expected: a pure decode step of B sequences at the graph's width has one layout (its
     // offsets depend only on the sizes). Were it to differ, the captured launches would read

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,9 +44,10 @@ struct CudaModelOptions {
   int device = 0;
   bool cuda_graphs = true;              // replay captured graphs for pure decode steps
   // Mixed steps (decodes and prompt chunks; not prompts alone) replayed as graphs too, one a
-  // (batch, table width, prompt-chunk lengths), at most kMaxMixedGraphs of them (issue 27's "try
-  // graphs for mixed steps of fixed shape": bench_model --mixed times it). Under capture the
-  // prefill takes one CTA an item and 128-key tiles (no dynamic walk, no key count on the host).
+  // (batch, table width, prompt-chunk lengths), captured the second time a shape comes (a capture
+  // costs several steps' launches), at most kMaxMixedGraphs of them (issue 27's "try graphs for
+  // mixed steps of fixed shape": bench_model --mixed times it). Under capture the prefill takes
+  // one CTA an item and 128-key tiles (no dynamic walk, no key count on the host).
   // Off: an experiment until measured (session 28, no GPU). FLASHSERVE_MIXED_GRAPHS=1 or 0, read
   // at create, overrides this.
   bool mixed_graphs = false;
@@ -258,6 +260,7 @@ class LlamaCudaModel : public Model {
   };
   std::map<GraphKey, Graph> graphs_;
   size_t mixed_graph_count_ = 0;  // of graphs_, the mixed steps'
+  std::set<GraphKey> mixed_seen_;  // mixed shapes run once, eagerly (at most 1024, then cleared)
   ForwardBatch padded_;  // padded_for_graph's buffers, reused step to step
   CudaSampler sampler_;
   int32_t* drawn_ = nullptr;  // [max_batch] the last begun step's draws (placeholders read them)
