@@ -185,9 +185,9 @@ struct PrefillWsTraits {
   static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
   // FP8: the codes of two K and two V tiles as the row gather lands them (slots by the tile's
   // parity: a tile's copy is issued two conversions before its own, session 27), and the
-  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest and 72 cache entries
-  // (kSeqCache; one slot a ring left room for 257): FP8 batches of more than 71 sequences read their
-  // offsets from global memory, and walk without the varlen order.
+  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest and 72 cached sequences
+  // (kSeqCache; one slot a ring left room for 257): FP8 batches of more sequences read their
+  // offsets from global memory.
   static constexpr int kFp8StageBytes = kFp8 ? 4 * kBlockN * kHeadDim : 0;
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
