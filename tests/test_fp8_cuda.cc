@@ -240,6 +240,23 @@ TEST(Fp8PrefillCuda, WsPipelineOverManyTiles) {
   check_fp8_prefill({{{40, 700}, {130, 130}}, 4, 2, 128, 16, false}, DType::kFp8E5M2, DType::kFloat16, 2951);
 }
 
+// A batch past the FP8 instance's sequence cache (72 entries: 71 sequences; more read their
+// offsets from global memory and walk without the varlen order): 80 skewed chunks over cached
+// prefixes (seed 2960), causal, in pages of 16 and of 128 (the key tile's size), by each of
+// check_fp8_prefill's kernels and grids (a review's gap, session 28: no FP8 case had more than 4).
+TEST(Fp8PrefillCuda, ManySequencesPastTheSequenceCache) {
+  FS_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(2960);
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 80; ++i) {
+    const int q = i % 9 == 0 ? std::uniform_int_distribution<int>(100, 300)(rng)
+                             : std::uniform_int_distribution<int>(1, 40)(rng);
+    seqs.push_back({q, q + std::uniform_int_distribution<int>(0, 200)(rng)});
+  }
+  check_fp8_prefill({seqs, 4, 2, 128, 16, true}, DType::kFp8E4M3, DType::kBFloat16, 2961);
+  check_fp8_prefill({seqs, 4, 2, 128, 128, true}, DType::kFp8E5M2, DType::kBFloat16, 2962);
+}
+
 // At head_dim 256 (no FP8 instance), and with a scale pointer missing: a clear status, nothing
 // written.
 TEST(Fp8PrefillCuda, RefusedWithoutScalesOrAnFp8Instance) {
