@@ -360,8 +360,7 @@ bool Engine::step() {
     std::vector<int32_t> none;
     std::vector<model::TokenLogprobs> no_logprobs;
     deliver(plan, bst, none, no_logprobs);
-    stats_.step_forward_s += seconds(t_built, t_begun);
-    stats_.step_begin_s += seconds(t_built, t_begun);
+    account_forward(false, seconds(t_built, t_begun), seconds(t_built, t_begun));
     lock.unlock();
     flush_outbox();
     return true;
@@ -389,8 +388,7 @@ bool Engine::step() {
   const double forward = seconds(t_built, t_forward);
   if (fst.ok()) step_cost_.observe(shape, forward);
   lock.lock();
-  account_forward(fst.ok(), forward);
-  stats_.step_begin_s += begin_s;
+  account_forward(fst.ok(), forward, begin_s);
   deliver(plan, fst, sampled, logprobs);
   if (!async) {
     lock.unlock();
@@ -480,15 +478,14 @@ void Engine::end_in_flight() {
   t_last_end_ = t_end;
   if (fst.ok()) step_cost_.observe(f.shape, cost);
   std::unique_lock<std::mutex> lock(mu_);
-  account_forward(fst.ok(), f.begin_s + seconds(t0, t_end));
-  stats_.step_begin_s += f.begin_s;
+  account_forward(fst.ok(), f.begin_s + seconds(t0, t_end), f.begin_s);
   deliver(f.plan, fst, sampled, logprobs);
   stats_.step_deliver_s += seconds(t_end, Clock::now());
   lock.unlock();
   flush_outbox();
 }
 
-void Engine::account_forward(bool ok, double forward_s) {
+void Engine::account_forward(bool ok, double forward_s, double begin_s) {
   model::Model::StepDeviceTime device;
   if (ok && model_->last_step_device_time(&device)) {
     stats_.step_device_idle_s += device.idle_s;
@@ -497,6 +494,7 @@ void Engine::account_forward(bool ok, double forward_s) {
     ++stats_.device_timed_steps;
   }
   stats_.step_forward_s += forward_s;
+  stats_.step_begin_s += begin_s;
   stats_.step_cost = step_cost_.coefficients();
   stats_.step_cost_samples = step_cost_.num_samples();
 }

@@ -194,10 +194,10 @@ class Engine {
   // thread only.
   void flush_outbox();
   std::vector<std::pair<std::shared_ptr<ResultStream>, StreamEvent>> outbox_;
-  // A step's forward time (the step thread's wall time in begin_step and end_step), the model's
-  // device timing of the step end_step ended (where it ended well), and the cost model's fit.
-  // mu_ held.
-  void account_forward(bool ok, double forward_s);
+  // A step's forward time (the step thread's wall time in begin_step and end_step) and of it
+  // begin_step's, the model's device timing of the step end_step ended (where it ended well), and
+  // the cost model's fit. mu_ held.
+  void account_forward(bool ok, double forward_s, double begin_s);
 
   EngineConfig config_;
   std::unique_ptr<model::Model> model_;
