@@ -140,6 +140,14 @@ void check_problem(const Problem& p) {
                   {{"FLASHSERVE_PREFILL_WS_TMA_O", "0"},
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"}}});
+  // One Q slot with O's buffer apart (FLASHSERVE_PREFILL_WS_Q_SLOTS=1, v4.17's walk), where by
+  // default those instances load the next item's Q into the buffer's place while a warpgroup's O
+  // goes into its rows of the slot its Q came in; on a 3-CTA grid, by the static or the dynamic walk.
+  runs.push_back({"ws",
+                  {{"FLASHSERVE_PREFILL_WS_Q_SLOTS", "1"},
+                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
+                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
   // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
   // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
   // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).

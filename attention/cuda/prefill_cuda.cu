@@ -294,6 +294,10 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
                         encode_rows(&maps->o, p, p.o, p.num_heads, p.total_q, p.o_row_stride, p.o_head_stride, 64)
                     ? 1
                     : 0;
+  // Q's second slot in O's buffer (PrefillWsTraits::kQSlots); FLASHSERVE_PREFILL_WS_Q_SLOTS=1 keeps
+  // one Q slot and the buffer apart (A/B against v4.17's walk), read at every call.
+  const char* q_slots = std::getenv("FLASHSERVE_PREFILL_WS_Q_SLOTS");
+  maps->q_slots = q_slots != nullptr && std::strcmp(q_slots, "1") == 0 ? 1 : 2;
   if (p.paged) {
     const int box = std::min(p.pages.block_size, tiles.block_n);
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&

@@ -62,6 +62,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // their whole 64-row blocks through it.
   CUtensorMap o;
   int o_tma = 0;
+  // 2: Q's second slot in O's buffer where the instance has it (kTmaO, prefill v4.18); 1: one Q
+  // slot and O's buffer apart (v4.17's walk, for A/B).
+  int q_slots = 2;
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
@@ -180,7 +183,6 @@ struct PrefillWsTraits {
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
-  static constexpr int kBarriers = 2 + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
   static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
   // FP8: the codes of two K and two V tiles as the row gather lands them (slots by the tile's
@@ -193,12 +195,18 @@ struct PrefillWsTraits {
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
   // swizzled) for the TMA store of O, where shared memory has room: d 128 at 128 × 128 (198 KB
   // with it) and d 64 (113 KB); not the 176-key tile (208 KB of stages), d 256 (224 KB), FP8.
-  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kBarriers * 8 + kRowSlotBytes + 16 + 1024;
-  static constexpr bool kTmaO = !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + kRestBytes <= 227 * 1024;
+  // It is Q's second slot (prefill v4.18): a warpgroup writes its O into its own rows of the slot
+  // its item's Q came in (dead after its last S), so the next item's Q loads into the other slot
+  // during this item, not after its last S.
+  // + 20: the dynamic walk's slots (the items the producer hands the consumers, one a Q slot; two
+  // claims the producer threads share; the varlen walk's items).
+  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + 1024;
+  static constexpr bool kTmaO =
+      !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= 227 * 1024;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
-  // + 16: the dynamic walk's slots (the item the producer hands the consumers, two claims the
-  // producer threads share).
-  static constexpr int kBaseSmemBytes = (kQElems + kOElems + 2 * kStages * kTileElems) * 2 + kRestBytes;
+  static constexpr int kQSlots = kTmaO ? 2 : 1;
+  static constexpr int kBarriers = 2 * kQSlots + 4 * kStages;  // q full/empty, k full/empty, v full/empty
+  static constexpr int kBaseSmemBytes = (kQElems + kOElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRestBytes;
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
@@ -421,18 +429,28 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "the row slots' size does not depend on the head dim");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
+  // Q's slots (kQSlots: the second one O's buffer, kTmaO), 1024-byte aligned, then the K and V rings.
   T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (raw_addr & 1023)) & 1023));
-  T* smem_k = smem_q + Tr::kQElems;
+  T* smem_k = smem_q + Tr::kQSlots * Tr::kQElems;
   T* smem_v = smem_k + Tr::kStages * Tr::kTileElems;
-  T* smem_o = smem_v + Tr::kStages * Tr::kTileElems;  // kTmaO: O's buffer (1024-byte aligned: Q and the stages are)
-  unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_o + Tr::kOElems);  // FP8: K, V codes
+  unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
   float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
   uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
   unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
   int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
-  const Pipeline<1> pipe_q{bars, bars + 1};
-  const Pipeline<Tr::kStages> pipe_k{bars + 2, bars + 2 + Tr::kStages};
-  const Pipeline<Tr::kStages> pipe_v{bars + 2 + 2 * Tr::kStages, bars + 2 + 3 * Tr::kStages};
+  constexpr int kQ = Tr::kQSlots;
+  const Pipeline<kQ> pipe_q{bars, bars + kQ};
+  // One Q slot (maps.q_slots 1, or kQ 1): slot 0 in every phase, O's buffer the second slot's place.
+  const bool two_q = kQ == 2 && maps.q_slots == 2;
+  auto q_advance = [two_q](PipeState<kQ>& st) {
+    if (two_q) {
+      st.advance();
+    } else {
+      st.phase ^= 1u;
+    }
+  };
+  const Pipeline<Tr::kStages> pipe_k{bars + 2 * kQ, bars + 2 * kQ + Tr::kStages};
+  const Pipeline<Tr::kStages> pipe_v{bars + 2 * kQ + 2 * Tr::kStages, bars + 2 * kQ + 3 * Tr::kStages};
   const int tid = threadIdx.x, lane = tid % 32;
   const bool tma_pages = !kFp8 && p.paged && maps.page_box > 0;
   // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
@@ -452,7 +470,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   const bool seq_cached = static_cast<int>(gridDim.x) < grid_items && p.batch + 1 <= Tr::kSeqCache;
   const bool dynamic = maps.sched != nullptr;  // the dynamic walk (below)
   const bool varlen = dynamic && seq_cached && maps.varlen != 0;  // WsVarlenOrder
-  int* seq_q = item_slot + 4;
+  int* seq_q = item_slot + 5;
   int* seq_k = seq_q + Tr::kSeqCache;
   int* seq_tiles = seq_k + Tr::kSeqCache;
   if (seq_cached) {
@@ -528,7 +546,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         }
         if (lane == 31) {
           seq_tiles[p.batch] = incl;
-          item_slot[3] = incl * p.num_heads;  // the walk's items (to_grid)
+          item_slot[4] = incl * p.num_heads;  // the walk's items (to_grid)
         }
       }
       if (p.paged) named_barrier_sync(kConsumers + 2, 128); else __syncwarp();
@@ -547,28 +565,30 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         prefetch_tensor_map(&maps.v);
       }
     }
-    PipeState<1> sq;
-    // Q, once the consumers are done with the last item's; `traced`: the item's index for WsTrace.
+    PipeState<kQ> sq;
+    // Q, into a slot the consumers are done with (its last item's S and, kTmaO, O store);
+    // `traced`: the item's index for WsTrace.
     auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
-      if (dynamic) *item_slot = w;
+      if (dynamic) item_slot[sq.index] = w;
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
+      T* q_slot = smem_q + sq.index * Tr::kQElems;
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
-        tma_load_3d(smem_q + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
-      sq.advance();
+        tma_load_3d(q_slot + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
+      q_advance(sq);
       trace.stamp(traced, 29);
       trace.value(traced, 30, w);
     };
     // The walk's next item. Dynamic: claimed by thread 0; paged, the 128 producer threads walk
-    // the items and take the claim from one of two slots after the consumers' item slot, one
+    // the items and take the claim from one of two slots after the consumers' item slots, one
     // named barrier a claim (a slot is rewritten two claims later, after every thread's read).
     int claims = 0;
     // A claim wk of the walk as an item of the grid order, which the consumers walk, and
     // grid_items past the walk's end (WsVarlenOrder's walk; the grid order's claims are its
-    // items). Its state comes from shared memory (item_slot[3]: the varlen walk's items) and
+    // items). Its state comes from shared memory (item_slot[4]: the varlen walk's items) and
     // the constant bank. A compact loop index beside w cost the row gather's tile loop registers
     // at 24 (9 more instructions a tile at d 128); as it is, the tile loops differ from the grid
     // order's build by a few local accesses a tile (d 128: 216 instructions, 14 local, against
@@ -576,7 +596,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     // consumers' main loop grew and spilled.
     auto to_grid = [&](int wk) {
       if (!varlen) return wk;
-      if (wk >= item_slot[3]) return grid_items;
+      if (wk >= item_slot[4]) return grid_items;
       int m_tile, pair;
       WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair);
       return order.index(m_tile, pair);
@@ -584,7 +604,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     auto next_item = [&](int w) {
       if (!dynamic) return w + static_cast<int>(gridDim.x);
       if (!p.paged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
-      volatile int* claim = item_slot + 1 + (claims++ & 1);
+      volatile int* claim = item_slot + 2 + (claims++ & 1);
       if (tid == 0) *claim = to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       named_barrier_sync(kConsumers + 2, 128);
       return *claim;
@@ -594,9 +614,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     auto hand_over = [&](int w) {
       if (!dynamic || tid != 0) return;
       pipe_q.producer_acquire(sq);
-      *item_slot = w;
+      item_slot[sq.index] = w;
       MBarrier::arrive(pipe_q.full_barrier(sq));
-      sq.advance();
+      q_advance(sq);
     };
     // The dynamic walk's end: the consumers told, and the last CTA done leaves the counters at
     // zero for the next launch that takes them (every claim of this CTA is made).
@@ -799,7 +819,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   const int ctid = tid - 128;
   const int gid = lane / 4, tig = lane % 4;
   const int wrow0 = cw * 64 + ((ctid / 32) % 4) * 16;
-  const T* q_wg = smem_q + cw * 64 * 64;  // this warpgroup's 64 rows in each column block
+  const int wt = ctid % 128;  // the thread in its warpgroup
+  const T* q_wg = smem_q + cw * 64 * 64;  // this warpgroup's 64 rows in each column block (slot 0)
   // Paged stages gathered by cp.async (the generic proxy) are made visible to wgmma (the async
   // proxy) by a proxy fence after the barrier's acquire: in the consumers' fenced walk (below).
   auto wait_stage = [&](const auto& pipe, const auto& st, auto fenced) {
@@ -818,8 +839,24 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   // The low words of the operands' descriptors at stage 0 (issue_s, issue_pv).
   const uint32_t q_lo0 = kmajor_desc_lo(q_wg), k_lo0 = kmajor_desc_lo(smem_k);
   const uint32_t v_lo0 = static_cast<uint32_t>(Tr::kBlocks == 1 ? mnmajor_desc(smem_v) : mnmajor_desc_blocks(smem_v, kBN * 128));
-  PipeState<1> sq;
+  PipeState<kQ> sq;
   State sk, sv;
+  // Two Q slots (kTmaO): a slot whose O this warpgroup stores by TMA is released by its warp 0
+  // (whose thread 0 issued the store) only once the store has read it, at the next item's first
+  // S or hand-over (the store runs on meanwhile; the other warps release at the last S, and the
+  // slot's phase needs every warp's arrival).
+  PipeState<kQ> q_held;
+  bool holding = false;
+  auto release_held = [&] {
+    if constexpr (kQ == 2) {
+      if (holding) {
+        if (wt == 0) bulk_wait_read<0>();
+        __syncwarp();
+        pipe_q.consumer_release(q_held, lane);
+        holding = false;
+      }
+    }
+  };
   const bool stamper = ctid % 128 == 0;  // one thread a consumer warpgroup stamps (WsTrace)
   int traced = 0;
   auto stamp = [&](int event) {
@@ -832,7 +869,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
         // rewrite it: so the read is ordered before that rewrite in every lane's own program order.
         int slot = 0;
-        if (lane == 0) slot = *item_slot;
+        if (lane == 0) slot = item_slot[sq.index];
         w = __shfl_sync(0xffffffffu, slot, 0);
       }
       if (w >= grid_items) break;
@@ -841,8 +878,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
-        sq.advance();
+        q_advance(sq);
+        release_held();
       }
+      // O by TMA (below), into this warpgroup's rows of the item's Q slot: where the instance has
+      // the second slot, the host a map (maps.o_tma), the item a Q (keys) and the warpgroup's 64
+      // rows are all the sequence's.
+      const PipeState<kQ> q_st = sq;
+      const bool tma_o = Tr::kTmaO && maps.o_tma != 0 && num_tiles > 0 && cta.block_rows >= 64 * (cw + 1);
+      const bool hold_q = two_q && tma_o && wt < 32;  // this warp releases the slot after the store
+      const uint32_t q_lo_item = q_lo0 + static_cast<uint32_t>(q_st.index) * (Tr::kQElems / 8);
       stamp(0);
       if (ctid == 0) {
         trace.value(traced, 24, w);
@@ -882,7 +927,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         // issue: the volatile move keeps it from being hoisted, the broadcast makes it
         // warp-uniform (the compiler issues it before the ping-pong's barrier), so the adds run in
         // uniform registers.
-        uint32_t q_lo = q_lo0;
+        uint32_t q_lo = q_lo_item;
         asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
         q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
 #pragma unroll
@@ -951,7 +996,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
           // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
           const bool bf16 = p.dtype == DType::kBFloat16;
-          const int wt = ctid % 128, bar_q = kConsumers + 3 + cw;
+          const int bar_q = kConsumers + 3 + cw;
           auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
             return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
           };
@@ -999,11 +1044,12 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         wgmma_fence();
         issue_s(sk.index);
         sched_arrive();
+        release_held();  // the last item's Q slot, under this S
         wgmma_wait<0>();
         fence_regs(s);
         pipe_k.consumer_release(sk, lane);
         sk.advance();
-        if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
+        if (num_tiles == 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
         softmax(0);
         pack_p();
         stamp(4);
@@ -1021,7 +1067,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           fence_regs(s);
           pipe_k.consumer_release(sk, lane);
           sk.advance();
-          if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
+          if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);
           softmax(t);
           fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
           wgmma_wait<0>();
@@ -1033,7 +1079,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           pack_p();
         }
         stamp(5);
-        sq.advance();
+        q_advance(sq);
         rescale_o();
         wait_stage(pipe_v, sv, fenced);
         // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
@@ -1062,8 +1108,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       }
 
       // Normalise and store: o in the storage type, lse in natural log (the producer is loading
-      // the next item meanwhile). Where the instance has an O buffer (kTmaO), the host a map
-      // (maps.o_tma) and this warpgroup's 64 rows are all the sequence's: into the buffer
+      // the next item meanwhile). Where tma_o (above): into the item's Q slot
       // (4-byte stores in the accumulators' layout, 128-byte swizzled: a warp's 32 lanes on 32
       // banks), then one thread's TMA store of the 64 rows, which runs on while the warpgroup
       // takes its next item (the store from registers took 1.1-1.2 us an item at d 128 and held
@@ -1078,11 +1123,14 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           return pack2<T>(a, b);
         }
       };
-      const int wt = ctid % 128, bar_o = kConsumers + 3 + cw;  // (FP8's Q barrier: never both)
-      const bool tma_o = Tr::kTmaO && maps.o_tma != 0 && cta.block_rows >= 64 * (cw + 1);
-      T* o_wg = smem_o + cw * 64 * 64;  // this warpgroup's rows in column block 0 (block c: + c·kBlockM·64)
+      const int bar_o = kConsumers + 3 + cw;  // (FP8's Q barrier: never both)
+      // This warpgroup's rows of the item's Q slot in column block 0 (block c: + c·kBlockM·64):
+      // the slot's last O store has read it (release_held, before its Q was loaded); the barrier
+      // has every warp's last S retired before any writes. One Q slot: O's buffer, once the last
+      // item's store has read it.
+      T* o_wg = smem_q + (two_q ? q_st.index : 1) * Tr::kQElems + cw * 64 * 64;
       if (tma_o) {
-        if (wt == 0) bulk_wait_read<0>();  // the last item's store has read the buffer
+        if (!two_q && wt == 0) bulk_wait_read<0>();
         named_barrier_sync(bar_o, 128);
       }
 #pragma unroll
@@ -1137,6 +1185,10 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           for (int c = 0; c < Tr::kBlocks; ++c) tma_store_3d(&maps.o, o_wg + c * Tr::kBlockM * 64, c * 64, h, row0);
           bulk_commit_group();
         }
+      }
+      if (hold_q) {
+        q_held = q_st;
+        holding = true;
       }
       stamp(7);
       ++traced;
