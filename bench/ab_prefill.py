@@ -31,6 +31,9 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     # causal in 16-token pages (a server's prefill step; the grid order's items mostly do not exist)
     (128, "skew", True, 0), (128, "skew", True, 16), (128, "skew", False, 0), (64, "skew", True, 0),
     (128, "mix", True, 16),
+    # 29-: FP8 e4m3 pages (issue 25; a sixth field: the pages' dtype): 2k over 30k and 4×4k causal,
+    # 16-token pages
+    (128, [2048], True, 16, 30720, "e4m3"), (128, [4096] * 4, True, 16, 0, "e4m3"),
 ]
 
 
@@ -52,6 +55,7 @@ def setup_row(row, libs, gen):
     name = lens if isinstance(lens, str) else None
     lens = row_lens(lens)
     prefix = row[4] if len(row) > 4 else 0
+    fp8 = row[5] if len(row) > 5 else None
     heads, total = 2048 // dim, sum(lens)
     klens = [l + prefix for l in lens]
     q = torch.randn(total, heads, dim, dtype=torch.bfloat16, device="cuda", generator=gen)
@@ -60,16 +64,19 @@ def setup_row(row, libs, gen):
     lse = torch.empty(total, heads, dtype=torch.float32, device="cuda")
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
     cu_k = torch.tensor([0] + list(torch.tensor(klens).cumsum(0)), dtype=torch.int32, device="cuda")
-    paged = None
+    paged, scales, pool8 = None, None, None
     if bs:
         kp, vp, table, sl = bp.to_pages(k, v, klens, heads, dim, bs, gen)
         paged = (kp, vp, table, sl, bs)
+        if fp8:  # the same pages' codes, a scale a kv head (bench_prefill's FP8 column)
+            k8, v8, ks8, vs8, fs8, pool8 = bp.fp8_pool(kp, vp, fp8)
+            paged, scales = (k8, v8, table, sl, bs), (fs8, ks8, vs8)
     runs = {key: bp.ours_fn(lb, q, k, v, o, lse, cu, klens, heads, dim, causal, fsc.FS_BFLOAT16, paged=paged,
-                            cu_k=cu_k)[0] for key, lb in libs.items()}
+                            cu_k=cu_k, fp8=scales)[0] for key, lb in libs.items()}
     # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
     pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
-    label = name or f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "")
-    return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged)
+    label = name or f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "") + (fp8 or "")
+    return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged, scales, pool8)
 
 
 def main():

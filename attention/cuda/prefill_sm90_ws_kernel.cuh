@@ -70,6 +70,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
   int proxy_fence = 1;  // gathered stages: the consumers' proxy fence (0: bench-only A/B of its cost)
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
+  // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
+  // conversion into the fp16 stages, 2 the copies of the codes; 0 (always outside a bench) both run.
+  int fp8_diag = 0;
   // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
   unsigned* sched = nullptr;
@@ -671,7 +674,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
           };
           auto copy_codes = [&](bool is_v, int tile) {
-            if (tile < num_tiles) RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
+            if (tile < num_tiles && maps.fp8_diag != 2) RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
             cp_async_commit();
           };
           // ... and, once this thread's copies have landed, its chunks converted into the stage (a
@@ -683,7 +686,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             pipe.producer_acquire(st);
             __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
             const unsigned char* codes = code_slot(is_v, tile);
-            if (p.pages.dtype == DType::kFp8E5M2) {
+            if (maps.fp8_diag == 1) {
+              // (bench-only: the stage keeps what it held)
+            } else if (p.pages.dtype == DType::kFp8E5M2) {
               ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
             } else {
               ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
