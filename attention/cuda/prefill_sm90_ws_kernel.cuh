@@ -161,6 +161,13 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
 // fp16 at run time), d 128 and 128-key tiles only: the row gather copies the codes into a slot of
 // their own (K and V, kFp8StageBytes), each producer thread converts the chunks it copied into the
 // fp16 stage, and the consumers convert their Q rows into fp16 by a power of two.
+// The FP8 instance's producer registers (producer v4, session 29): 40, the consumers 232 (their
+// SASS as at 240: the same instructions, the same 11 local loads outside the main loop); at 24 the
+// producer spilled twice as much (85 local loads). -DFLASHSERVE_PREFILL_WS_FP8_REGS=24 for A/B.
+#ifndef FLASHSERVE_PREFILL_WS_FP8_REGS
+#define FLASHSERVE_PREFILL_WS_FP8_REGS 40
+#endif
+inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
@@ -177,7 +184,9 @@ struct PrefillWsTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
   // experiments"); three: 32/160 (FA3's split).
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  // FP8 pages: kFp8ProducerRegs (above) for the converting producer, 232 for the consumers.
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : (kFp8 ? kFp8ProducerRegs : 24);
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : (kFp8 && kFp8ProducerRegs > 24 ? 232 : 240);
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
@@ -403,9 +412,14 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
   __half* d = dst + (c / 4) * kBN * 64 + row0 * 64;
   const unsigned j0 = 2 * (c % 4) + (odd_first ? 1u : 0u), j1 = j0 ^ 1u;
   const unsigned o0 = (j0 ^ sw) << 3, o1 = (j1 ^ sw) << 3;
+  // Software-pipelined: the next chunk's load is issued before this one's conversions and stores
+  // (written in the loop's order, the loads waited out their latency one after another: the
+  // compiler cannot move a shared load above stores it cannot tell apart from it).
+  uint4 next = *reinterpret_cast<const uint4*>(src);
 #pragma unroll
   for (int i = 0; i < kBN / 16; ++i) {
-    const uint4 codes = *reinterpret_cast<const uint4*>(src + i * 16 * 128);
+    const uint4 codes = next;
+    if (i + 1 < kBN / 16) next = *reinterpret_cast<const uint4*>(src + (i + 1) * 16 * 128);
     // The first store's 8 codes: dims 16·c + 8 .. + 15 where odd_first, else 16·c .. + 7.
     const uint32_t f0 = odd_first ? codes.z : codes.x, f1 = odd_first ? codes.w : codes.y;
     const uint32_t s0 = odd_first ? codes.x : codes.z, s1 = odd_first ? codes.y : codes.w;

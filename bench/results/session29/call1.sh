@@ -5,7 +5,7 @@
 # A/B against v4.17 (FLASHSERVE_PREFILL_WS_Q_SLOTS=1 in this library, and the last commit's
 # library), 3 passes, on the rows those instances run; then (issue 25) what sets the FP8
 # producer's pace; then racecheck, synccheck and memcheck on grid cases with the time left.
-# Carry build-gpu/libflashserve_c.so, build-gpu/ab/v417/libflashserve_c.so,
+# Carry build-gpu/libflashserve_c.so, build-gpu/ab (v417, v418, fp8p24: libflashserve_c.so each),
 # build-gpu/tests/test_prefill_cuda, build-gpu/tests/test_fp8_cuda.
 source bench/results/call_prologue.sh
 T=$B/tests/test_prefill_cuda
@@ -24,10 +24,12 @@ timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
   --config q1=FLASHSERVE_PREFILL_WS_Q_SLOTS=1 --config v417=@$B/ab/v417/libflashserve_c.so \
   > "$out/ab_v418.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_v418.log"
-# Issue 25: the FP8 producer's pace (bench-only switches, wrong outputs): FP8 rows 29, 30 with the
-# conversion skipped (1) or the copies of the codes skipped (2), beside bf16 pages of the same
-# shapes (rows 11, 6).
-timeout 70 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 2 --only 11,29,6,30 \
+# Issue 25: the FP8 producer v4 (its conversion loop software-pipelined, 40 registers) against
+# v3 (v4.18's library, build-gpu/ab/v418) and v4 at 24 registers (build-gpu/ab/fp8p24), and what
+# sets its pace (bench-only switches, wrong outputs: the conversion skipped, 1, or the copies of
+# the codes, 2), on FP8 rows 29, 30 beside bf16 pages of the same shapes (rows 11, 6).
+timeout 90 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 2 --only 11,29,6,30 \
+  --config v3=@$B/ab/v418/libflashserve_c.so --config p24=@$B/ab/fp8p24/libflashserve_c.so \
   --config noconv=FLASHSERVE_PREFILL_WS_FP8_DIAG=1 --config nocopy=FLASHSERVE_PREFILL_WS_FP8_DIAG=2 \
   > "$out/ab_fp8_diag.log" 2>&1
 echo "$(el) fp8 diag rc $?"; cat "$out/ab_fp8_diag.log"
