@@ -17,7 +17,7 @@ grep -hE -A4 "Failure$" "$out"/test_*.log | head -30
 timeout 80 $B/bench/bench_model --quick --steps-only > "$out/steps.log" 2>&1; echo "$(el) steps rc $?"
 grep -A5 "^batch" "$out/steps.log" | head -6
 timeout 80 $B/bench/bench_model --quick --mixed > "$out/mixed.log" 2>&1; echo "$(el) mixed rc $?"; tail -6 "$out/mixed.log"
-left=$(( 585 - ($(date +%s) - t0) ))
+left=$(( ${LIMIT:-585} - ($(date +%s) - t0) ))
 if [ $left -gt 120 ]; then
   srv=$P/server/flashserve_server,--num-blocks,32768,--max-num-seqs,256,--max-batched-tokens,8192
   OUT=/tmp/serve IN=1024 OUTLEN=128 N1=16 N64=128 CONCURRENCY="1 64" timeout $left bash scripts/gpu_serve_check.sh \
