@@ -737,6 +737,7 @@ Status LlamaCudaModel::begin_step(const ForwardBatch& b, const std::vector<Sampl
     (void)cudaStreamSynchronize(stream_);
     (void)cudaGetLastError();
     prev_step_timed_ = false;
+    last_device_time_valid_ = false;  // last_step_device_time: the failed step has no timing
     return st;
   }
   drawn_rows_ = static_cast<int32_t>(rows.size());
