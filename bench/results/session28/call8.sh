@@ -19,7 +19,10 @@ grep -A5 "^batch" "$out/steps.log" | head -6
 timeout 80 $B/bench/bench_model --quick --mixed > "$out/mixed.log" 2>&1; echo "$(el) mixed rc $?"; tail -6 "$out/mixed.log"
 left=$(( ${LIMIT:-585} - ($(date +%s) - t0) ))
 if [ $left -gt 120 ]; then
-  srv=$P/server/flashserve_server,--num-blocks,32768,--max-num-seqs,256,--max-batched-tokens,8192
+  # The 32768 blocks (64 GiB) fit the H200; on an 80 GB card the pool is sized from memory.
+  mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  blocks=",--num-blocks,32768"; [ "${mem:-0}" -lt 100000 ] && blocks=""
+  srv=$P/server/flashserve_server$blocks,--max-num-seqs,256,--max-batched-tokens,8192
   OUT=/tmp/serve IN=1024 OUTLEN=128 N1=16 N64=128 CONCURRENCY="1 64" timeout $left bash scripts/gpu_serve_check.sh \
     $P/client/flashserve_bench one=$srv overlap=$srv,--overlap-steps 2>&1 | tee "$out/serve.log" | tail -14
   cp /tmp/serve/*.json "$out/" 2>/dev/null
