@@ -34,6 +34,8 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     # 29-: FP8 e4m3 pages (issue 25; a sixth field: the pages' dtype): 2k over 30k and 4×4k causal,
     # 16-token pages
     (128, [2048], True, 16, 30720, "e4m3"), (128, [4096] * 4, True, 16, 0, "e4m3"),
+    # 31: e5m2 pages (converted by byte placement, no F2FP), 2k over 30k
+    (128, [2048], True, 16, 30720, "e5m2"),
 ]
 
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/host_device.h"
+
 namespace flashserve {
 
 enum class DType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFp8E4M3 = 3, kFp8E5M2 = 4 };
@@ -95,6 +97,28 @@ inline float fp8_e4m3_to_float(uint8_t c) {
   if (exp == 0xf && man == 0x7) return bits_float(sign | 0x7fc00000u);      // the one NaN
   if (exp != 0) return bits_float(sign | ((exp + 120) << 23) | (man << 20));  // 127 - 7
   return bits_float(sign | float_bits(static_cast<float>(man) * 0.001953125f));  // man·2^-9
+}
+
+// CUDA's __byte_perm(x, y, s) selection (without its sign-replicating mode): result byte i is
+// byte (s >> 4i) & 7 of y:x (x bytes 0-3, y bytes 4-7). On the device the instruction itself.
+FS_HOST_DEVICE uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t yx = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((yx >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+// Four e5m2 codes (bytes 0..3 of x) as the bits of two fp16 pairs (lo: codes 0, 1; hi: 2, 3).
+// An e5m2 code is the high byte of its value's fp16 (sign, 5 exponent bits of the same bias, the
+// top 2 mantissa bits), inf and NaN included, so byte placement is the exact conversion: the
+// GPU kernels' e5m2 path (fp8_convert.cuh), a PRMT a pair where F2FP took a conversion.
+FS_HOST_DEVICE void fp8_e5m2x4_to_fp16x2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+  lo = byte_perm(x, 0u, 0x1404u);
+  hi = byte_perm(x, 0u, 0x3424u);
 }
 
 inline float fp8_e5m2_to_float(uint8_t c) {

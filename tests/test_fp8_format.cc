@@ -240,6 +240,31 @@ INSTANTIATE_TEST_SUITE_P(Formats, Fp8Format, ::testing::Values(kE4M3, kE5M2),
                            return std::string(i.param.dtype == DType::kFp8E4M3 ? "E4M3" : "E5M2");
                          });
 
+// The GPU kernels' e5m2 conversion by byte placement (fp8_e5m2x4_to_fp16x2x2): every code in
+// every byte of a word gives, as fp16, the value the float64 reference decodes (NaN as NaN, the
+// signs of zero and inf kept), in its half; the word's other codes do not leak into it.
+TEST(DType, E5m2ToFp16ByBytePlacementIsExact) {
+  std::mt19937 rng(25);
+  for (int pos = 0; pos < 4; ++pos) {
+    for (int code = 0; code < 256; ++code) {
+      const uint32_t others = rng() & ~(0xffu << (8 * pos));
+      const uint32_t x = others | (static_cast<uint32_t>(code) << (8 * pos));
+      uint32_t lo = 0, hi = 0;
+      fp8_e5m2x4_to_fp16x2x2(x, lo, hi);
+      const uint32_t pair = pos < 2 ? lo : hi;
+      const auto half = static_cast<uint16_t>(pos % 2 == 0 ? pair & 0xffffu : pair >> 16);
+      const float got = fp16_to_float(half), want = static_cast<float>(decode(kE5M2, static_cast<uint8_t>(code)));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "code " << code << " in byte " << pos;
+      } else {
+        EXPECT_EQ(got, want) << "code " << code << " in byte " << pos;
+        EXPECT_EQ(std::signbit(got), std::signbit(want)) << "code " << code << " in byte " << pos;
+      }
+      EXPECT_EQ(half & 0xffu, 0u) << "the low byte of the fp16 holds nothing of another code";
+    }
+  }
+}
+
 TEST(DType, SixteenBitAndFp32Unchanged) {
   EXPECT_EQ(dtype_size(DType::kFloat32), 4);
   EXPECT_EQ(dtype_size(DType::kFloat16), 2);

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "attention/cuda/device_utils.cuh"
+#include "common/dtype.h"
 
 namespace flashserve::cuda {
 
@@ -28,18 +29,28 @@ __device__ __forceinline__ int swz_fp8(int row, int chunk) {
   }
 }
 
-// Two FP8 codes (bits 0..15 of x) as an fp16 pair.
+// Two FP8 codes (bits 0..15 of x) as an fp16 pair: e4m3 by the hardware's conversion, e5m2 by
+// byte placement (exact: fp8_e5m2x4_to_fp16x2x2, common/dtype.h).
 template <typename KV>
 __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t x) {
-  constexpr __nv_fp8_interpretation_t kFmt = std::is_same_v<KV, __nv_fp8_e4m3> ? __NV_E4M3 : __NV_E5M2;
-  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), kFmt);
-  return static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+  if constexpr (std::is_same_v<KV, __nv_fp8_e5m2>) {
+    uint32_t lo, hi;
+    fp8_e5m2x4_to_fp16x2x2(x, lo, hi);
+    return lo;
+  } else {
+    const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu), __NV_E4M3);
+    return static_cast<uint32_t>(a.x) | (static_cast<uint32_t>(a.y) << 16);
+  }
 }
 // Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
 template <typename KV>
 __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-  lo = fp8x2_to_half2<KV>(x);
-  hi = fp8x2_to_half2<KV>(x >> 16);
+  if constexpr (std::is_same_v<KV, __nv_fp8_e5m2>) {
+    fp8_e5m2x4_to_fp16x2x2(x, lo, hi);
+  } else {
+    lo = fp8x2_to_half2<KV>(x);
+    hi = fp8x2_to_half2<KV>(x >> 16);
+  }
 }
 
 // A tile of kKeys rows of FP8 codes (src, swz_fp8) as fp16 (dst, the 16-bit kernels' swz<kHeadDim,

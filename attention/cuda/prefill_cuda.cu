@@ -294,10 +294,13 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
                         encode_rows(&maps->o, p, p.o, p.num_heads, p.total_q, p.o_row_stride, p.o_head_stride, 64)
                     ? 1
                     : 0;
-  // FP8 pages: FLASHSERVE_PREFILL_WS_FP8_DIAG=1 (no conversion) or 2 (no copies of the codes), a
-  // bench-only diagnosis of what sets the FP8 producer's pace; the outputs are wrong.
-  if (const char* diag = std::getenv("FLASHSERVE_PREFILL_WS_FP8_DIAG"); diag != nullptr && p.paged && is_fp8(p.pages.dtype))
-    maps->fp8_diag = std::atoi(diag) == 1 ? 1 : (std::atoi(diag) == 2 ? 2 : 0);
+  // FP8 pages: FLASHSERVE_PREFILL_WS_FP8_DIAG=1 (no conversion), 2 (no copies of the codes) or 3
+  // (e4m3 converted as e5m2: no F2FP), a bench-only diagnosis of what sets the FP8 producer's
+  // pace (PrefillTmaMaps::fp8_diag); the outputs are wrong.
+  if (const char* diag = std::getenv("FLASHSERVE_PREFILL_WS_FP8_DIAG"); diag != nullptr && p.paged && is_fp8(p.pages.dtype)) {
+    const int d = std::atoi(diag);
+    maps->fp8_diag = d >= 1 && d <= 3 ? d : 0;
+  }
   // Q's second slot in O's buffer (PrefillWsTraits::kQSlots); FLASHSERVE_PREFILL_WS_Q_SLOTS=1 keeps
   // one Q slot and the buffer apart (A/B against v4.17's walk), read at every call.
   const char* q_slots = std::getenv("FLASHSERVE_PREFILL_WS_Q_SLOTS");

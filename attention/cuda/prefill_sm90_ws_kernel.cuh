@@ -71,7 +71,8 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int proxy_fence = 1;  // gathered stages: the consumers' proxy fence (0: bench-only A/B of its cost)
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
-  // conversion into the fp16 stages, 2 the copies of the codes; 0 (always outside a bench) both run.
+  // conversion into the fp16 stages, 2 the copies of the codes, 3 converts e4m3 codes by e5m2's
+  // byte placement (the same shared-memory traffic, no F2FP); 0 (always outside a bench): none.
   int fp8_diag = 0;
   // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
@@ -702,7 +703,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
             const unsigned char* codes = code_slot(is_v, tile);
             if (maps.fp8_diag == 1) {
               // (bench-only: the stage keeps what it held)
-            } else if (p.pages.dtype == DType::kFp8E5M2) {
+            } else if (p.pages.dtype == DType::kFp8E5M2 || maps.fp8_diag == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
               ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
             } else {
               ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
