@@ -93,10 +93,16 @@ __device__ __forceinline__ uint32_t ordered_key(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// Two CTAs an SM (32 registers; without the bound the candidates' path took 57, one CTA an SM).
+// One CTA an SM by default (FLASHSERVE_SAMPLER_MIN_BLOCKS 1), the bound under which a GPU last
+// ran the sampled rows (cd7ecf9). Two (32 registers; the candidates' path takes 57 with one) was
+// the build that faulted on the H100 in session 29 at the first sampled launch, cause not yet
+// located (bench/results/session29/README.md): kept for the A/B, -DFLASHSERVE_SAMPLER_MIN_BLOCKS=2.
 // out: [rows] tokens, then [rows] flags (1 where the candidates decided the row's thresholds);
 // drawn (may be null): [rows] the tokens again, where the next step's placeholders read them.
-__global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits, int32_t vocab,
+#ifndef FLASHSERVE_SAMPLER_MIN_BLOCKS
+#define FLASHSERVE_SAMPLER_MIN_BLOCKS 1
+#endif
+__global__ void __launch_bounds__(kThreads, FLASHSERVE_SAMPLER_MIN_BLOCKS) sample_kernel(const float* logits, int32_t vocab,
                                                           const RowParams* params, const int32_t* banned,
                                                           int32_t* out, int32_t* drawn, bool use_candidates) {
   const int row = blockIdx.x;
