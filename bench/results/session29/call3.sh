@@ -15,6 +15,13 @@ for t in test_fp8_cuda test_decode_cuda; do
   echo "$(el) $t rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')"
   grep -E "Failure|FAILED|Expected|Which is" "$out/$t.log" | head -6
 done
+# FP8 producer v4 (pipelined conversion, 40 registers) under racecheck and synccheck (session 29's
+# call 1 ran its tests, not the sanitizers).
+for tool in racecheck synccheck; do
+  timeout 60 /usr/local/cuda/bin/compute-sanitizer --tool $tool $B/tests/test_fp8_cuda \
+    --gtest_filter='Fp8PrefillCuda.WsPipelineOverManyTiles' > "$out/san_$tool.log" 2>&1
+  echo "$(el) $tool rc $? $(grep -E 'SUMMARY' "$out/san_$tool.log" | tail -1)"
+done
 timeout 120 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 2 --only 11,29,31,6,30 \
   --config nof2fp=FLASHSERVE_PREFILL_WS_FP8_DIAG=3 --config noconv=FLASHSERVE_PREFILL_WS_FP8_DIAG=1 \
   > "$out/ab_fp8_diag3.log" 2>&1
