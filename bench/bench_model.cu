@@ -349,11 +349,11 @@ int main(int argc, char** argv) {
   // K/V for the largest case that fits: (64, 8k) = 512k tokens = 64 GiB on the H200; (256, 8k)
   // does not fit. On a smaller card (an H100's 80 GB) the pool is what the free memory holds
   // past 26 GiB (the 16 GB of weights, activations and workspaces), and the cases past it print n/a.
-  const int64_t kv_token_bytes_i = int64_t{2} * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
+  const int64_t kv_token_bytes = int64_t{2} * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 2;
   int64_t kv_tokens = int64_t{64} * max_ctx + 16;
   if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
     const int64_t room = static_cast<int64_t>(free_b) - (int64_t{26} << 30);
-    kv_tokens = std::max<int64_t>(std::min(kv_tokens, room / kv_token_bytes_i), int64_t{1024} * 16 + 16);
+    kv_tokens = std::max<int64_t>(std::min(kv_tokens, room / kv_token_bytes), int64_t{1024} * 16 + 16);
   }
   CudaModelOptions opt;
   opt.block_size = bs;
@@ -375,7 +375,6 @@ int main(int argc, char** argv) {
   const KVStorageShape& ks = m->kv_shape();
   model::cuda::fill_normal(static_cast<__nv_bfloat16*>(m->kv().k_pages(0)), ks.bytes() / 2, 0.f, 1.f, 77, m->stream());
   cudaStreamSynchronize(m->stream());
-  const double kv_token_bytes = static_cast<double>(kv_token_bytes_i);
   const double bw = read_bandwidth(m->stream(), m->kv().k_pages(0), int64_t{4} << 30);  // random K/V, 4 GiB
   std::printf("read-only bandwidth measured now: %.2f TB/s (the floor below uses it)\n", bw / 1e12);
   std::printf("Llama-3-8B shapes (synthetic), bf16, H200: weights %.2f GB, KV pool %.1f GB\n", m->weight_bytes() / 1e9,
