@@ -988,9 +988,15 @@ TEST(Engine, OverlappedStepsUnderARandomLoad) {
     const std::vector<int32_t> ref = reference_greedy(q.r.prompt, q.r.sampling.max_tokens);
     ASSERT_LE(got.size(), ref.size()) << i;
     EXPECT_EQ(got, std::vector<int32_t>(ref.begin(), ref.begin() + static_cast<long>(got.size()))) << i;
-    if (last.reason == FinishReason::kLength) EXPECT_EQ(got.size(), ref.size()) << i;
-    if (last.reason == FinishReason::kAborted) EXPECT_TRUE(q.cancel) << i;
-    if (last.reason == FinishReason::kStop) EXPECT_EQ(got.back(), q.r.sampling.stop_token_ids[0]) << i;
+    if (last.reason == FinishReason::kLength) {
+      EXPECT_EQ(got.size(), ref.size()) << i;
+    }
+    if (last.reason == FinishReason::kAborted) {
+      EXPECT_TRUE(q.cancel) << i;
+    }
+    if (last.reason == FinishReason::kStop) {
+      EXPECT_EQ(got.back(), q.r.sampling.stop_token_ids[0]) << i;
+    }
     EXPECT_NE(last.reason, FinishReason::kError) << i << ": " << last.error.to_string();
   }
   canceller.join();

@@ -350,17 +350,17 @@ bool Engine::step() {
     lock.unlock();
     // Queued behind step n (in flight), then step n's draws delivered while this one runs.
     const Status bst = model_->begin_step(builder_.batch(), builder_.rows());
-    const auto t_begun = Clock::now();
+    const double begin_s = seconds(t_built, Clock::now());
     if (in_flight_) end_in_flight();
     if (bst.ok()) {
-      in_flight_ = InFlight{std::move(plan), shape, t_built, seconds(t_built, t_begun)};
+      in_flight_ = InFlight{std::move(plan), shape, t_built, begin_s};
       return true;
     }
     lock.lock();
     std::vector<int32_t> none;
     std::vector<model::TokenLogprobs> no_logprobs;
     deliver(plan, bst, none, no_logprobs);
-    account_forward(false, seconds(t_built, t_begun), seconds(t_built, t_begun));
+    account_forward(false, begin_s, begin_s);
     lock.unlock();
     flush_outbox();
     return true;
