@@ -35,15 +35,23 @@ struct RowParams {
   int32_t pad;
 };
 
+// The block-wide reductions below end with each warp reducing the warps' partials itself, lane w
+// reading warp w's (kThreads / 32 == 32 of them), by shuffles: every thread gets the same bits,
+// and no loop walks the partials in shared memory. ptxas 13.0 miscompiled such a loop (31
+// trips, rotated and unrolled by 4 in the PTX, which is right): its re-unrolled remainder read 8
+// words too far, past the array (logprobs_kernel's block_best, compute-sanitizer on the H100,
+// session 30; bench/NOTES.md "ptxas").
+static_assert(kThreads / 32 == 32, "one warp's partial a lane");
+
 // Block-wide sum (all threads get it).
 __device__ float block_sum(float v, float* scratch) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
+  __syncthreads();  // the last call's readers are done with scratch
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
-  float t = 0.f;
-  for (int i = 0; i < kThreads / 32; ++i) t += scratch[i];
-  return t;
+  v = scratch[threadIdx.x % 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 // Block-wide sum of unsigned 64-bit values (all threads get it); exact, so order-free.
@@ -52,9 +60,9 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long 
   __syncthreads();
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
-  unsigned long long t = 0;
-  for (int i = 0; i < kThreads / 32; ++i) t += scratch[i];
-  return t;
+  v = scratch[threadIdx.x % 32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 // The block's most likely (value, id): the larger value, then the lower id (the host's order);
@@ -62,7 +70,7 @@ __device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long 
 __device__ __forceinline__ bool more_likely(float av, int32_t ai, float bv, int32_t bi) {
   return av > bv || (av == bv && ai < bi);
 }
-__device__ __forceinline__ void block_best(float& v, int32_t& id, float* red_v, int32_t* red_i) {
+__device__ __forceinline__ void warp_best(float& v, int32_t& id) {
   for (int w = 16; w > 0; w >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, v, w);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, id, w);
@@ -71,19 +79,18 @@ __device__ __forceinline__ void block_best(float& v, int32_t& id, float* red_v, 
       id = oi;
     }
   }
+}
+__device__ __forceinline__ void block_best(float& v, int32_t& id, float* red_v, int32_t* red_i) {
+  warp_best(v, id);
   __syncthreads();  // the last call's readers are done with red_v / red_i
   if (threadIdx.x % 32 == 0) {
     red_v[threadIdx.x / 32] = v;
     red_i[threadIdx.x / 32] = id;
   }
   __syncthreads();
-  v = red_v[0];
-  id = red_i[0];
-  for (int w = 1; w < kThreads / 32; ++w)
-    if (more_likely(red_v[w], red_i[w], v, id)) {
-      v = red_v[w];
-      id = red_i[w];
-    }
+  v = red_v[threadIdx.x % 32];
+  id = red_i[threadIdx.x % 32];
+  warp_best(v, id);
 }
 
 // A float's bits as an unsigned key in the floats' order (callers pass no NaN).
@@ -93,16 +100,10 @@ __device__ __forceinline__ uint32_t ordered_key(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// One CTA an SM by default (FLASHSERVE_SAMPLER_MIN_BLOCKS 1), the bound under which a GPU last
-// ran the sampled rows (cd7ecf9). Two (32 registers; the candidates' path takes 57 with one) was
-// the build that faulted on the H100 in session 29 at the first sampled launch, cause not yet
-// located (bench/results/session29/README.md): kept for the A/B, -DFLASHSERVE_SAMPLER_MIN_BLOCKS=2.
+// Two CTAs an SM (32 registers; without the bound the candidates' path took 57, one CTA an SM).
 // out: [rows] tokens, then [rows] flags (1 where the candidates decided the row's thresholds);
 // drawn (may be null): [rows] the tokens again, where the next step's placeholders read them.
-#ifndef FLASHSERVE_SAMPLER_MIN_BLOCKS
-#define FLASHSERVE_SAMPLER_MIN_BLOCKS 1
-#endif
-__global__ void __launch_bounds__(kThreads, FLASHSERVE_SAMPLER_MIN_BLOCKS) sample_kernel(const float* logits, int32_t vocab,
+__global__ void __launch_bounds__(kThreads, 2) sample_kernel(const float* logits, int32_t vocab,
                                                           const RowParams* params, const int32_t* banned,
                                                           int32_t* out, int32_t* drawn, bool use_candidates) {
   const int row = blockIdx.x;
@@ -133,28 +134,7 @@ __global__ void __launch_bounds__(kThreads, FLASHSERVE_SAMPLER_MIN_BLOCKS) sampl
       best_i = i;
     }
   }
-  // (Written out, not block_best: with it, even only its comparisons, ptxas spills 44 bytes here
-  // at 32 registers, against 8 bytes as written.)
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (ov > best || (ov == best && oi < best_i)) {
-      best = ov;
-      best_i = oi;
-    }
-  }
-  if (threadIdx.x % 32 == 0) {
-    red_v[threadIdx.x / 32] = best;
-    red_i[threadIdx.x / 32] = best_i;
-  }
-  __syncthreads();
-  best = red_v[0];
-  best_i = red_i[0];
-  for (int w = 1; w < kThreads / 32; ++w)
-    if (red_v[w] > best || (red_v[w] == best && red_i[w] < best_i)) {
-      best = red_v[w];
-      best_i = red_i[w];
-    }
+  block_best(best, best_i, red_v, red_i);
   // No logit above -inf (every one banned, -inf or NaN): id 0, as the host's max_element gives
   // (the search above keeps only a strictly larger value: none, and vocab is no token).
   if (best_i == vocab) best_i = 0;
@@ -326,10 +306,12 @@ __global__ void __launch_bounds__(kThreads, FLASHSERVE_SAMPLER_MIN_BLOCKS) sampl
   __syncthreads();
   if (threadIdx.x % 32 == 31) scratch[threadIdx.x / 32] = incl;
   __syncthreads();
+  // (The warps' totals from the lanes by shuffles: see block_sum on ptxas.)
+  const float warp_total = scratch[threadIdx.x % 32];
   float warp_offset = 0.f, total = 0.f;
   for (int w = 0; w < kThreads / 32; ++w) {
     if (w == static_cast<int>(threadIdx.x / 32)) warp_offset = total;
-    total += scratch[w];
+    total += __shfl_sync(0xffffffffu, warp_total, w);
   }
   const float start = warp_offset + excl, stop = warp_offset + incl;
   const float target = p.u * total;
