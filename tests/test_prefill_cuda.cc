@@ -149,20 +149,6 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
-  // The next item's S(0) carried into the last item's last issue slot (FLASHSERVE_PREFILL_WS_CARRY=1,
-  // prefill v4.19; the instances with two Q slots): on one CTA every third case (every item but
-  // the first carried), else 3, by either walk; and paged, by TMA page boxes or the row gather.
-  runs.push_back({"ws",
-                  {{"FLASHSERVE_PREFILL_WS_CARRY", "1"},
-                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 1 ? "1" : "3"},
-                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
-  runs.push_back({"ws",
-                  {{"FLASHSERVE_PREFILL_WS_CARRY", "1"},
-                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
-                   {"FLASHSERVE_PREFILL_WS_PAGED", p.seed % 2 ? "gather" : "tma"}},
-                  true});
   // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
   // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
   // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).

@@ -65,9 +65,6 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // 2: Q's second slot in O's buffer where the instance has it (kTmaO, prefill v4.18); 1: one Q
   // slot and O's buffer apart (v4.17's walk, for A/B).
   int q_slots = 2;
-  // 1: the next item's first S issued in the last item's last issue slot, where the instance has
-  // two Q slots (prefill v4.19, the kernel's carry_on); 0: each item's S(0) in a slot of its own.
-  int carry = 0;
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
@@ -885,12 +882,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   auto stamp = [&](int event) {
     if (stamper) trace.stamp(traced, 8 * cw + event);
   };
-  // The item to run next, from w on (the static walk's; the dynamic walk's comes in its Q stage's
-  // item slot), into cta .. num_tiles; grid_items at the walk's end.
-  PrefillCta cta;
-  int h, b, key_base, num_tiles;
-  auto fetch = [&](int w) {
-    for (;; w += gridDim.x) {
+  auto walk = [&](auto fenced) {
+    for (int w = blockIdx.x;; w += gridDim.x) {
       if (dynamic) {
         pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
         // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
@@ -899,38 +892,22 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         if (lane == 0) slot = item_slot[sq.index];
         w = __shfl_sync(0xffffffffu, slot, 0);
       }
-      if (w >= grid_items) return w;
+      if (w >= grid_items) break;
+      PrefillCta cta;
+      int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
         release_held();
       }
-      return w;
-    }
-  };
-  // The carry-over (prefill v4.19; two Q slots, so the next item's Q has landed during this one):
-  // the next item's S(0) is issued in this item's last issue slot, after its last P·V, and the
-  // next item's first softmax waits only for it, while this item's O is normalised and stored.
-  // The warpgroups' issue ring then runs on across the items (the last warpgroup's last arrival
-  // of the item is made, and the next item puts in no token of its own).
-  constexpr bool kCarry = kQ == 2 && !kFp8;
-  const bool carry_on = kCarry && two_q && maps.carry != 0;
-  auto walk = [&](auto fenced) {
-    bool carried = false;  // this item's S(0) is in flight, issued in the last item's last slot
-    float s[kBN / 2];      // S, then the logits (across the items: a carried S(0) lands here)
-    for (int w = fetch(blockIdx.x); w < grid_items;) {
-      int next_w = -1;  // the next item, where this one's tail fetched it
       // O by TMA (below), into this warpgroup's rows of the item's Q slot: where the instance has
       // the second slot, the host a map (maps.o_tma), the item a Q (keys) and the warpgroup's 64
       // rows are all the sequence's.
       const PipeState<kQ> q_st = sq;
       const bool tma_o = Tr::kTmaO && maps.o_tma != 0 && num_tiles > 0 && cta.block_rows >= 64 * (cw + 1);
       const bool hold_q = two_q && tma_o && wt < 32;  // this warp releases the slot after the store
-      uint32_t q_lo_item = q_lo0 + static_cast<uint32_t>(q_st.index) * (Tr::kQElems / 8);  // (the carried S: the next's)
-      // What the store of O needs of the item (cta and h are the next item's once the tail has fetched it).
-      const int64_t out_row0 = cta.q0 + cta.row0;
-      const int out_rows = cta.block_rows, out_h = h;
+      const uint32_t q_lo_item = q_lo0 + static_cast<uint32_t>(q_st.index) * (Tr::kQElems / 8);
       stamp(0);
       if (ctid == 0) {
         trace.value(traced, 24, w);
@@ -955,6 +932,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       LogitArgs la(p.mask, h);  // FP8: k_scale / 2^e folded into its scales below
       float v_mul = 1.f;         // FP8: the values' scale on the output
 
+      float s[kBN / 2];
       // Descriptors from their low words (start address / 16, leading offset), made once: each
       // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
       // (prefill v4.11). Made at each issue from the address, a K or V descriptor took an add, a
@@ -1023,72 +1001,72 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
               o[c][4 * n + 2 * i + 1] *= f[i];
             }
       };
+      int slots_left = num_tiles + 1;
       auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
-      auto sched_arrive = [&] { named_barrier_arrive(next_bar, 256); };  // (not the item's last slot)
-      bool carry = false;  // the next item's S(0) issued in this one's last slot
+      auto sched_arrive = [&] {
+        if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
+      };
 
       if (num_tiles > 0) {
-        if (!carried) {  // (else its S(0) is in flight: issued in the last item's last slot)
-          if (last_wg) named_barrier_arrive(next_bar, 256);
-          pipe_q.consumer_wait(sq);
-          if constexpr (kFp8) {
-            // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
-            // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
-            // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
-            // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
-            const bool bf16 = p.dtype == DType::kBFloat16;
-            const int bar_q = kConsumers + 3 + cw;
-            auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
-              return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
-            };
-            // Rows past the sequence's queries (the TMA box reads on into the next sequence's)
-            // take no part in the max, and are zeroed.
-            auto in_rows = [&](int k) { return cw * 64 + wt / 8 + 16 * (k % 4) < cta.block_rows; };
-            float mx = 0.f;
-  #pragma unroll
-            for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
-              float f[8];
-              chunk_to_float(*q_chunk(k), bf16, f);
-  #pragma unroll
-              for (int j = 0; j < 8; ++j) mx = in_rows(k) ? fmaxf(mx, fabsf(f[j])) : mx;
-            }
-  #pragma unroll
-            for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            if (lane == 0) q_maxima[4 * cw + wt / 32] = mx;
-            named_barrier_sync(bar_q, 128);
-            mx = fmaxf(fmaxf(q_maxima[4 * cw], q_maxima[4 * cw + 1]), fmaxf(q_maxima[4 * cw + 2], q_maxima[4 * cw + 3]));
-            float q_mul = 1.f;
-            // At most 2^64 up: q below 2^-50 everywhere keeps the fold a normal float.
-            if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
-  #pragma unroll
-            for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
-              float f[8];
-              uint4* c = q_chunk(k);
-              chunk_to_float(*c, bf16, f);
-              *c = in_rows(k) ? make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
-                                           pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul))
-                              : make_uint4(0, 0, 0, 0);
-            }
-            fence_proxy_async();
-            named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
-            const int kv_head = h / (p.num_heads / p.num_kv_heads);
-            const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
-            la.scale *= fold;
-            la.scale2 *= fold;
-            v_mul = p.pages.v_scales[kv_head];
+        if (last_wg) named_barrier_arrive(next_bar, 256);
+        pipe_q.consumer_wait(sq);
+        if constexpr (kFp8) {
+          // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
+          // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
+          // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
+          // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
+          const bool bf16 = p.dtype == DType::kBFloat16;
+          const int bar_q = kConsumers + 3 + cw;
+          auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
+            return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
+          };
+          // Rows past the sequence's queries (the TMA box reads on into the next sequence's)
+          // take no part in the max, and are zeroed.
+          auto in_rows = [&](int k) { return cw * 64 + wt / 8 + 16 * (k % 4) < cta.block_rows; };
+          float mx = 0.f;
+#pragma unroll
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            chunk_to_float(*q_chunk(k), bf16, f);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) mx = in_rows(k) ? fmaxf(mx, fabsf(f[j])) : mx;
           }
-          stamp(1);
-          wait_stage(pipe_k, sk, fenced);
-          stamp(2);
-          sched_wait();
-          stamp(3);
-          wgmma_fence();
-          issue_s(sk.index);
-          sched_arrive();
-          release_held();  // the last item's Q slot, under this S
-          wgmma_wait<0>();
-          fence_regs(s);
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+          if (lane == 0) q_maxima[4 * cw + wt / 32] = mx;
+          named_barrier_sync(bar_q, 128);
+          mx = fmaxf(fmaxf(q_maxima[4 * cw], q_maxima[4 * cw + 1]), fmaxf(q_maxima[4 * cw + 2], q_maxima[4 * cw + 3]));
+          float q_mul = 1.f;
+          // At most 2^64 up: q below 2^-50 everywhere keeps the fold a normal float.
+          if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
+#pragma unroll
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            uint4* c = q_chunk(k);
+            chunk_to_float(*c, bf16, f);
+            *c = in_rows(k) ? make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
+                                         pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul))
+                            : make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async();
+          named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
+          const int kv_head = h / (p.num_heads / p.num_kv_heads);
+          const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
+          la.scale *= fold;
+          la.scale2 *= fold;
+          v_mul = p.pages.v_scales[kv_head];
         }
+        stamp(1);
+        wait_stage(pipe_k, sk, fenced);
+        stamp(2);
+        sched_wait();
+        stamp(3);
+        wgmma_fence();
+        issue_s(sk.index);
+        sched_arrive();
+        release_held();  // the last item's Q slot, under this S
+        wgmma_wait<0>();
+        fence_regs(s);
         pipe_k.consumer_release(sk, lane);
         sk.advance();
         if (num_tiles == 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
@@ -1105,7 +1083,6 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           wgmma_fence();
           issue_pv(sv.index);
           sched_arrive();
-          if constexpr (kCarry) release_held();  // a carried item's: the last item's Q slot (its O stored)
           wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
           fence_regs(s);
           pipe_k.consumer_release(sk, lane);
@@ -1138,37 +1115,11 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           fence_proxy_async();
           named_barrier_sync(kConsumers + 1, kConsumerThreads);
         }
-        int carry_k = sk.index;  // the carried S's K stage (where there is no next item: any)
-        if constexpr (kCarry) {
-          // The next item, its Q and K(0), before the last slot (fetched between the last P·V and
-          // its wait, its registers serialized every wgmma of the kernel).
-          if (carry_on) {
-            release_held();  // (the slot the next item's Q may need: held since the last item's store)
-            next_w = fetch(w + gridDim.x);
-            if (next_w < grid_items && num_tiles > 0) {
-              pipe_q.consumer_wait(sq);
-              wait_stage(pipe_k, sk, fenced);
-              q_lo_item = q_lo0 + static_cast<uint32_t>(sq.index) * (Tr::kQElems / 8);
-              carry_k = sk.index;
-              carry = true;
-            }
-          }
-        }
         sched_wait();
         wgmma_fence();
         issue_pv(sv.index);
-        if constexpr (kCarry) {
-          // Issued in every item's last slot, so that no wgmma or wait of the kernel sits in a
-          // branch (one there serialized them all: ptxas C7514-C7520): the next item's S(0), or
-          // where it has none (carry false) a product of whatever the slots hold, dropped.
-          issue_s(carry_k);
-        }
-        if (carry || !last_wg) named_barrier_arrive(next_bar, 256);  // the ring's last arrival only if it runs on
-        if constexpr (kCarry) {
-          wgmma_wait<1>();  // the last P·V; the S above may still run
-        } else {
-          wgmma_wait<0>();
-        }
+        sched_arrive();
+        wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
         stamp(6);
@@ -1207,8 +1158,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         float lse;
         const float inv = finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;
-        const int64_t row = out_row0 + r;
-        T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(out_h) * p.o_head_stride;
+        const int64_t row = cta.q0 + cta.row0 + r;
+        T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
         if (tma_o) {
           // Row r - 64·cw of the warpgroup's box; its 16-byte chunk n at n ^ (r % 8) (r % 8 = gid).
           T* orow = o_wg + (r - 64 * cw) * 64 + tig * 2;
@@ -1219,7 +1170,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
               *reinterpret_cast<uint32_t*>(orow + c * Tr::kBlockM * 64 + (n ^ gid) * 8) =
                   pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
         } else if (!o16) {
-          if (r < out_rows) {
+          if (r < cta.block_rows) {
 #pragma unroll
             for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
@@ -1239,19 +1190,19 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
               w4[j] = pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
             }
             quad_transpose(w4, tig);  // all lanes: the shuffles take the whole warp
-            if (r < out_rows)
+            if (r < cta.block_rows)
               *reinterpret_cast<uint4*>(out + c * 64 + (4 * g + tig) * 8) = make_uint4(w4[0], w4[1], w4[2], w4[3]);
           }
         }
-        if (p.lse != nullptr && tig == 0 && r < out_rows) p.lse[row * p.num_heads + out_h] = lse;
+        if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
       }
       if (tma_o) {
         fence_proxy_async();  // the buffer's writes, for the TMA's (async proxy) reads
         named_barrier_sync(bar_o, 128);
         if (wt == 0) {
-          const int row0 = static_cast<int>(out_row0) + 64 * cw;
+          const int row0 = static_cast<int>(cta.q0 + cta.row0) + 64 * cw;
 #pragma unroll
-          for (int c = 0; c < Tr::kBlocks; ++c) tma_store_3d(&maps.o, o_wg + c * Tr::kBlockM * 64, c * 64, out_h, row0);
+          for (int c = 0; c < Tr::kBlocks; ++c) tma_store_3d(&maps.o, o_wg + c * Tr::kBlockM * 64, c * 64, h, row0);
           bulk_commit_group();
         }
       }
@@ -1261,14 +1212,6 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       }
       stamp(7);
       ++traced;
-      if constexpr (kCarry) {
-        // The carried S(0) retired here, after the store, so that no path into the next item
-        // has it in flight (a wait in a branch there serialized every wgmma of the kernel).
-        wgmma_wait<0>();
-        fence_regs(s);
-      }
-      carried = carry;
-      w = next_w >= 0 ? next_w : fetch(w + gridDim.x);
     }
   };
   // The walk compiled twice, with and without the proxy fence: behind a runtime branch in one

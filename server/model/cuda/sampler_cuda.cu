@@ -486,7 +486,7 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
   ++finished_;
   const int64_t n = sl.rows;
   tokens->assign(static_cast<size_t>(n), 0);
-  if (logprobs != nullptr) logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});  // filled where made here
+  if (logprobs != nullptr) logprobs->clear();  // entries only where the launch made them (below)
   if (n == 0) return Status::Ok();
   FS_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(sl.done), "sample"));
   std::memcpy(tokens->data(), sl.host, static_cast<size_t>(n) * 4);
@@ -495,6 +495,7 @@ Status CudaSampler::finish(std::vector<int32_t>* tokens, std::vector<TokenLogpro
   if (sl.logprobs_launched) {
     logprobs_ready_ = true;
     if (logprobs != nullptr) {
+      logprobs->assign(static_cast<size_t>(n), TokenLogprobs{});  // one a row; those that ask filled here
       const auto* words = reinterpret_cast<const int32_t*>(sl.host + n * 8);
       for (size_t a = 0; a < sl.asking.size(); ++a) {
         const auto [row, k] = sl.asking[a];
