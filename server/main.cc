@@ -250,12 +250,15 @@ int main(int argc, char** argv) {
                  "default: off)")
       ->check(in_range(0.0, 1e6))
       ->envname("FLASHSERVE_TPOT_TARGET_MS");
-  // Overlapped steps (issue 27): the next step is prepared and queued while this one runs.
-  app.add_flag("--overlap-steps", ec.overlap_steps,
-               "schedule, build and queue step n + 1 while step n runs, its decodes reading step n's draws on the "
-               "device, and hand step n's tokens to their streams meanwhile (default: off, until measured on a GPU; "
-               "a request that ends by eos or a stop id costs one dropped row)")
-      ->envname("FLASHSERVE_OVERLAP_STEPS");
+  // Overlapped steps (issue 27): the next step is prepared and queued while this one runs. On by
+  // default on CUDA (measured: bench/NOTES.md "Overlapped steps"), off on the CPU (whose steps run
+  // in begin_step: nothing to overlap).
+  CLI::Option* overlap_opt =
+      app.add_flag("--overlap-steps,!--no-overlap-steps", ec.overlap_steps,
+                   "schedule, build and queue step n + 1 while step n runs, its decodes reading step n's draws on "
+                   "the device, and hand step n's tokens to their streams meanwhile (default: on with --device cuda, "
+                   "off on the CPU; a request that ends by eos or a stop id costs one dropped row)")
+          ->envname("FLASHSERVE_OVERLAP_STEPS");
   app.add_option("--max-num-seqs", ec.max_num_seqs, "running requests")
       ->check(in_range<int32_t>(1, INT32_MAX))
       ->envname("FLASHSERVE_MAX_NUM_SEQS");
@@ -311,6 +314,7 @@ int main(int argc, char** argv) {
       ->check(in_range<int64_t>(1024, INT32_MAX))
       ->envname("FLASHSERVE_MAX_RECEIVE_BYTES");
   CLI11_PARSE(app, argc, argv);
+  if (overlap_opt->count() == 0) ec.overlap_steps = device == "cuda";  // (the flag's default: the device's)
   ec.tpot_target_s = tpot_target_ms / 1000.0;
   if (device != "cuda" && utilization_opt->count() > 0) {
     spdlog::error("--gpu-memory-utilization is for --device cuda; on the CPU the KV cache is --num-blocks (default "

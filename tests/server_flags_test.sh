@@ -64,6 +64,7 @@ if [ "${2:-}" = cuda ]; then
   blocks=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.9 of .*/\1/p' "$tmp/err")
   check "by default the pool is sized by --gpu-memory-utilization 0.9 (rc $rc): $(grep 'KV cache' "$tmp/err")" \
     '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ] && [ "${blocks:-0}" -gt 8193 ]'
+  check "steps overlapped by default on CUDA" 'grep -q "steps: overlapped (--overlap-steps" "$tmp/err"'
   served FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5 -- "${gpu[@]}"
   half=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.5 of .*/\1/p' "$tmp/err")
   check "FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5: fewer blocks ($half of $blocks)" \
@@ -223,7 +224,9 @@ check "FLASHSERVE_TPOT_TARGET_MS=12.5 and FLASHSERVE_MAX_PREFILL_TOKENS=128 are 
   'grep -q "prefill budget while decodes run: the most prompt tokens whose predicted forward time stays <= 12.5 ms (--tpot-target-ms, a step cost model fitted on the last 256 steps), at least 32, at most 128 (--max-prefill-tokens); steps without decodes" "$tmp/err"'
 served -- --port 0 "${base[@]}" --tpot-target-ms 0 --max-prefill-tokens 0
 check "--tpot-target-ms 0 and --max-prefill-tokens 0 are off" 'grep -q "(no --max-prefill-tokens, no --tpot-target-ms)" "$tmp/err"'
-check "steps one at a time by default" 'grep -q "steps: one at a time (no --overlap-steps)" "$tmp/err"'
+check "steps one at a time by default on the CPU" 'grep -q "steps: one at a time (no --overlap-steps)" "$tmp/err"'
+served FLASHSERVE_OVERLAP_STEPS=1 -- --port 0 "${base[@]}" --no-overlap-steps
+check "--no-overlap-steps over FLASHSERVE_OVERLAP_STEPS=1: one at a time" 'grep -q "steps: one at a time (no --overlap-steps)" "$tmp/err"'
 served FLASHSERVE_OVERLAP_STEPS=1 -- --port 0 "${base[@]}"
 check "FLASHSERVE_OVERLAP_STEPS=1: overlapped steps" 'grep -q "steps: overlapped (--overlap-steps" "$tmp/err"'
 refused --overlap-steps "FLASHSERVE_OVERLAP_STEPS=maybe" FLASHSERVE_OVERLAP_STEPS=maybe -- --port 0 "${base[@]}"

@@ -941,7 +941,7 @@ TEST(Engine, StepsSurviveAStepThatFails) {
 // Overlapped steps under a random load (seed 36), on a threaded model: 40 requests of random
 // prompts (some sharing a prefix) and lengths, eos not ignored for some, stop ids on the greedy
 // path for some, in a pool small enough to preempt, 16 tokens a step; a third of them cancelled
-// from another thread after a random delay. Every stream ends within a deadline (no request is
+// from another thread after a random delay, once the pool has preempted. Every stream ends within a deadline (no request is
 // stuck), its count is its tokens, its tokens are the reference's (all of them, or a prefix for a
 // cancelled one), the engine's token count is the streams' sum, and the pool comes back.
 TEST(Engine, OverlappedStepsUnderARandomLoad) {
@@ -965,6 +965,12 @@ TEST(Engine, OverlappedStepsUnderARandomLoad) {
   }
   for (auto& q : reqs) ASSERT_TRUE(e->enqueue(q.r, &q.s).ok());
   std::thread canceller([&] {
+    // The cancels start once the pool has preempted (the check below), so that a run whose early
+    // cancels happen to free enough blocks still takes the preemption path (CI saw one that did
+    // not); a deadline keeps a pool that never preempts from hanging the test.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (e->stats().preemptions == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     std::mt19937 crng(37);
     for (auto& q : reqs) {
       if (!q.cancel) continue;

@@ -99,9 +99,9 @@ struct EngineConfig {
   // without waiting for the host. The cost: a request that step n ends (eos, a stop id) has
   // already a row in step n + 1, computed and dropped (its length limit is known ahead, and
   // never costs one). Tokens, seeded draws included, are those of steps run one at a time.
-  // Off until measured on the GPU (written in session 28 without one). On a synchronous model
-  // (the CPU's: begin_step runs the whole step) it gains nothing, and each step's tokens go out
-  // after the next step has run.
+  // Off here; the server turns it on for CUDA models (measured: bench/NOTES.md "Overlapped
+  // steps"). On a synchronous model (the CPU's: begin_step runs the whole step) it gains nothing,
+  // and each step's tokens go out after the next step has run.
   bool overlap_steps = false;
   int32_t max_waiting = 1024;            // queue limit: RESOURCE_EXHAUSTED past it
   int32_t max_model_len = 0;             // 0: the model's max_position_embeddings
