@@ -941,9 +941,10 @@ TEST(Engine, StepsSurviveAStepThatFails) {
 // Overlapped steps under a random load (seed 36), on a threaded model: 40 requests of random
 // prompts (some sharing a prefix) and lengths, eos not ignored for some, stop ids on the greedy
 // path for some, in a pool small enough to preempt, 16 tokens a step; a third of them cancelled
-// from another thread after a random delay, once the pool has preempted. Every stream ends within a deadline (no request is
-// stuck), its count is its tokens, its tokens are the reference's (all of them, or a prefix for a
-// cancelled one), the engine's token count is the streams' sum, and the pool comes back.
+// from another thread after a random delay, once the pool has preempted. Every stream ends
+// within a deadline (no request is stuck), its count is its tokens, its tokens are the
+// reference's (all of them, or a prefix for a cancelled one), the engine's token count is the
+// streams' sum, and the pool comes back.
 TEST(Engine, OverlappedStepsUnderARandomLoad) {
   std::mt19937 rng(36);
   const std::vector<int32_t> shared = random_prompt(rng, 12);

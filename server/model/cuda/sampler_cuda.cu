@@ -40,7 +40,7 @@ struct RowParams {
 // and no loop walks the partials in shared memory. ptxas 13.0 miscompiled such a loop (31
 // trips, rotated and unrolled by 4 in the PTX, which is right): its re-unrolled remainder read 8
 // words too far, past the array (logprobs_kernel's block_best, compute-sanitizer on the H100,
-// session 30; bench/NOTES.md "ptxas").
+// session 30; bench/NOTES.md, "Overlapped steps", "Session 30: located and fixed").
 static_assert(kThreads / 32 == 32, "one warp's partial a lane");
 
 // Block-wide sum (all threads get it).
