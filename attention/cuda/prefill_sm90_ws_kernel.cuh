@@ -768,7 +768,9 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     // K(0)'s stage came back for K(2); with more stages the wait would come, never a deadlock).
     // Without it the claim and the Q load both came after the item's last loads, and the
     // consumers waited ~2 us for the next item's Q stage (trace, session 30: "next").
-    const bool early_q = !p.paged && two_q && maps.early_q != 0;
+    // (Not at d 64: its three consumer warpgroups' register allocation moved with the producer's
+    // code, 20 more local loads; their SASS at d 128 is as it was.)
+    const bool early_q = kConsumers == 2 && !p.paged && two_q && maps.early_q != 0;
     int w_next = -1;       // early_q: the next item, claimed once this one's K(0) is issued
     bool q_ahead = false;  // early_q: this item's Q issued during the item before
     for (int w = to_grid(blockIdx.x); w < grid_items; w = w_next >= 0 ? w_next : next_item(w)) {
