@@ -150,7 +150,7 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
   // The next item claimed after an item's K(0), its Q issued two tiles in (FLASHSERVE_PREFILL_WS_EARLY_Q=1,
-  // packed K/V on the instances with two Q slots; paged problems run as without it): on one CTA
+  // packed K/V on the d 128 instances with two Q slots; others run as without it): on one CTA
   // every third case (each Q slot refilled while the other is in use), else 3, by either walk.
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_EARLY_Q", "1"},
