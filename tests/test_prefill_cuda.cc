@@ -149,14 +149,6 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
-  // The next item claimed after an item's K(0), its Q issued two tiles in (FLASHSERVE_PREFILL_WS_EARLY_Q=1,
-  // packed K/V on the d 128 instances with two Q slots; others run as without it): on one CTA
-  // every third case (each Q slot refilled while the other is in use), else 3, by either walk.
-  runs.push_back({"ws",
-                  {{"FLASHSERVE_PREFILL_WS_EARLY_Q", "1"},
-                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 2 ? "1" : "3"},
-                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "dynamic" : "static"}}});
   // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
   // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
   // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).

@@ -305,10 +305,6 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // one Q slot and the buffer apart (A/B against v4.17's walk), read at every call.
   const char* q_slots = std::getenv("FLASHSERVE_PREFILL_WS_Q_SLOTS");
   maps->q_slots = q_slots != nullptr && std::strcmp(q_slots, "1") == 0 ? 1 : 2;
-  // The next item's claim and Q early (PrefillTmaMaps::early_q, packed K/V): FLASHSERVE_PREFILL_WS_EARLY_Q=1,
-  // off until a GPU has measured it; read at every call.
-  const char* early_q = std::getenv("FLASHSERVE_PREFILL_WS_EARLY_Q");
-  maps->early_q = early_q != nullptr && std::strcmp(early_q, "1") == 0 ? 1 : 0;
   if (p.paged) {
     const int box = std::min(p.pages.block_size, tiles.block_n);
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&

@@ -65,10 +65,6 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // 2: Q's second slot in O's buffer where the instance has it (kTmaO, prefill v4.18); 1: one Q
   // slot and O's buffer apart (v4.17's walk, for A/B).
   int q_slots = 2;
-  // 1: packed K/V with two Q slots, the producer claims the next item once it has issued an
-  // item's K(0) and issues the next item's Q two tiles in (prefill v4.19; 0: both after the
-  // item's last loads, v4.18).
-  int early_q = 0;
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
@@ -761,20 +757,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     if constexpr (!kFp8) {  // (FP8 pages take the row gather only)
     State sk, sv;
     int traced = 0;
-    // Early Q (maps.early_q; packed, where thread 0 alone issues, and two Q slots): the next
-    // item is claimed once this one's K(0) is issued (the claim's atomic under this item's
-    // loads), and its Q issued two tiles in, into the slot the item before this one held (free
-    // by then with two K stages: its warpgroups released it at this item's first S, before
-    // K(0)'s stage came back for K(2); with more stages the wait would come, never a deadlock).
-    // Without it the claim and the Q load both came after the item's last loads, and the
-    // consumers waited ~2 us for the next item's Q stage (trace, session 30: "next").
-    // (Not at d 64: its three consumer warpgroups' register allocation moved with the producer's
-    // code, 20 more local loads; their SASS at d 128 is as it was.)
-    const bool early_q = kConsumers == 2 && !p.paged && two_q && maps.early_q != 0;
-    int w_next = -1;       // early_q: the next item, claimed once this one's K(0) is issued
-    bool q_ahead = false;  // early_q: this item's Q issued during the item before
-    for (int w = to_grid(blockIdx.x); w < grid_items; w = w_next >= 0 ? w_next : next_item(w)) {
-      w_next = -1;
+    for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
       if (!item(w, cta, h, b, key_base, num_tiles)) continue;
@@ -783,19 +766,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         continue;
       }
       const int kv_head = h / (p.num_heads / p.num_kv_heads);
-      if (tid == 0 && !q_ahead) issue_q(cta, h, w, traced);
-      q_ahead = false;
+      if (tid == 0) issue_q(cta, h, w, traced);
       ++traced;
-      // The next item's Q, where it has keys (an item without them is handed over in its turn).
-      auto issue_next_q = [&] {
-        if (w_next >= grid_items) return;
-        PrefillCta next;
-        int nh, nb, nkey_base, ntiles;
-        if (item(w_next, next, nh, nb, nkey_base, ntiles) && ntiles > 0) {
-          issue_q(next, nh, w_next, traced);
-          q_ahead = true;
-        }
-      };
       // Page ids, a tile ahead: this lane's box (TMA) or its copier lane's key (gather). A
       // tile's ids are read before the copies of the tile before it wait for their stages, and
       // serve its K and then its V.
@@ -853,10 +825,6 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         if (t > 0) load(pipe_v, sv, true, t - 1, id_prev, ids_prev);
         id_prev = id_cur;
         ids_prev = ids_cur;
-        // The claim after K(0)'s load (the varlen walk's to_grid reads it at once: a round trip
-        // the first tile should not wait behind), the next Q two tiles in.
-        if (early_q && t == 0) w_next = next_item(w);
-        if (early_q && t == min(2, num_tiles)) issue_next_q();
       }
     }
     end_walk();

@@ -6,6 +6,7 @@
 #  2. ab_prefill default / early on the short packed rows, the paged skew and mix (row gather),
 #     the chunked row and two controls, 2 passes;
 #  3. the trace of rows 0 and 1 both ways, with the time left.
+# Built with bench/results/session30/v419_early_q.patch applied (not on main until this passes).
 # Carry build-gpu/libflashserve_c.so, build-trace/libflashserve_c.so, build-gpu/tests/test_prefill_cuda.
 source bench/results/call_prologue.sh
 left() { echo $(( ${LIMIT:-170} - ($(date +%s) - t0) )); }
