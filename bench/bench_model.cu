@@ -377,11 +377,11 @@ int main(int argc, char** argv) {
   cudaStreamSynchronize(m->stream());
   const double bw = read_bandwidth(m->stream(), m->kv().k_pages(0), int64_t{4} << 30);  // random K/V, 4 GiB
   std::printf("read-only bandwidth measured now: %.2f TB/s (the floor below uses it)\n", bw / 1e12);
-  cudaDeviceProp prop{};
   int dev = 0;
   cudaGetDevice(&dev);
-  cudaGetDeviceProperties(&prop, dev);
-  std::printf("Llama-3-8B shapes (synthetic), bf16, %s: weights %.2f GB, KV pool %.1f GB\n", prop.name,
+  CudaDeviceInfo card;
+  if (!cuda_device_info(dev, &card).ok()) card.name = "GPU";
+  std::printf("Llama-3-8B shapes (synthetic), bf16, %s: weights %.2f GB, KV pool %.1f GB\n", card.name.c_str(),
               m->weight_bytes() / 1e9, ks.bytes() / 1e9);
   if (profile_step) {
     // One decode step (batch FLASHSERVE_PROFILE_BATCH, 1, and 1k keys; skinny GEMMs, the model's defaults, eager: one
