@@ -244,7 +244,9 @@ def main():
         # ws with 128-key tiles: the default's); "ws_order0" with the
         # work order of session 11 (one section: q tile slowest over all pairs).
         if r["head_dim"] == 128:
-            wide = r["shape"] != "2k over 30k" and (not r["causal"] or r["mean_k"] >= 2048)  # ws_wide's rule
+            # ws_wide's rule (prefill_cuda.cu): mean keys a sequence >= 2k, causal >= 8k (until
+            # session 31 this said every non-causal row, so 16x1k and the skew ran 128 twice)
+            wide = r["shape"] != "2k over 30k" and r["mean_k"] >= (8192 if r["causal"] else 2048)
             alt = "128" if wide or r["shape"] == "2k over 30k" else "176"
             r["alt_n"] = int(alt)
             entries.append(("ws_alt", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
