@@ -1,4 +1,4 @@
-"""One ab_prefill row, ours or FA3's, run a few times for a profiler (ncu) to pick one launch.
+"""One ab_prefill row, ours, FA3's or cuDNN's (torch SDPA, uniform packed rows), run a few times for a profiler (ncu) to pick one launch.
 Usage: ncu ... -k regex:NAME --launch-skip 2 --launch-count 1 python3 bench/ncu_prefill.py
            --lib build-gpu/libflashserve_c.so --row 4 [--peer fa3] [--env VAR=VAL ...]
 Prints the row and the median time of the runs (meaningless under ncu's replay; a sanity check
@@ -19,7 +19,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--row", type=int, required=True, help="index into ab_prefill.ROWS (packed rows for --peer fa3)")
-    ap.add_argument("--peer", choices=["ours", "fa3"], default="ours")
+    ap.add_argument("--peer", choices=["ours", "fa3", "cudnn"], default="ours")
     ap.add_argument("--env", action="append", default=[], help="VAR=VAL overrides for our call")
     ap.add_argument("--reps", type=int, default=4)
     args = ap.parse_args()
@@ -30,11 +30,19 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(5)
     runs, flops, label, keep = ab.setup_row(row, {None: fsc.load(args.lib)}, gen)
     fn = runs[None]
-    if args.peer == "fa3":
+    if args.peer == "cudnn":
+        q, k, v, o, lse, cu, cu_k, paged = keep[:8]
+        lens = (cu[1:] - cu[:-1]).tolist()
+        if paged is not None or len(set(lens)) != 1 or not torch.equal(cu, cu_k):
+            sys.exit("cudnn: packed rows of equal lengths, no cached prefix")
+        B, L, heads, dim = len(lens), lens[0], q.shape[1], q.shape[2]
+        qs, ks, vs = (t.view(B, L, heads, dim).transpose(1, 2) for t in (q, k, v))
+        fn = lambda: bp._sdpa(bp.SDPBackend.CUDNN_ATTENTION, qs, ks, vs, row[2])  # noqa: E731
+    elif args.peer == "fa3":
         make, why = bp.fa3_fn()
         if make is None:
             sys.exit(f"fa3: {why}")
-        q, k, v, o, lse, cu, cu_k, paged = keep
+        q, k, v, o, lse, cu, cu_k, paged = keep[:8]
         if paged is not None:
             sys.exit("fa3: packed rows only")
         lens = (cu[1:] - cu[:-1]).tolist()
