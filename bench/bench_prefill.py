@@ -31,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import flashserve_ctypes as fsc  # noqa: E402
 from bench_decode import fp8_pool  # noqa: E402
+from prefill_table import print_table  # noqa: E402
 
 _FLUSH = None
 
@@ -212,6 +213,9 @@ def main():
     ap.add_argument("--chunked-only", action="store_true",
                     help="only the chunked-prefill row (2k over 30k: packed, paged 16/64, FP8 pages, the peers' paged)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every column a row (medians reported)")
+    ap.add_argument("--dims", default="64,128,256",
+                    help="the head dims of the shape rows (comma-separated): a run split across calls "
+                         "(prefill_table.py joins their logs)")
     args = ap.parse_args()
     lib = fsc.load(args.lib)
     gen = torch.Generator(device="cuda").manual_seed(5)
@@ -223,7 +227,7 @@ def main():
     rows = []
     dtypes = [(torch.bfloat16, fsc.FS_BFLOAT16), (torch.float16, fsc.FS_FLOAT16)]
     shapes = [[1024] * 16, [4096] * 4, [16384]]
-    dims = [64, 128, 256]
+    dims = [int(d) for d in args.dims.split(",")]
     if args.quick:
         dtypes = dtypes[:1]
 
@@ -444,21 +448,7 @@ def main():
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
     print()
-    cols = ["ours", "ws", "ws_alt", "ws_order0", "ours_paged16", "v3", "mma", "flash", "cudnn", "fa3", "flashinfer",
-            "fa3_paged16", "flashinfer_paged16"]
-    print(f"{'dtype':<6}{'d':>4} {'shape':<14}{'causal':>7}" + "".join(f"{c:>9}" for c in cols) +
-          f"{'÷best':>7}{'maxdiff':>9}{'spread':>8}")
-    f = lambda v, w, p=0: f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
-    for r in rows:
-        ratio = r["ours"] / r["best_peer"] if r.get("best_peer") and r.get("ours") else None
-        md = r.get("fa3_maxdiff", r.get("flash_maxdiff"))
-        print(f"{r['dtype'][:6]:<6}{r['head_dim']:>4} {r['shape']:<14}{str(r['causal']):>7}" +
-              "".join(f(r.get(c), 9) for c in cols) + f"{f(ratio, 7, 2)}{f(md, 9, 4)}" +
-              f"{f(100 * max([v for k, v in r.items() if k.endswith('_spread')] or [0]), 7)}%")
-    for r in rows:  # FP8 pages (issue 25's target: within 10% of the bf16 pages' TFLOP/s)
-        if r.get("ours_paged16_e4m3") and r.get("ours"):
-            print(f"FP8 e4m3 pages, {r['shape']}: {r['ours_paged16_e4m3']:.0f} TFLOP/s, {r['ours_paged16_e4m3'] / r['ours']:.2f}"
-                  f" of bf16 pages ({r['ours']:.0f}); max |o - FA3 over bf16| {r.get('ours_paged16_e4m3_maxdiff')}")
+    print_table(rows)
 
 
 def _sdpa(be, qs, ks, vs, causal=True, gqa=False):
