@@ -17,6 +17,6 @@ prof() {  # who row set
 }
 prof cudnn 0 "--set full"
 prof cudnn 4 "--section LaunchStats --section SpeedOfLight"
-prof ours 0 "--set full"
-prof cudnn 1 "--set full"
+[ "${FULL:-0}" = 1 ] && prof ours 0 "--set full"
+[ "${FULL:-0}" = 1 ] && prof cudnn 1 "--set full"
 rm -f $out/*.ncu-rep.tmp
