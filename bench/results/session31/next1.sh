@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Next session's first call (issue 22), written in session 31 after its budget ran out:
-#  1. the key tile on the rows where session 31's bench_prefill (and session 25's) read the
-#     176-key tile above the default 128: the skewed batches (one 8k prompt among 63 short ones:
-#     ws_wide's mean keys a sequence, 420, picks 128 though 93% of the work is the 8k prompt;
-#     s31: 524 vs 500 non-causal, 465 vs 427 causal; s25: 546 vs 524, 462 vs 441), 16x1k
-#     (463 vs 450), 4x4k causal (504 vs 487); 16x1k causal (128 ahead, 326 vs 302) and the mix as
-#     controls. 3 passes, both tiles forced and the default.
-#  2. ncu of cuDNN's kernel at 16x1k (its name, launch shape, registers, shared memory, tensor
-#     and memory throughput) and its launch shape at 1x16k: cuDNN is the one peer with no
-#     short-sequence cost (582 at 16x1k, 581 at 1x16k; ours 450 / 631).
-# Carry build-gpu/libflashserve_c.so.
+# Next session's first call (issue 22): prefill v4.20, the consumers' plain tile run
+# (bench/results/session31/v420_plain_tiles.patch, applied and built before the call;
+# FLASHSERVE_PREFILL_WS_PLAIN=0 is v4.18's loop in the same library).
+#  1. the GPU prefill grid (the plain run in every run, off in every other case's TMA_O=0 run),
+#     the skewed batches, the FP8 prefill tests;
+#  2. ab_prefill default / PLAIN=0, 3 passes: d 64 (7, 15, 16, 17, 18, 8, 27), d 128 (0, 1, 2, 3,
+#     21, 4, 5, 24, 26), d 256 (9, 10), paged and FP8 (6, 11, 29);
+#  3. synccheck on five grid cases and the skewed batches (racecheck: too slow for a call).
+# Prediction (history/prefill.md "prefill v4.20"): d 64 non-causal +5-10%, d 64 causal ±3%,
+# d 128 / d 256 0..+4%.
+# Carry build-gpu/libflashserve_c.so, build-gpu/tests/test_prefill_cuda, build-gpu/tests/test_fp8_cuda.
 source bench/results/call_prologue.sh
-timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 --only 24,26,25,28,0,3,1 \
-  --config n176=FLASHSERVE_PREFILL_WS_BLOCK_N=176 --config n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128 \
-  > "$out/ab_keytile.log" 2>&1
-echo "$(el) ab rc $?"; cat "$out/ab_keytile.log"
-FULL=${FULL:-0} bash bench/results/session31/call5.sh
+T=$B/tests/test_prefill_cuda
+timeout 90 $T --gtest_brief=1 --gtest_filter='Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches' \
+  > "$out/test_prefill.log" 2>&1
+echo "$(el) prefill rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill.log" | tr '\n' ' ')"
+grep -E "Failure|FAILED|kernel" "$out/test_prefill.log" | head -6
+timeout 60 $B/tests/test_fp8_cuda --gtest_brief=1 > "$out/test_fp8.log" 2>&1
+echo "$(el) fp8 rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_fp8.log" | tr '\n' ' ')"
+timeout 240 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
+  --only 7,15,16,17,18,8,27,0,1,2,3,21,4,5,24,26,9,10,6,11,29 \
+  --config general=FLASHSERVE_PREFILL_WS_PLAIN=0 > "$out/ab_plain.log" 2>&1
+echo "$(el) ab rc $?"; cat "$out/ab_plain.log"
+cases=$(printf 'Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/%s:' 0 34 45 46 47)
+timeout 100 /usr/local/cuda/bin/compute-sanitizer --tool synccheck $T \
+  --gtest_filter="${cases}PrefillCuda.SkewedVarlenBatches" > "$out/san_synccheck.log" 2>&1
+echo "$(el) synccheck rc $? $(grep -E 'ERROR SUMMARY' "$out/san_synccheck.log" | tail -1)"
