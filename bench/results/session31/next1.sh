@@ -9,7 +9,8 @@
 #  3. synccheck on five grid cases and the skewed batches (racecheck: too slow for a call).
 # Prediction (history/prefill.md "prefill v4.20"): d 64 non-causal +5-10%, d 64 causal ±3%,
 # d 128 / d 256 0..+4%.
-# Carry build-gpu/libflashserve_c.so, build-gpu/tests/test_prefill_cuda, build-gpu/tests/test_fp8_cuda.
+# Carry build-gpu/libflashserve_c.so, build-gpu/tests/test_prefill_cuda, build-gpu/tests/test_fp8_cuda,
+# build-r40/libflashserve_c.so.
 source bench/results/call_prologue.sh
 T=$B/tests/test_prefill_cuda
 timeout 90 $T --gtest_brief=1 --gtest_filter='Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches' \
@@ -22,6 +23,11 @@ timeout 240 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
   --only 7,15,16,17,18,8,27,0,1,2,3,21,4,5,24,26,9,10,6,11,29 \
   --config general=FLASHSERVE_PREFILL_WS_PLAIN=0 > "$out/ab_plain.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_plain.log"
+# Issue 25: the FP8 producer at 56 registers (fp8_producer_56regs.patch, applied too), against
+# a library built with -DFLASHSERVE_PREFILL_WS_FP8_REGS=40 (session 29's; build-r40, see README).
+[ -f build-r40/libflashserve_c.so ] && timeout 90 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
+  --only 11,29,30,31 --config r40=@build-r40/libflashserve_c.so > "$out/ab_fp8_regs.log" 2>&1
+echo "$(el) ab fp8 rc $?"; cat "$out/ab_fp8_regs.log" 2>/dev/null
 cases=$(printf 'Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/%s:' 0 34 45 46 47)
 timeout 100 /usr/local/cuda/bin/compute-sanitizer --tool synccheck $T \
   --gtest_filter="${cases}PrefillCuda.SkewedVarlenBatches" > "$out/san_synccheck.log" 2>&1
