@@ -23,6 +23,11 @@ timeout 240 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
   --only 7,15,16,17,18,8,27,0,1,2,3,21,4,5,24,26,9,10,6,11,29 \
   --config general=FLASHSERVE_PREFILL_WS_PLAIN=0 > "$out/ab_plain.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_plain.log"
+# d 64 16x1k runs v3 by default (ws_by_default: ws lost there); with the plain run, ws again.
+timeout 60 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 --only 7,18 \
+  --config ws=FLASHSERVE_PREFILL_KERNEL=ws --config ws_general=FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_PLAIN=0 \
+  > "$out/ab_d64_short.log" 2>&1
+echo "$(el) ab d64 rc $?"; cat "$out/ab_d64_short.log"
 # Issue 25: the FP8 producer at 56 registers (fp8_producer_56regs.patch, applied too), against
 # a library built with -DFLASHSERVE_PREFILL_WS_FP8_REGS=40 (session 29's; build-r40, see README).
 [ -f build-r40/libflashserve_c.so ] && timeout 90 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
