@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Next session's first call (issue 22): prefill v4.20 (bench/results/session31/v420_plain_tiles.patch,
 # applied and built before the call): the plain tile run, the softmax kept under P·V in ptxas's
-# schedule, O rescaled outside the ping-pong's window. FLASHSERVE_PREFILL_WS_PLAIN=0: the general
-# body for every tile (the other two changes kept); build-v418: main's kernel.
+# schedule, O rescaled outside the ping-pong's window, uniform K/V descriptors.
+# FLASHSERVE_PREFILL_WS_PLAIN=0: the general body for every tile (the other changes kept);
+# build-v418: main's kernel.
 #  1. the GPU prefill grid (the plain run in every run, off in every other case's TMA_O=0 run),
 #     the skewed batches, the FP8 prefill tests;
 #  2. ab_prefill default / PLAIN=0 / v4.18, 3 passes: d 64 (15, 16, 17, 8, 27), d 128 (0, 1, 2,
 #     3, 21, 4, 5, 24, 26), d 256 (9), paged and FP8 (6, 11, 29);
 #  3. synccheck on five grid cases and the skewed batches (racecheck: too slow for a call).
-# Prediction (history/prefill.md "prefill v4.20"): d 128 / d 256 +3-8%, d 64 non-causal +5-12%.
+# Prediction (history/prefill.md "prefill v4.20"): d 128 at 128 keys and d 64 +4-10%, 176 keys
+# and d 256 +2-5%.
 # Carry build-gpu/libflashserve_c.so, build-gpu/tests/test_prefill_cuda, build-gpu/tests/test_fp8_cuda,
 # build-v418/libflashserve_c.so.
 source bench/results/call_prologue.sh
