@@ -10,3 +10,9 @@ B=${B:-build-gpu}
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+# sanitize TOOL SECONDS BINARY FILTER: compute-sanitizer's TOOL over the gtest cases FILTER, its
+# log in $out/san_TOOL.log, its summary line printed (the caller's environment passes through).
+sanitize() {
+  timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" "$3" --gtest_filter="$4" > "$out/san_$1.log" 2>&1
+  echo "$(el) $1 rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_$1.log" | tail -1)"
+}

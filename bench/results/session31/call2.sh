@@ -26,7 +26,5 @@ cases=$(printf 'Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/%s:' 0 34 45 46 47)
 for tool in synccheck racecheck; do
   t=$(( $(left) / 2 )); [ $tool = racecheck ] && t=$(left)
   [ $t -lt 15 ] && break
-  FLASHSERVE_PREFILL_WS_EARLY_Q=1 timeout $t /usr/local/cuda/bin/compute-sanitizer --tool $tool $T \
-    --gtest_filter="${cases}PrefillCuda.SkewedVarlenBatches" > "$out/san_$tool.log" 2>&1
-  echo "$(el) $tool rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_$tool.log" | tail -1)"
+  FLASHSERVE_PREFILL_WS_EARLY_Q=1 sanitize $tool $t $T "${cases}PrefillCuda.SkewedVarlenBatches"
 done

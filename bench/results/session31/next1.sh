@@ -27,6 +27,4 @@ timeout 300 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
   > "$out/ab_plain.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_plain.log"
 cases=$(printf 'Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/%s:' 0 34 45 46 47)
-timeout 100 /usr/local/cuda/bin/compute-sanitizer --tool synccheck $T \
-  --gtest_filter="${cases}PrefillCuda.SkewedVarlenBatches" > "$out/san_synccheck.log" 2>&1
-echo "$(el) synccheck rc $? $(grep -E 'ERROR SUMMARY' "$out/san_synccheck.log" | tail -1)"
+sanitize synccheck 100 $T "${cases}PrefillCuda.SkewedVarlenBatches"
