@@ -1,4 +1,5 @@
-"""One ab_prefill row, ours, FA3's or cuDNN's (torch SDPA, uniform packed rows), run a few times for a profiler (ncu) to pick one launch.
+"""One ab_prefill row, ours, FA3's or cuDNN's (torch SDPA; uniform packed rows), run a few times
+for a profiler (ncu) to pick one launch.
 Usage: ncu ... -k regex:NAME --launch-skip 2 --launch-count 1 python3 bench/ncu_prefill.py
            --lib build-gpu/libflashserve_c.so --row 4 [--peer fa3] [--env VAR=VAL ...]
 Prints the row and the median time of the runs (meaningless under ncu's replay; a sanity check
