@@ -6,8 +6,7 @@
 #     s31: 524 vs 500 non-causal, 465 vs 427 causal; s25: 546 vs 524, 462 vs 441), 16x1k
 #     (463 vs 450), 4x4k causal (504 vs 487); 16x1k causal (128 ahead, 326 vs 302) and the mix as
 #     controls. 3 passes, both tiles forced and the default.
-#  2. d 64 16x1k by ws (plain run on and off) beside v3, its default; the FP8 producer at 56
-#     registers against 40 (build-r40);
+#  2. the FP8 producer at 56 registers against 40 (build-r40);
 #  3. ncu of cuDNN's kernel at 16x1k (its name, launch shape, registers, shared memory, tensor
 #     and memory throughput) and its launch shape at 1x16k: cuDNN is the one peer with no
 #     short-sequence cost (582 at 16x1k, 581 at 1x16k; ours 450 / 631).
@@ -18,11 +17,6 @@ timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 -
   --config n176=FLASHSERVE_PREFILL_WS_BLOCK_N=176 --config n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128 \
   > "$out/ab_keytile.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_keytile.log"
-# d 64 16x1k runs v3 by default (ws_by_default: ws lost there); with the plain run, ws again.
-timeout 60 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 --only 7,18 \
-  --config ws=FLASHSERVE_PREFILL_KERNEL=ws --config ws_general=FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_PLAIN=0 \
-  > "$out/ab_d64_short.log" 2>&1
-echo "$(el) ab d64 rc $?"; cat "$out/ab_d64_short.log"
 # Issue 25: the FP8 producer at 56 registers (fp8_producer_56regs.patch, applied too), against
 # a library built with -DFLASHSERVE_PREFILL_WS_FP8_REGS=40 (session 29's; build-r40, see README).
 [ -f build-r40/libflashserve_c.so ] && timeout 90 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 3 \
