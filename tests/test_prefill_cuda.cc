@@ -136,11 +136,13 @@ void check_problem(const Problem& p) {
                   true});
   // O from registers (FLASHSERVE_PREFILL_WS_TMA_O=0), where by default the instances with an O
   // buffer (d 64, d 128 at 128 keys) store a warpgroup's whole 64-row blocks by TMA, on a
-  // 3-CTA grid (the buffer reused from item to item).
+  // 3-CTA grid (the buffer reused from item to item); every other case with every tile by the
+  // consumers' general loop (FLASHSERVE_PREFILL_WS_PLAIN=0: no plain run).
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_TMA_O", "0"},
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_GRID", "3"}}});
+                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
+                   {"FLASHSERVE_PREFILL_WS_PLAIN", p.seed % 2 ? "0" : "1"}}});
   // One Q slot with O's buffer apart (FLASHSERVE_PREFILL_WS_Q_SLOTS=1, v4.17's walk), where by
   // default those instances load the next item's Q into the buffer's place while a warpgroup's O
   // goes into its rows of the slot its Q came in; on a 3-CTA grid, by the static or the dynamic walk.
@@ -170,6 +172,21 @@ void check_problem(const Problem& p) {
     EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << " kernel";
     EXPECT_EQ(compare_outputs(p, gpu, mma, 2.0, 2 * ref.p_rounding_err), "") << what << " vs mma.sync";
     EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << what << " vs CPU";
+  }
+  // The plain tile run (prefill v4.20) computes for its tiles what the general loop computes:
+  // the same bytes with it on and off (FLASHSERVE_PREFILL_WS_PLAIN=0).
+  {
+    use_kernel("ws");
+    Outputs plain = run_gpu(p, d, &st);
+    ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+    setenv("FLASHSERVE_PREFILL_WS_PLAIN", "0", 1);
+    Outputs general = run_gpu(p, d, &st);
+    unsetenv("FLASHSERVE_PREFILL_WS_PLAIN");
+    ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+    EXPECT_EQ(std::memcmp(plain.o.data(), general.o.data(), plain.o.storage.size() * sizeof(double)), 0)
+        << "o: the plain run against the general loop, case: " << p.describe();
+    EXPECT_EQ(std::memcmp(plain.lse.data(), general.lse.data(), plain.lse.size() * sizeof(float)), 0)
+        << "lse: the plain run against the general loop, case: " << p.describe();
   }
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
 }

@@ -40,12 +40,14 @@ struct LogitArgs {
 // The logits of one fragment row of a tile of kNTiles·8 keys, in place (at(nt, e): key key0 +
 // nt·8 + tig·2 + e): the transform (softcap, ALiBi) where there is one, and -inf outside
 // [row_lo, row_hi) when `masked`. Returns the factor from a value to a base-2 logit (> 0). The
-// branches are uniform and outside the element loops.
-template <int kNTiles, typename At>
+// branches are uniform and outside the element loops. kTransform / kMask false: the caller
+// knows there is no transform (a.transform false) / no mask (masked false): no code for it (the
+// warp-specialized kernel's tile loops by kind, their registers).
+template <int kNTiles, bool kTransform = true, bool kMask = true, typename At>
 __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0, int tig, int row_pos, int row_lo,
                                             int row_hi, bool masked) {
   float to_log2 = a.scale2;  // stored value -> base-2 logit
-  if (a.transform) {
+  if (kTransform && a.transform) {
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -58,7 +60,7 @@ __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0,
     }
     to_log2 = 1.f;
   }
-  if (masked) {
+  if (kMask && masked) {
 #pragma unroll
     for (int nt = 0; nt < kNTiles; ++nt) {
 #pragma unroll
@@ -147,16 +149,16 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
 // running max and its exp, then each element's FFMA and EX2) interleave: one after the other,
 // each row's shuffles and the exps that wait on them were exposed in turn, with only two
 // consumer warps a scheduler to cover them (prefill v4.12). The same arithmetic as two
-// softmax_row calls.
-template <int kNTiles, typename At>
+// softmax_row calls. kTransform, kMask: as logits_row's.
+template <int kNTiles, bool kTransform = true, bool kMask = true, typename At>
 __device__ __forceinline__ void softmax_row_pair(At at, const LogitArgs& a, int key0, int tig, const int (&row_pos)[2],
                                                  const int (&row_lo)[2], const int (&row_hi)[2], bool masked,
                                                  float (&m_run)[2], float (&l_run)[2], float (&f)[2]) {
   float to_log2[2], mx[2], m_use[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    to_log2[i] = logits_row<kNTiles>([&](int nt, int e) -> float& { return at(i, nt, e); }, a, key0, tig, row_pos[i],
-                                     row_lo[i], row_hi[i], masked);
+    to_log2[i] = logits_row<kNTiles, kTransform, kMask>([&](int nt, int e) -> float& { return at(i, nt, e); }, a, key0, tig,
+                                             row_pos[i], row_lo[i], row_hi[i], masked);
 #pragma unroll
   for (int i = 0; i < 2; ++i) mx[i] = lane_max<kNTiles>([&](int nt, int e) -> float& { return at(i, nt, e); });
 #pragma unroll

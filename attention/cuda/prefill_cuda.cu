@@ -239,7 +239,13 @@ bool ws_wide(const PrefillParams& p) {
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
   if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
-  return p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch);
+  if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
+  // Without a causal mask a sequence's work grows with the square of its length, so a batch
+  // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
+  // wide tile though the mean is short: max_q^2 / total_q, a lower bound on the work-weighted
+  // mean q length, at least 2048 (session 32: 176 keys 545 against 128's 509 TFLOP/s there).
+  const int64_t max_q = p.max_seqlen_q;
+  return !p.mask.causal && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
 }
 
 // The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
@@ -305,6 +311,10 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // one Q slot and the buffer apart (A/B against v4.17's walk), read at every call.
   const char* q_slots = std::getenv("FLASHSERVE_PREFILL_WS_Q_SLOTS");
   maps->q_slots = q_slots != nullptr && std::strcmp(q_slots, "1") == 0 ? 1 : 2;
+  // The consumers' plain tile run (PrefillTmaMaps::plain, prefill v4.20); FLASHSERVE_PREFILL_WS_PLAIN=0
+  // takes every tile through the general loop (A/B); read at every call.
+  const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
+  maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
   if (p.paged) {
     const int box = std::min(p.pages.block_size, tiles.block_n);
     if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&

@@ -68,6 +68,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int page_box = 0;  // paged: tokens a box (>= 8; tiles never straddle a page); 0: the cp.async gather
   int section = 1;   // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int row_gather = 0;  // paged, page_box 0: 1 the row gather (WsRowGather), 0 WsGather
+  int plain = 1;       // 1: the consumers' plain tile run (prefill v4.20, d 64); 0: every tile by the general loop
   int proxy_fence = 1;  // gathered stages: the consumers' proxy fence (0: bench-only A/B of its cost)
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
@@ -162,11 +163,13 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
 // fp16 at run time), d 128 and 128-key tiles only: the row gather copies the codes into a slot of
 // their own (K and V, kFp8StageBytes), each producer thread converts the chunks it copied into the
 // fp16 stage, and the consumers convert their Q rows into fp16 by a power of two.
-// The FP8 instance's producer registers (producer v4, session 29): 40, the consumers 232 (their
-// SASS as at 240: the same instructions, the same 11 local loads outside the main loop); at 24 the
-// producer spilled twice as much (85 local loads). -DFLASHSERVE_PREFILL_WS_FP8_REGS=24 for A/B.
+// The FP8 instance's producer registers: 56, the consumers 224 (session 31; their SASS as at 232
+// and 240: the same 12207 instructions, 5 local loads and 2 stores), where the kernel's local
+// accesses fell from 61 loads and 48 stores at 40 (producer v4, session 29; at 24 the producer
+// spilled twice as much as at 40, 85 local loads) to 29 and 19.
+// -DFLASHSERVE_PREFILL_WS_FP8_REGS=24 or 40 for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FP8_REGS
-#define FLASHSERVE_PREFILL_WS_FP8_REGS 40
+#define FLASHSERVE_PREFILL_WS_FP8_REGS 56
 #endif
 inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
@@ -185,9 +188,11 @@ struct PrefillWsTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
   // experiments"); three: 32/160 (FA3's split).
-  // FP8 pages: kFp8ProducerRegs (above) for the converting producer, 232 for the consumers.
+  // FP8 pages: kFp8ProducerRegs (above) for the converting producer. The consumers take the rest
+  // of the register file, in steps of 8 (setmaxnreg's), at most 240.
   static constexpr int kProducerRegs = kConsumers == 3 ? 32 : (kFp8 ? kFp8ProducerRegs : 24);
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : (kFp8 && kFp8ProducerRegs > 24 ? 232 : 240);
+  static constexpr int kConsumerRegs =
+      (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8 < 240 ? (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8 : 240;
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
@@ -433,6 +438,14 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 }
+
+// The consumers' tile loops by the code a tile needs (prefill v4.20): kPlain no mask and no
+// transform, kGeneral both where the tile and the call have them. (A third loop for masked
+// tiles without the transform's code took the d 64 consumers from 25 local loads a general
+// tile to 234, and d 128's from 0 to 54: left out.)
+enum class TileKind { kPlain, kGeneral };
+template <TileKind kKind>
+using kind_c = std::integral_constant<TileKind, kKind>;
 
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
 __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>::kThreads, 1)
@@ -940,7 +953,13 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
       // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
       auto issue_s = [&](int stage) {
-        const uint32_t k_lo = k_lo0 + stage * (Tr::kTileElems / 8);
+        // K's (and V's, issue_pv) broadcast like Q's below (prefill v4.20): the stage index lives
+        // in a vector register, so at d 128 (128 keys) and d 64 each descriptor's adds ran in
+        // vector registers and 33 R2UR a tile (d 64: 25) moved them to uniform ones, most of
+        // them after the ping-pong's barrier; now one SHFL and one R2UR each, the adds uniform
+        // (the 176-key, d 256 and FP8 instances had them uniform already: the same instructions
+        // there but for the integer ops' variants ptxas picks).
+        const uint32_t k_lo = __shfl_sync(0xffffffffu, k_lo0 + stage * (Tr::kTileElems / 8), 0);
         // Q's descriptors: hoisted out of the tile loop by the compiler they were 16 live
         // registers (d 128; 32 at d 256, where they spilled with the next barrier id) moved to
         // uniform registers before each wgmma. Here each is one add to a low word made at each
@@ -969,7 +988,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         }
       };
       auto issue_pv = [&](int stage) {
-        const uint32_t v_lo = v_lo0 + stage * (Tr::kTileElems / 8);
+        const uint32_t v_lo = __shfl_sync(0xffffffffu, v_lo0 + stage * (Tr::kTileElems / 8), 0);  // (issue_s)
         // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
         // kBN rows apart), not one a column block.
 #pragma unroll
@@ -984,11 +1003,16 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         wgmma_commit();
       };
       float f[2] = {1.f, 1.f};
-      auto softmax = [&](int tile) {
+      // A tile's softmax by kind (TileKind: the code a tile loop holds): kPlain, a tile of the
+      // plain run below (no mask, no transform); kGeneral, both as the tile and the call need them.
+      auto softmax = [&](int tile, auto kind) {
+        constexpr TileKind kKind = decltype(kind)::value;
         const int key0 = key_base + tile * kBN;
-        const bool masked = cta.masked(key0, kBN);
-        softmax_row_pair<kBN / 8>([&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig,
-                                  row_pos, row_lo, row_hi, masked, m_run, l_run, f);
+        constexpr bool kAll = kKind == TileKind::kGeneral;
+        const bool masked = kAll && cta.masked(key0, kBN);
+        softmax_row_pair<kBN / 8, kAll, kAll>(
+            [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
+            row_hi, masked, m_run, l_run, f);
       };
       auto rescale_o = [&] {
 #pragma unroll
@@ -1070,15 +1094,33 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         pipe_k.consumer_release(sk, lane);
         sk.advance();
         if (num_tiles == 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
-        softmax(0);
+        softmax(0, kind_c<TileKind::kGeneral>{});
         pack_p();
         stamp(4);
-        for (int t = 1; t < num_tiles; ++t) {
+        // The plain run (prefill v4.20): tiles [plain_lo, plain_hi) need no mask (no row's range
+        // ends inside them: PrefillCta::masked) and, without a transform (softcap, ALiBi), take
+        // a tile loop without the mask's and the transform's code. With them in the one loop,
+        // its body held every path (d 64: 2892 instructions, 13 local loads and 4 stores a tile
+        // at 160 registers; d 128: 2619); the plain loop is one block (d 64: 478 instructions, 6
+        // local loads, 1 store; d 128 would be 521, none). FA3 splits its loop alike. d 64 only: there
+        // the plain run took the ws kernel +12-14% (session 32 call 5, 1x16k and 4x4k, against
+        // the general loop for all tiles); at d 128 both loops in the kernel ran the long rows
+        // 2-5% under v4.18's one loop, the plain run or not (the second loop changed ptxas's
+        // schedule of the first), and d 256 came out even. maps.plain 0: every tile in the
+        // general loop (A/B).
+        constexpr bool kPlainRun = kHeadDim == 64;
+        int plain_lo = num_tiles, plain_hi = num_tiles;
+        if (kPlainRun && maps.plain != 0 && !la.transform) {
+          const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
+          plain_lo = max(1, static_cast<int>(first > 0 ? (first + kBN - 1) / kBN : 0));
+          plain_hi = end <= 0 ? 0 : end / kBN < num_tiles ? static_cast<int>(end / kBN) : num_tiles;
+          plain_hi = max(plain_hi, plain_lo);
+        }
+        auto tile = [&](int t, auto kind) {
           wait_stage(pipe_k, sk, fenced);
           sched_wait();
           wgmma_fence();
           issue_s(sk.index);
-          rescale_o();
           wait_stage(pipe_v, sv, fenced);
           wgmma_fence();
           issue_pv(sv.index);
@@ -1088,19 +1130,38 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           pipe_k.consumer_release(sk, lane);
           sk.advance();
           if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);
-          softmax(t);
+          softmax(t, kind);
           fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
+          // (In the plain loop, one block, ptxas hoists the wait above the softmax anyway: SASS
+          // DEPBAR 1, DEPBAR 0, then the EX2s. A block boundary kept them under it, and cost
+          // 3-6% at d 128 16x1k and on causal rows: session 32 call 3.)
           wgmma_wait<0>();
           fence_regs(pa);
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
           pipe_v.consumer_release(sv, lane);
           sv.advance();
+          // O by this tile's factor here, once P(t-1)·V(t-1) is in, for P(t)·V(t) next (prefill
+          // v4.20, FA3's place): between S(t)'s and P(t-1)·V(t-1)'s issues, as it was, ptxas put
+          // the 64 FMULs (d 128) before S(t)'s first wgmma, inside the ping-pong's window after
+          // the barrier, where the other warpgroup waits. The same products in the same order.
+          rescale_o();
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);  // not sunk below the next barrier
           pack_p();
+        };
+        for (int t = 1; t < num_tiles; ++t) {
+          if constexpr (kPlainRun) {
+            if (t == plain_lo) {
+              for (; t < plain_hi; ++t) tile(t, kind_c<TileKind::kPlain>{});
+              if (t == num_tiles) break;
+            }
+          }
+          tile(t, kind_c<TileKind::kGeneral>{});
         }
         stamp(5);
         q_advance(sq);
-        rescale_o();
+        // (O holds the last tile's factor: the loop's last tile, or, with one tile, zeros.)
         wait_stage(pipe_v, sv, fenced);
         // Paged TMA: the last tile's V rows past the keys hold whatever the pages (or, for boxes
         // not loaded, shared memory) held, and P = 0 there does not cancel a NaN: zeroed by all
