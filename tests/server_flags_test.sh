@@ -65,6 +65,8 @@ if [ "${2:-}" = cuda ]; then
   check "by default the pool is sized by --gpu-memory-utilization 0.9 (rc $rc): $(grep 'KV cache' "$tmp/err")" \
     '[ "$rc_ready" -eq 0 ] && [ "$rc" -eq 0 ] && [ "${blocks:-0}" -gt 8193 ]'
   check "steps overlapped by default on CUDA" 'grep -q "steps: overlapped (--overlap-steps" "$tmp/err"'
+  check "by default on CUDA 8192 tokens a step, prompt chunks at most 2048 beside decodes" \
+    'grep -q "prefill budget while decodes run: at most 2048 (--max-prefill-tokens); steps without decodes: the rest of --max-batched-tokens 8192" "$tmp/err"'
   served FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5 -- "${gpu[@]}"
   half=$(sed -n 's/.*KV cache: \([0-9]*\) blocks of 16 tokens.*by --gpu-memory-utilization 0.5 of .*/\1/p' "$tmp/err")
   check "FLASHSERVE_GPU_MEMORY_UTILIZATION=0.5: fewer blocks ($half of $blocks)" \
