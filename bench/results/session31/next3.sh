@@ -9,7 +9,7 @@
 P=build-gpu/pack
 LIBS="$PWD/$P/lib"; source bench/results/call_prologue.sh
 srv=$P/server/flashserve_server,--max-num-seqs,256
-OUT=/tmp/serve IN=1024 OUTLEN=128 N64=128 CONCURRENCY="1 64 256" timeout ${LIMIT:-500} bash scripts/gpu_serve_check.sh \
+OUT=/tmp/serve IN=1024 OUTLEN=128 N64=128 CONCURRENCY="1 64 256" timeout ${LIMIT:-540} bash scripts/gpu_serve_check.sh \
   $P/client/flashserve_bench defaults=$srv b8192p2048=$srv,--max-batched-tokens,8192,--max-prefill-tokens,2048 \
   2>&1 | tee "$out/serve.log" | tail -24
 tar czf "$out/serve_json.tgz" -C /tmp/serve . 2>/dev/null
