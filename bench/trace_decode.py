@@ -5,7 +5,7 @@ first tile has landed, after its last tile, and at its end). Prints, over the CT
 call: start skew, issue (start -> first copies issued), ramp (-> first tile), loop, epilogue, end
 spread, and the kernel's span; then the K/V bytes over the span.
 
-Usage: python3 bench/trace_decode.py --lib build-var/libflashserve_c.so [--shape 1,32768 ...]"""
+Usage: python3 bench/trace_decode.py --lib build-var/libflashserve_c.so [--shape 1,32768 ...] [--fp8 e4m3]"""
 import argparse
 import sys
 
@@ -34,40 +34,44 @@ def main():
     ap.add_argument("--ctas-per-sm", type=int, default=2)
     ap.add_argument("--timeline", action="store_true", help="also kernel times of graph-replayed calls (profiler)")
     ap.add_argument("--dump", metavar="DIR", help="also write each CTA's stamps of 3 calls as CSV (one file a shape)")
+    ap.add_argument("--fp8", choices=["e4m3", "e5m2"], help="each shape traced again over FP8 pages of the same keys")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] or [(1, 4096), (1, 32768), (8, 8192)]
     lib = fsc.load(args.lib)
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
     gen = torch.Generator(device="cuda").manual_seed(5)
-    for batch, ctx in shapes:
+    for (batch, ctx), pages in [(s, f) for s in shapes for f in ([None, args.fp8] if args.fp8 else [None])]:
         case = bd.Case([ctx] * batch, 16, torch.bfloat16, 1, gen)
+        fp8 = bd.fp8_pages(case, pages) if pages else None
         # Room for the trace, 6 words a CTA, for the most splits the planner gives (64; one row
         # block: group 4 × q_len 1); the kernel writes it at the end of the workspace.
-        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=48 * 64 * bd.KV_HEADS * batch)
+        fns, keep, plan = bd.ours(lib, case, args.ctas_per_sm * sms.value, extra_ws=48 * 64 * bd.KV_HEADS * batch,
+                                  fp8=fp8)
         ctas = max(1, plan.num_splits) * bd.KV_HEADS * batch
+        kv_bytes = case.kv_bytes // 2 if fp8 else case.kv_bytes
         ws = keep[0]
         for _ in range(3):
             fns[0]()
         torch.cuda.synchronize()
         t = read_trace(ws, ctas)
         if args.dump:
-            dump(args.dump, batch, ctx, plan.num_splits, fns[0], ws, ctas, t)
+            dump(args.dump, batch, f"{ctx}{'_' + pages if fp8 else ''}", plan.num_splits, fns[0], ws, ctas, t)
         if (t[:, 1] == 0).any():
             print(f"({batch},{ctx}): no trace (not a trace build)")
             continue
         t0 = t[:, 1].min()
         start, issued, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4, 5)]  # us
         span = end.max().item()
-        print(f"({batch},{ctx}): {plan.num_splits} splits, {ctas} CTAs on {len(set(t[:, 0].tolist()))} SMs; "
-              f"span {span:.2f} us = {case.kv_bytes / span / 1e3:.0f} GB/s of K/V")
+        print(f"({batch},{ctx}){' ' + pages if fp8 else ''}: {plan.num_splits} splits, {ctas} CTAs on "
+              f"{len(set(t[:, 0].tolist()))} SMs; span {span:.2f} us = {kv_bytes / span / 1e3:.0f} GB/s of K/V")
         print(f"  start     {stats(start)} us")
         print(f"  issue     {stats(issued - start)} us (start -> first stages' copies issued)")
         print(f"  ramp      {stats(first - issued)} us (-> first tile landed)")
         print(f"  loop      {stats(loop - first)} us")
         print(f"  epilogue  {stats(end - loop)} us")
         print(f"  end       {stats(end)} us")
-        del case, fns, keep
+        del case, fns, keep, fp8
     if args.timeline:
         for batch, ctx in shapes:
             timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen)
