@@ -16,3 +16,13 @@ sanitize() {
   timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" "$3" --gtest_filter="$4" > "$out/san_$1.log" 2>&1
   echo "$(el) $1 rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_$1.log" | tail -1)"
 }
+# pack_out: a call returns at most 8 files from $out (the rest are left out, session 32 lost a
+# run's CSVs that way): with more, everything goes into $out/out.tgz. Call it last.
+pack_out() {
+  local n
+  n=$(find "$out" -type f | wc -l)
+  if [ "$n" -gt 8 ]; then
+    tar czf /tmp/out.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/out.tgz "$out/out.tgz"
+    echo "$(el) $n files packed into out.tgz"
+  fi
+}
