@@ -73,8 +73,8 @@ def main():
         print(f"  end       {stats(end)} us")
         del case, fns, keep, fp8
     if args.timeline:
-        for batch, ctx in shapes:
-            timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen)
+        for (batch, ctx), pages in [(s, f) for s in shapes for f in ([None, args.fp8] if args.fp8 else [None])]:
+            timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen, pages)
 
 
 def dump(folder, batch, ctx, splits, call, ws, ctas, first):
@@ -98,12 +98,13 @@ def dump(folder, batch, ctx, splits, call, ws, ctas, first):
                         + ",".join(f"{u:.3f}" for u in us) + "\n")
 
 
-def timeline(lib, workers, batch, ctx, gen):
+def timeline(lib, workers, batch, ctx, gen, pages=None):
     """Kernel start/end times of 8 back-to-back calls replayed from a CUDA graph (profiler):
-    split kernel, merge end after split end, gap to the next call's split kernel."""
+    split kernel, merge end after split end, gap to the next call's split kernel; pages: FP8
+    pages of the same keys (e4m3, e5m2) instead of bf16."""
     from torch.profiler import ProfilerActivity, profile
     case = bd.Case([ctx] * batch, 16, torch.bfloat16, bd.rotation_copies([ctx] * batch), gen)
-    fns, keep, plan = bd.ours(lib, case, workers)
+    fns, keep, plan = bd.ours(lib, case, workers, fp8=bd.fp8_pages(case, pages) if pages else None)
     calls = [fns[i % len(fns)] for i in range(max(8, len(fns)))]
     for f in calls:
         f()
@@ -122,11 +123,11 @@ def timeline(lib, workers, batch, ctx, gen):
     splits = [e for e in ev if "decode_split" in e[2]]
     merges = [e for e in ev if "merge_kernel" in e[2]]
     if len(splits) < 2:
-        print(f"({batch},{ctx}) timeline: no kernel events from the graph ({len(ev)})")
+        print(f"({batch},{ctx}){' ' + pages if pages else ''} timeline: no kernel events from the graph ({len(ev)})")
         return
     per_call = (splits[-1][0] - splits[0][0]) / (len(splits) - 1)
     sd = sum(e[1] - e[0] for e in splits) / len(splits)
-    line = f"({batch},{ctx}) timeline over {len(splits)} calls: {per_call:.2f} us a call; split kernel {sd:.2f} us"
+    line = f"({batch},{ctx}){' ' + pages if pages else ''} timeline over {len(splits)} calls: {per_call:.2f} us a call; split kernel {sd:.2f} us"
     if len(merges) == len(splits):
         tail = sum(m[1] - s[1] for s, m in zip(splits, merges)) / len(splits)
         gap = sum(splits[i + 1][0] - merges[i][1] for i in range(len(splits) - 1)) / (len(splits) - 1)
