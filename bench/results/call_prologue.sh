@@ -26,3 +26,11 @@ pack_out() {
     echo "$(el) $n files packed into out.tgz"
   fi
 }
+# prefill_grid TEST: the GPU prefill grid and the skewed batches (test_prefill_cuda at TEST), log in
+# $out/test_prefill.log, the summary and the first failures printed.
+prefill_grid() {
+  timeout 90 "$1" --gtest_brief=1 --gtest_filter='Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches' \
+    > "$out/test_prefill.log" 2>&1
+  echo "$(el) prefill rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill.log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED" "$out/test_prefill.log" | head -6
+}

@@ -11,9 +11,7 @@
 B=build-call
 source bench/results/call_prologue.sh
 T=$B/tests/test_prefill_cuda
-timeout 90 $T --gtest_brief=1 --gtest_filter='Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches' > "$out/test_prefill.log" 2>&1
-echo "$(el) prefill rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill.log" | tr '\n' ' ')"
-grep -E "Failure|FAILED" "$out/test_prefill.log" | head -6
+prefill_grid $T
 timeout 300 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 5 \
   --only 0,1,2,3,4,5,6,8,11,12,13,14,15,16,17,19,20,21,22,23,24,25,26,27,28 \
   --config v420=@$B/v420/libflashserve_c.so > "$out/ab_v421.log" 2>&1
