@@ -248,9 +248,12 @@ def main():
         # ws with 128-key tiles: the default's); "ws_order0" with the
         # work order of session 11 (one section: q tile slowest over all pairs).
         if r["head_dim"] == 128:
-            # ws_wide's rule (prefill_cuda.cu): mean keys a sequence >= 2k, causal >= 8k (until
-            # session 31 this said every non-causal row, so 16x1k and the skew ran 128 twice)
-            wide = r["shape"] != "2k over 30k" and r["mean_k"] >= (8192 if r["causal"] else 2048)
+            # ws_wide's rule (prefill_cuda.cu): mean keys a sequence >= 2k, causal >= 8k, or
+            # non-causal with max_q^2 >= 2048 total_q (until session 31 this said every
+            # non-causal row, so 16x1k and the skew ran 128 twice)
+            wide = r["shape"] != "2k over 30k" and (
+                r["mean_k"] >= (8192 if r["causal"] else 2048) or
+                (not r["causal"] and "max_q" in r and r["max_q"] ** 2 >= 2048 * r["total_q"]))
             alt = "128" if wide or r["shape"] == "2k over 30k" else "176"
             r["alt_n"] = int(alt)
             entries.append(("ws_alt", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
@@ -332,7 +335,7 @@ def main():
                     pairs = sum(l * l for l in lens)
                     flops = 4 * pairs * heads * dim / (2 if causal else 1)
                     r = {"dtype": str(tdt).split(".")[-1], "head_dim": dim, "shape": label, "causal": causal,
-                         "mean_k": total / len(lens)}
+                         "mean_k": total / len(lens), "max_q": max(lens), "total_q": total}
                     run, _ = ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, fdt)
                     peers = []
                     if uniform:

@@ -37,11 +37,12 @@ def main():
     ap.add_argument("--fp8", choices=["e4m3", "e5m2"], help="each shape traced again over FP8 pages of the same keys")
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] or [(1, 4096), (1, 32768), (8, 8192)]
+    runs = [(s, f) for s in shapes for f in ([None, args.fp8] if args.fp8 else [None])]  # (shape, FP8 pages or None)
     lib = fsc.load(args.lib)
     sms = fsc.ctypes.c_int32()
     fsc.check(lib, lib.fs_cuda_sm_count(0, fsc.ctypes.byref(sms)), "sm count")
     gen = torch.Generator(device="cuda").manual_seed(5)
-    for (batch, ctx), pages in [(s, f) for s in shapes for f in ([None, args.fp8] if args.fp8 else [None])]:
+    for (batch, ctx), pages in runs:
         case = bd.Case([ctx] * batch, 16, torch.bfloat16, 1, gen)
         fp8 = bd.fp8_pages(case, pages) if pages else None
         # Room for the trace, 6 words a CTA, for the most splits the planner gives (64; one row
@@ -73,7 +74,7 @@ def main():
         print(f"  end       {stats(end)} us")
         del case, fns, keep, fp8
     if args.timeline:
-        for (batch, ctx), pages in [(s, f) for s in shapes for f in ([None, args.fp8] if args.fp8 else [None])]:
+        for (batch, ctx), pages in runs:
             timeline(lib, sms.value * args.ctas_per_sm, batch, ctx, gen, pages)
 
 
