@@ -40,8 +40,11 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-#define FS_WS_INSTANCE(D, M, N, T) \
-  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+#define FS_WS_INSTANCE(D, M, N, T)                                                                                  \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPacked>(const PrefillParams&,               \
+                                                                                const PrefillTmaMaps&, int, cudaStream_t); \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages>(const PrefillParams&, const PrefillTmaMaps&, \
+                                                                               int, cudaStream_t);
 FS_WS_INSTANCE(64, 192, 128, __half)
 FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16)
 FS_WS_INSTANCE(128, 128, 128, __half)
@@ -54,8 +57,9 @@ FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 #endif
 #undef FS_WS_INSTANCE
 // FP8 pages (prefill_sm90_ws_hd128_fp8.cu): d 128, bf16/fp16 calls over e4m3/e5m2.
-extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, true>(const PrefillParams&,
-                                                                                const PrefillTmaMaps&, int, cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(const PrefillParams&,
+                                                                                           const PrefillTmaMaps&, int,
+                                                                                           cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -511,21 +515,23 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       const WsTraceDump dump(&maps, stream);
 #endif
       if (fp8) {
-        err = launch_prefill_sm90_ws<128, 128, 128, __half, true>(p, maps, sms, stream);
+        err = launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
       }
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
         using T = cuda_storage_t<decltype(dt)::value>;
-        constexpr PrefillWsTiles kNarrow = prefill_ws_tiles(kD, false), kWide = prefill_ws_tiles(kD, true);
-        if constexpr (kWide.block_n != kNarrow.block_n) {
-          if (wide) {
-            err = launch_prefill_sm90_ws<kD, kWide.block_m, kWide.block_n, T>(p, maps, sms, stream);
-            return;
-          }
+        // An instance for packed K/V and one for pages (WsKv), of the narrow or the wide tile.
+        auto launch = [&](auto wide_c) {
+          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(wide_c)::value);
+          err = p.paged ? launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPages>(p, maps, sms, stream)
+                        : launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPacked>(p, maps, sms, stream);
+        };
+        if constexpr (prefill_ws_tiles(kD, true).block_n != prefill_ws_tiles(kD, false).block_n) {
+          if (wide) return launch(std::true_type{});
         }
-        err = launch_prefill_sm90_ws<kD, kNarrow.block_m, kNarrow.block_n, T>(p, maps, sms, stream);
+        launch(std::false_type{});
       }));
 #ifdef FLASHSERVE_PREFILL_TRACE
       if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, wide), sms != INT_MAX, p.mask.causal);

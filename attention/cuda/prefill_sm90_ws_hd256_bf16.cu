@@ -1,6 +1,7 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 256, 80-key tiles, bf16.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 256, 80-key tiles, bf16; packed K/V.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {
-template cudaError_t launch_prefill_sm90_ws<256, 128, 80, __nv_bfloat16>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+template cudaError_t launch_prefill_sm90_ws<256, 128, 80, __nv_bfloat16, WsKv::kPacked>(const PrefillParams&,
+                                                                              const PrefillTmaMaps&, int, cudaStream_t);
 }  // namespace flashserve::cuda

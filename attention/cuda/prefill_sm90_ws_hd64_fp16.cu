@@ -1,7 +1,8 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 192 query rows
-// (three consumer warpgroups) × 128-key tiles, fp16.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 192 query rows (three consumer
+// warpgroups) × 128-key tiles, fp16; packed K/V.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {
-template cudaError_t launch_prefill_sm90_ws<64, 192, 128, __half>(const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+template cudaError_t launch_prefill_sm90_ws<64, 192, 128, __half, WsKv::kPacked>(const PrefillParams&,
+                                                                              const PrefillTmaMaps&, int, cudaStream_t);
 }  // namespace flashserve::cuda

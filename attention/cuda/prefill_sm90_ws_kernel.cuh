@@ -439,6 +439,14 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
   }
 }
 
+// Where an instance reads K and V from: packed rows (TMA), pages of the call's dtype (the row
+// gather, WsGather, or TMA page boxes), or FP8 pages (the row gather, converted). One instance
+// each, so that a packed instance holds none of the paged producer's code (prefill v4.22): in
+// one instance for both, the producer's paths for pages at 24 registers spilled into the whole
+// producer (d 128: 292 local loads and 199 stores, a 248-byte stack, 20.4k instructions;
+// packed alone: 3 and 3, 8.4k), and d 128's short packed rows ran 6-14% slower.
+enum class WsKv { kPacked, kPages, kFp8Pages };
+
 // The consumers' tile loops by the code a tile needs (prefill v4.20): kPlain no mask and no
 // transform, kGeneral both where the tile and the call have them. (A third loop for masked
 // tiles without the transform's code took the d 64 consumers from 25 local loads a general
@@ -447,10 +455,11 @@ enum class TileKind { kPlain, kGeneral };
 template <TileKind kKind>
 using kind_c = std::integral_constant<TileKind, kKind>;
 
-template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
-__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>::kThreads, 1)
+template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
+__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv == WsKv::kFp8Pages>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kFp8 = kKv == WsKv::kFp8Pages, kPaged = kKv != WsKv::kPacked;  // p.paged (launch_prefill_sm90_ws checks)
   using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers, kConsumerThreads = 128 * kConsumers;
@@ -483,14 +492,14 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   const Pipeline<Tr::kStages> pipe_k{bars + 2 * kQ, bars + 2 * kQ + Tr::kStages};
   const Pipeline<Tr::kStages> pipe_v{bars + 2 * kQ + 2 * Tr::kStages, bars + 2 * kQ + 3 * Tr::kStages};
   const int tid = threadIdx.x, lane = tid % 32;
-  const bool tma_pages = !kFp8 && p.paged && maps.page_box > 0;
+  const bool tma_pages = !kFp8 && kPaged && maps.page_box > 0;
   // The gather exists only where WsGather fits the tile; the host takes such a kernel for pages
   // only where they go by TMA (make_tma_maps). (A __trap() for the other case made ptxas let the
   // producer use 42 registers after setmaxnreg 24: an illegal instruction on the H200.)
   // The row gather where the host asked for it (maps.row_gather: by default; it takes every tile
   // of this kernel); either gather arrives by cp.async.
-  const bool rows = kFp8 || (RowGather::kFits && p.paged && !tma_pages && maps.row_gather != 0);
-  const bool gather = Gather::kFits && p.paged && !tma_pages && !rows;
+  const bool rows = kFp8 || (RowGather::kFits && kPaged && !tma_pages && maps.row_gather != 0);
+  const bool gather = Gather::kFits && kPaged && !tma_pages && !rows;
   const bool cp_gather = gather || rows;
   const WsTrace trace(maps);
   if (tid == 128) trace.entry();
@@ -507,7 +516,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
   if (seq_cached) {
     for (int i = tid; i <= p.batch; i += Tr::kThreads) {
       seq_q[i] = p.cu_seqlens_q[i];
-      seq_k[i] = p.paged ? (i < p.batch ? p.pages.seq_lens[i] : 0) : p.cu_seqlens_k[i];
+      seq_k[i] = kPaged ? (i < p.batch ? p.pages.seq_lens[i] : 0) : p.cu_seqlens_k[i];
     }
   }
 
@@ -580,18 +589,18 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           item_slot[4] = incl * p.num_heads;  // the walk's items (to_grid)
         }
       }
-      if (p.paged) named_barrier_sync(kConsumers + 2, 128); else __syncwarp();
+      if (kPaged) named_barrier_sync(kConsumers + 2, 128); else __syncwarp();
     }
     // Packed: one thread issues everything. Paged by TMA: the four warps, warp w the boxes w,
     // w + 4, ..., each issued by its lane 0 with the page id its lane j read (box w + 4j): the
     // TMA copy takes its coordinates in uniform registers, so 32 lanes of one warp issuing their
     // own boxes were a serial loop over the lanes (bench/history/prefill.md, "prefill v4.4").
     // Gathered: all 128.
-    if (tid >= (p.paged ? 128 : 1)) return;
+    if (tid >= (kPaged ? 128 : 1)) return;
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
       if (Tr::kTmaO && maps.o_tma != 0) prefetch_tensor_map(&maps.o);
-      if (!p.paged || tma_pages) {
+      if (!kPaged || tma_pages) {
         prefetch_tensor_map(&maps.k);
         prefetch_tensor_map(&maps.v);
       }
@@ -634,7 +643,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
     };
     auto next_item = [&](int w) {
       if (!dynamic) return w + static_cast<int>(gridDim.x);
-      if (!p.paged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
+      if (!kPaged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       volatile int* claim = item_slot + 2 + (claims++ & 1);
       if (tid == 0) *claim = to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       named_barrier_sync(kConsumers + 2, 128);
@@ -802,7 +811,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
         T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
         const CUtensorMap* map = is_v ? &maps.v : &maps.k;
         const int key0 = key_base + tile * kBN;
-        if (!p.paged) {
+        if (!kPaged) {
           MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
           const int row = p.cu_seqlens_k[b] + key0;
 #pragma unroll
@@ -1292,11 +1301,12 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
 }
 
 // grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
-template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
+template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kFp8>;
+  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv == WsKv::kFp8Pages>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kKv>;
+  if (p.paged != (kKv != WsKv::kPacked)) return cudaErrorInvalidValue;  // the instance for the call's K/V
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
