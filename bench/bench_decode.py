@@ -239,6 +239,8 @@ def ours(lib, case, num_workers, min_pages=0, extra_ws=0, splits=None, fp8=None)
         def run(a=a):
             fsc.check(lib, lib.fs_decode_run(fsc.ctypes.byref(a), torch.cuda.current_stream().cuda_stream), "decode")
         fns.append(run)
+    if fp8:
+        keep.append(fp8)  # the FP8 pool and scales live as long as the calls (trace_decode's timeline passed a temporary)
     return fns, keep, plan
 
 
