@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Hardware counters of the warp-specialized kernel on the chunked row (2k new tokens over a 30k
-# cached prefix, causal, d 128) by each way of reading K/V: packed (128-key tiles), TMA page
-# boxes of 16 and 64 tokens, the cp.async gather of 16-token pages. A diagnostic for the paged
-# gap (bench/history/prefill.md, "prefill v4.4"). Usage: bash bench/ncu_paged.sh OUTDIR
+# cached prefix, causal, d 128, 128-key tiles), packed and by the row gather over pages of 16
+# and 64 tokens. A diagnostic for the paged gap (bench/history/prefill.md, "prefill v4.4"; TMA
+# page boxes and the older gather went in v4.23). Usage: bash bench/ncu_paged.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="$1"
 command -v ncu >/dev/null || { echo "ncu_paged: no ncu here"; exit 0; }
 shape="--batch 1 --len 2048 --prefix 30720 --causal"
-for v in packed:0:tma tma16:16:tma tma64:64:tma gather16:16:gather; do
-  IFS=: read -r name bs path <<<"$v"
-  FLASHSERVE_PREFILL_KERNEL=ws FLASHSERVE_PREFILL_WS_BLOCK_N=128 FLASHSERVE_PREFILL_WS_PAGED=$path \
+for v in packed:0 rows16:16 rows64:64; do
+  IFS=: read -r name bs <<<"$v"
+  FLASHSERVE_PREFILL_KERNEL=ws FLASHSERVE_PREFILL_WS_BLOCK_N=128 \
     timeout 150 ncu --clock-control none -k "regex:prefill_sm90_ws" --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --metrics lts__t_sectors_op_read.sum,lts__t_sector_hit_rate.pct,l1tex__m_xbar2l1tex_read_bytes.sum,smsp__cycles_active.avg \

@@ -33,8 +33,6 @@ if [[ $steps == *,san,* ]]; then
 fi
 if [[ $steps == *,ab,* ]]; then
   python3 bench/ab_prefill.py --lib $L --only 6,11,12,13,14,19 \
-    --config ws_tma=FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_PAGED=tma \
-    --config ws_gather=FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_PAGED=gather \
     --config v3=FLASHSERVE_PREFILL_KERNEL=wgmma 2>&1 | tee "$out/ab_paged.log" || status=1
 fi
 if [[ $steps == *,old,* ]]; then

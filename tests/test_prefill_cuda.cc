@@ -76,64 +76,45 @@ void check_problem(const Problem& p) {
   if (!sm90) return;
   // The warp-specialized kernel runs under the overrides that pick its variants (each read at
   // every call): at d 128 both key tiles (FLASHSERVE_PREFILL_WS_BLOCK_N 128 and the wide 176; the
-  // default picks one by the mask), paged K/V by both paths where the pages allow TMA
-  // (FLASHSERVE_PREFILL_WS_PAGED tma and gather), and once with a work order of 5-pair
-  // sections (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small
-  // problem one section). Paged K/V also by the row gather (FLASHSERVE_PREFILL_WS_PAGED=rows, the
-  // default, every page size), and once on a persistent grid, packed or paged
-  // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
-  // across them), packed by the dynamic walk or the static one (FLASHSERVE_PREFILL_WS_SCHED, by
-  // the seed's parity). At d 256 there is no v3 kernel ("wgmma"
-  // takes the warp-specialized one).
+  // default picks one by the mask), and once with a work order of 5-pair sections
+  // (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small problem one
+  // section). Paged K/V come by the row gather (its own instance, WsKv::kPages), at every page
+  // size; packed or paged, once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs
+  // that walk several items carry the ring's stages across them) by the dynamic walk or the
+  // static one (FLASHSERVE_PREFILL_WS_SCHED, by the seed's parity), and once one CTA an item
+  // (PERSISTENT=0: what a graph capture runs). At d 256 there is no v3 kernel ("wgmma" takes
+  // the warp-specialized one).
   struct Run {
     const char* kernel;
     std::vector<std::pair<const char*, const char*>> env;
     bool paged_only = false;  // the same as another run without pages
   };
   std::vector<Run> runs;
-  if (p.head_dim == 64)
-    runs = {{"wgmma", {}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  if (p.head_dim == 64) runs = {{"wgmma", {}}, {"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   if (p.head_dim == 128)
     runs = {{"wgmma", {}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "gather"}}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"},
-                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}, {"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}, true},
-            // The row gather's 176-key tile (a lane stages two rows a tile), one CTA an item and
-            // on a 3-CTA persistent grid.
-            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_PAGED", "rows"}}, true},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
+            // The row gather's 176-key tile (a lane stages two rows a tile) on a 3-CTA persistent grid.
             {"ws",
              {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "176"},
-              {"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
               {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
               {"FLASHSERVE_PREFILL_WS_GRID", "3"}},
              true}};
-  if (p.head_dim == 256)
-    runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "tma"}}},
-            {"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "gather"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
-  // Paged K/V walk dynamically by default; one CTA an item (PERSISTENT=0) is what a graph capture runs.
-  runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"}, {"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}, true});
+  if (p.head_dim == 256) runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}});
   runs.push_back({"ws",
-                  {{"FLASHSERVE_PREFILL_WS_PAGED", "rows"},
-                   {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+                  {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"},
                    {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}});
   // On a persistent grid of 3 CTAs (FLASHSERVE_PREFILL_WS_GRID): each walks several items, items
   // without keys between (the grid above has a CTA an SM: on these small problems mostly one
-  // item a CTA), by the dynamic and the static walk; packed or, paged, by the row gather, and
-  // below by TMA page boxes or the older gather. Every third case the first of these on one CTA,
-  // which walks every item: each Q slot reused with its last O store and Q load back to back.
+  // item a CTA), by the dynamic and the static walk, packed or paged. Every third case on one
+  // CTA, which walks every item: each Q slot reused with its last O store and Q load back to back.
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 0 ? "1" : "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "dynamic" : "static"}}});
-  runs.push_back({"ws",
-                  {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                   {"FLASHSERVE_PREFILL_WS_GRID", "3"},
-                   {"FLASHSERVE_PREFILL_WS_PAGED", p.seed % 2 ? "tma" : "gather"}},
-                  true});
   // O from registers (FLASHSERVE_PREFILL_WS_TMA_O=0), where by default the instances with an O
   // buffer (d 64, d 128 at 128 keys) store a warpgroup's whole 64-row blocks by TMA, on a
   // 3-CTA grid (the buffer reused from item to item); every other case with every tile by the

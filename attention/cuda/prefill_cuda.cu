@@ -84,35 +84,18 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 enum class Kernel { kMma, kWgmma, kWs };
 
-// How the ws kernel's producer loads paged K/V. By default the row gather (WsRowGather: 8
-// threads a key row, the rows' offsets in the pool staged in shared memory a tile ahead), whatever
-// the page size: same-process A/B on the H200 (bench/history/prefill.md "prefill v4.7"), d 128,
-// 2k over 30k, causal: 16-token pages 585 TFLOP/s against TMA page boxes 402, the old gather 338
-// and v3's cp.async 447; 64-token pages 579 against boxes 444; packed 618. TMA page boxes (only
-// for pages that tile the key tile without straddling it, of at least 8 tokens: a box's rows
-// then start on the swizzle's 1024-byte period) and the old gather (WsGather) stay for A/B and
-// cross-checks: FLASHSERVE_PREFILL_WS_PAGED=tma|gather|rows forces one, read at every call.
-// Where the row gather's 32-bit offsets cannot reach the pool (64 GiB or more) it is WsGather.
-enum class WsPaged { kRows, kTma, kGather };
-WsPaged ws_paged_choice() {
-  const char* force = std::getenv("FLASHSERVE_PREFILL_WS_PAGED");
-  if (force != nullptr && std::strcmp(force, "tma") == 0) return WsPaged::kTma;
-  if (force != nullptr && std::strcmp(force, "gather") == 0) return WsPaged::kGather;
-  return WsPaged::kRows;
-}
-// The row gather by default; it stages a row's offset in the pool in 16-byte units in 32 bits,
-// so pools below 64 GiB (else WsGather).
+// The ws kernel's producer loads paged K/V by the row gather (WsRowGather: 8 threads a key row,
+// the rows' offsets in the pool staged in shared memory a tile ahead), whatever the page size:
+// same-process A/B on the H200 (bench/history/prefill.md "prefill v4.7"), d 128, 2k over 30k,
+// causal: 16-token pages 585 TFLOP/s against TMA page boxes 402, the older gather 338 and v3's
+// cp.async 447; 64-token pages 579 against boxes 444; packed 618. (Both other paths went in
+// v4.23, session 33.) It stages a row's offset in the pool in 16-byte units in 32 bits, so
+// pools below 64 GiB (a layer's pool: a million 64 KiB blocks); larger ones take v3's kernel.
 bool ws_row_gather(const PrefillParams& p) {
   const int64_t elem = dtype_size(p.pages.dtype);
   const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
                            (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
-  return ws_paged_choice() == WsPaged::kRows && last_row / 16 <= UINT32_MAX;
-}
-bool ws_page_tma(const PrefillParams& p, int block_n) {
-  if (is_fp8(p.pages.dtype)) return false;  // FP8 pages: the row gather (its codes converted)
-  const int bs = p.pages.block_size;
-  const bool fits = bs <= block_n ? block_n % bs == 0 : bs % block_n == 0;
-  return fits && std::min(bs, block_n) >= 8 && ws_paged_choice() == WsPaged::kTma;
+  return last_row / 16 <= UINT32_MAX;
 }
 
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
@@ -122,7 +105,7 @@ bool ws_page_tma(const PrefillParams& p, int block_n) {
 //  - packed at d 64 with 2k keys or more a sequence (192-row tiles): 1×16k 456/450 causal
 //    against v3's 401/393, 4×4k 419/365 against 391/353; at 16×1k v3 wins (342/249 against
 //    314/194: two v3 CTAs an SM);
-//  - paged, by the row gather (ws_paged_choice): at d 128 whatever the pages, 2k over 30k in
+//  - paged, by the row gather: at d 128 whatever the pages, 2k over 30k in
 //    16-token pages 585 against v3's 447, 4×4k causal 489-496 against 355-375; at d 64 where the
 //    sequences are long (queries of 2k or more: the keys are not known on the host), 4×4k causal
 //    in 16-token pages 339 against 320 (16×1k unmeasured paged; packed, v3 wins there).
@@ -204,40 +187,18 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The pool of paged K or V, [blocks, kv_heads, block_size, head_dim] by the view's strides, as a
-// 4-d map with boxes of 64 columns × box tokens of one (block, kv head).
-bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base, int box) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  const KVPageView& v = p.pages;
-  if (encode == nullptr || v.num_blocks <= 0) return false;
-  const int64_t elem = 2;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(v.block_size),
-                              static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(v.num_blocks)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(v.token_stride * elem), static_cast<cuuint64_t>(v.head_stride * elem),
-                                 static_cast<cuuint64_t>(v.block_stride * elem)};
-  const cuuint32_t boxes[4] = {64, static_cast<cuuint32_t>(box), 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 4, const_cast<void*>(base), dims, strides, boxes, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
 // without a window (a window sees fewer keys), and only where sequences have on average 2k keys
 // or more (non-causal) or 8k or more (causal: the diagonal costs a 176-key tile more; with fewer
 // items an SM, the 128-key tile's finer grain balances better). Packed: by total_k. Paged: by the
-// caller's total_k hint (the keys of all sequences; 0, not known on the host: 128 keys), where
-// the pages go by the row gather or by TMA boxes that tile 176 keys (pages of 8 or 16 tokens);
-// WsGather takes 128-key tiles. Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
+// caller's total_k hint (the keys of all sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
 // (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608 against
 // 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497; 8×2k
 // 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
 // causal 303 against 342; GQA 32/8 128k causal 616 against 566. FLASHSERVE_PREFILL_WS_BLOCK_N=128
 // or 176 forces the choice at d 128 (A/B benchmarks, cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
-  if (p.head_dim != 128 || (p.paged && !ws_page_tma(p, 176) && !ws_row_gather(p))) return false;
+  if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
@@ -278,17 +239,12 @@ int ws_section(const PrefillParams& p) {
   return static_cast<int>(std::clamp<int64_t>(budget / bytes, 1, pairs));
 }
 
-// The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed or,
-// where ws_page_tma, paged (else a gather: page_box 0; the row gather by default, ws_paged_choice). False
-// where the maps cannot describe the tensors, or the tile cannot be gathered (176 keys by WsGather)
-// and the pages fail to encode.
+// The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed
+// (paged K/V come by the row gather). False where the maps cannot describe the tensors, or the
+// row gather cannot reach the pool (ws_row_gather).
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
-  // FLASHSERVE_PREFILL_WS_PROXY_FENCE=0: gathered stages without the consumers' proxy fence, a
-  // bench-only A/B of its cost (the memory model asks for it; FA3's cp.async path has none).
-  const char* fence = std::getenv("FLASHSERVE_PREFILL_WS_PROXY_FENCE");
-  maps->proxy_fence = fence != nullptr && std::strcmp(fence, "0") == 0 ? 0 : 1;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
@@ -319,14 +275,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // takes every tile through the general loop (A/B); read at every call.
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
-  if (p.paged) {
-    const int box = std::min(p.pages.block_size, tiles.block_n);
-    if (ws_page_tma(p, tiles.block_n) && encode_pages(&maps->k, p, p.pages.k_pages, box) &&
-        encode_pages(&maps->v, p, p.pages.v_pages, box))
-      maps->page_box = box;
-    maps->row_gather = maps->page_box == 0 && ws_row_gather(p) ? 1 : 0;
-    return maps->page_box > 0 || maps->row_gather != 0 || tiles.block_n != 176;  // WsGather: up to 128 keys
-  }
+  if (p.paged) return ws_row_gather(p);
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
 }
@@ -508,7 +457,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         sms = std::min(sms, std::atoi(cap));
     }
     const bool wide = ws_wide(p);
-    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps) && (!fp8 || maps.row_gather != 0)) {
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
