@@ -180,12 +180,16 @@ struct PrefillWsTraits {
   static constexpr int kThreads = 128 * (kConsumers + 1);
   // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
   // experiments"); three: 32/160 (FA3's split).
-  // FP8 pages: kFp8ProducerRegs (above) for the converting producer. The consumers take the rest
-  // of the register file, in steps of 8 (setmaxnreg's), at most 240.
+  // FP8 pages: kFp8ProducerRegs (above) for the converting producer. The consumers take the
+  // rest, in steps of 8 (setmaxnreg's), at most 240, of what the CTA got at launch
+  // (__launch_bounds__(kThreads, 1): 65536 / kThreads a thread in steps of 8, 168 at 384
+  // threads): setmaxnreg only moves registers between the warpgroups, and an increase past that
+  // pool waits for registers that never come (producer 32 with consumers 240 at d 128: 1024 over).
   static constexpr int kProducerRegs = kConsumers == 3 ? 32 : (kFp8 ? kFp8ProducerRegs : 24);
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs =
-      (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8 < 240 ? (65536 / 128 - kProducerRegs) / kConsumers / 8 * 8 : 240;
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "register file");
+      std::min(240, (kThreads * kLaunchRegs / 128 - kProducerRegs) / kConsumers / 8 * 8);
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs, "registers");
   static constexpr int kChunks = kHeadDim / 8;   // 16-byte chunks a row
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
   static constexpr int kKSteps = kHeadDim / 16;
