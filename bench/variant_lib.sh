@@ -5,6 +5,8 @@
 # variant differs from build-gpu's library in those objects only (build-gpu must be current).
 # Usage: bench/variant_lib.sh NAME "FLAGS" SOURCE.cu... -> build-var/NAME/libflashserve_c.so
 #   e.g. bench/variant_lib.sh nobound "-DV420_NO_BOUNDARY" attention/cuda/prefill_sm90_ws_hd128_bf16.cu
+# VARIANT_TESTS="test_fp8_cuda ..." also links those test binaries (build-gpu's, built first)
+# against the variant's objects -> build-var/NAME/tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1 flags=$2
@@ -31,3 +33,13 @@ link=${link/-o libflashserve_c.so/-o $PWD/build-var/$name/libflashserve_c.so}
 link=${link/ libflashserve_core.a / $PWD/$work/core.a }
 (cd build-gpu && eval "$link")
 ls -la "build-var/$name/libflashserve_c.so"
+for t in ${VARIANT_TESTS:-}; do
+  mkdir -p "build-var/$name/tests"
+  link=$(ninja -C build-gpu -t commands "tests/$t" | tail -1)
+  link=${link#: && }
+  link=${link%% && cd *}
+  link=${link/-o tests\/$t/-o $PWD/build-var/$name/tests/$t}
+  link=${link/ libflashserve_core.a / $PWD/$work/core.a }
+  (cd build-gpu && eval "$link")
+  ls -la "build-var/$name/tests/$t"
+done
