@@ -436,6 +436,46 @@ TEST(PrefillCuda, OutputsNot16ByteAligned) {
   unsetenv("FLASHSERVE_PREFILL_KERNEL");
 }
 
+// A pool the row gather's 32-bit offsets (16-byte units) cannot reach, 64 GiB or more, takes v3's
+// kernel (the warp-specialized one's paged path is the row gather only since v4.23): here a view
+// that claims that many blocks, its pages all among the first ones. The same outputs, within
+// the reference's tolerance, as the call over the true pool (the row gather).
+TEST(PrefillCuda, PoolsBeyondTheRowGathersReach) {
+  FS_SKIP_WITHOUT_CUDA();
+  if (!wgmma_runs()) GTEST_SKIP() << "no sm_90 kernels here: the mma.sync kernel takes every pool";
+  use_kernel("ws");
+  int seed = 1600;
+  for (int dim : {64, 128}) {
+    Problem p;
+    p.num_heads = 6;
+    p.num_kv_heads = 2;
+    p.head_dim = dim;
+    p.dtype = dim == 64 ? DType::kFloat16 : DType::kBFloat16;
+    p.causal = true;
+    p.block_size = 16;
+    p.seed = seed++;
+    p.seqs = {{77, 257}, {130, 300}, {1025, 1025}};
+    ProblemData d = make_data(p);
+    const Reference ref = reference(p, d);
+    Status st;
+    const Outputs rows = run_gpu(p, d, &st);  // the row gather
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    DeviceProblem g = upload(p, d);
+    Outputs host = make_outputs(p);
+    PrefillParams pp = device_prefill_params(p, d, host, g);
+    const int64_t block_bytes = pp.pages.block_stride * 2;
+    pp.pages.num_blocks = static_cast<int32_t>((int64_t{64} << 30) / block_bytes + 1);
+    ASSERT_GT(pp.pages.num_blocks, d.num_blocks);
+    st = prefill(pp, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const Outputs big = download_outputs(p, g);
+    EXPECT_EQ(compare(p, big, ref, gpu_tolerance(p, ref)), "") << "d " << dim << ": a pool of 64 GiB";
+    EXPECT_EQ(compare_outputs(p, big, rows, 2.0, 2 * ref.p_rounding_err), "") << "d " << dim << ": against the row gather";
+  }
+  unsetenv("FLASHSERVE_PREFILL_KERNEL");
+}
+
 TEST(PrefillCuda, UnsupportedShapesAreErrors) {
   FS_SKIP_WITHOUT_CUDA();
   Status st = status_of_small_call(80, DType::kBFloat16);
