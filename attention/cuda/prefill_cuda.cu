@@ -40,11 +40,12 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-#define FS_WS_INSTANCE(D, M, N, T)                                                                                  \
-  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPacked>(const PrefillParams&,               \
-                                                                                const PrefillTmaMaps&, int, cudaStream_t); \
-  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages>(const PrefillParams&, const PrefillTmaMaps&, \
-                                                                               int, cudaStream_t);
+// Each (head dim, tiles, dtype) has an instance for packed K/V and one for pages (WsKv).
+#define FS_WS_INSTANCE(D, M, N, T)                                                                             \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPacked>(                              \
+      const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);                                         \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages>(const PrefillParams&,          \
+                                                                               const PrefillTmaMaps&, int, cudaStream_t);
 FS_WS_INSTANCE(64, 192, 128, __half)
 FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16)
 FS_WS_INSTANCE(128, 128, 128, __half)
@@ -187,16 +188,17 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles):
-// without a window (a window sees fewer keys), and only where sequences have on average 2k keys
-// or more (non-causal) or 8k or more (causal: the diagonal costs a 176-key tile more; with fewer
-// items an SM, the 128-key tile's finer grain balances better). Packed: by total_k. Paged: by the
-// caller's total_k hint (the keys of all sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16 TFLOP/s, 176 against 128, two passes
-// (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608 against
-// 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497; 8×2k
-// 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
-// causal 303 against 342; GQA 32/8 128k causal 616 against 566. FLASHSERVE_PREFILL_WS_BLOCK_N=128
-// or 176 forces the choice at d 128 (A/B benchmarks, cross-checks), read at every call.
+// Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles): without a
+// window (a window sees fewer keys), and only where sequences have on average 2k keys or more
+// (non-causal) or 8k or more (causal: the diagonal costs a 176-key tile more; with fewer items an
+// SM, the 128-key tile's finer grain balances better). Packed: by total_k. Paged: by the caller's
+// total_k hint (the keys of all sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16
+// TFLOP/s, 176 against 128, two passes (bench/history/prefill.md, "prefill v4.10"; session 18 calls
+// 3 and 1): 1×16k 609/608 against 558/568, causal 577 against 532; 4×4k 565/509 against 539/486,
+// causal 470 against 497; 8×2k 532/519 against 513/513, causal 400/399 against 440/437; 16×1k
+// 477/438 against 497/454, causal 303 against 342; GQA 32/8 128k causal 616 against 566.
+// FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128 (A/B benchmarks,
+// cross-checks), read at every call.
 bool ws_wide(const PrefillParams& p) {
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)

@@ -1,4 +1,5 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 128-key tiles, fp16; packed K/V.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 128-key tiles, fp16;
+// packed K/V.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {

@@ -3,6 +3,7 @@
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {
-template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(const PrefillParams&, const PrefillTmaMaps&,
-                                                                                    int, cudaStream_t);
+template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(const PrefillParams&,
+                                                                                    const PrefillTmaMaps&, int,
+                                                                                    cudaStream_t);
 }  // namespace flashserve::cuda

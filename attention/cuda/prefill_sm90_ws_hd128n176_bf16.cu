@@ -1,5 +1,5 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 176-key tiles (the wide
-// tile; ws_wide in prefill_cuda.cu says when), bf16; packed K/V.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 176-key tiles (the
+// wide tile; ws_wide in prefill_cuda.cu says when), bf16; packed K/V.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {

@@ -1,4 +1,5 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 256, 80-key tiles, bf16; packed K/V.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 256, 80-key tiles, bf16;
+// packed K/V.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {

@@ -1,5 +1,5 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 192 query rows (three consumer
-// warpgroups) × 128-key tiles, bf16; K/V in pages of the call's dtype.
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 192 query rows (three
+// consumer warpgroups) × 128-key tiles, bf16; K/V in pages of the call's dtype.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {

@@ -418,7 +418,8 @@ template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
 __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv == WsKv::kFp8Pages>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr bool kFp8 = kKv == WsKv::kFp8Pages, kPaged = kKv != WsKv::kPacked;  // p.paged (launch_prefill_sm90_ws checks)
+  // kPaged: p.paged (launch_prefill_sm90_ws checks).
+  constexpr bool kFp8 = kKv == WsKv::kFp8Pages, kPaged = kKv != WsKv::kPacked;
   using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
@@ -617,10 +618,11 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
       }
     };
     if constexpr (kPaged) {
-      // Pages: the row gather, all 128 producer threads. Tile t's offsets are in slot t % 2, staged while the copies of tile t - 1 are issued, from
-      // ids read one tile before that; K(t) and V(t - 1) in the order below. The j-th K (and
-      // V) tile of the walk goes to stage j % kStages: K and V tiles are as many an item, so
-      // one count (rows_done: the walk's tiles before this item) serves both rings.
+      // Pages: the row gather, all 128 producer threads. Tile t's offsets are in slot t % 2,
+      // staged while the copies of tile t - 1 are issued, from ids read one tile before that;
+      // K(t) and V(t - 1) in the order below. The j-th K (and V) tile of the walk goes to stage
+      // j % kStages: K and V tiles are as many an item, so one count (rows_done: the walk's
+      // tiles before this item) serves both rings.
       auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
       int rows_done = 0, traced = 0;
       for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
@@ -655,7 +657,8 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
         };
         auto copy_codes = [&](bool is_v, int tile) {
-          if (tile < num_tiles && maps.fp8_diag != 2) RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
+          if (tile < num_tiles && maps.fp8_diag != 2)
+            RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
           cp_async_commit();
         };
         // ... and, once this thread's copies have landed, its chunks converted into the stage (a
