@@ -1,7 +1,9 @@
 """Same-run A/B of our prefill's settings (environment overrides read at every call): each row
 is timed under each configuration in turn, twice (the second pass shows the spread), L2
 flushed before every call as in bench_prefill.py. No peers: the ratios between configurations
-are the point; bench_prefill.py gives them against the peers.
+are the point; bench_prefill.py gives them against the peers. On the first pass each
+configuration's output is compared with the default's (max |difference|, "(!)" past 0.05 or on
+NaN): an A/B library that is fast because it is wrong shows.
 Usage: python3 bench/ab_prefill.py --lib build-gpu/libflashserve_c.so --config NAME=VAR=VAL[,VAR=VAL] ..."""
 import argparse
 import os
@@ -108,11 +110,18 @@ def main():
         dim, lens, causal, bs = row[:4]
         runs, flops, label, keep = setup_row(row, libs, gen)
         for pas in range(args.passes):
-            vals = []
-            for _, env, key in configs:
+            vals, diffs, first = [], [], None
+            for name, env, key in configs:
                 os.environ.update(env)
                 try:
                     vals.append(f"{flops / bp.time_fn(runs[key]) / 1e12:>12.0f}")
+                    if pas == 0:  # the outputs against the default's: a variant that is fast because wrong shows
+                        out = keep[3].float()
+                        if first is None:
+                            first = out
+                        else:
+                            d = (out - first).abs().max().item()
+                            diffs.append(f"{name} {d:.4f}" + ("" if d <= 0.05 and not out.isnan().any() else " (!)"))
                 except Exception as e:  # noqa: BLE001
                     vals.append(f"{'err':>12}")
                     print("  ", str(e).splitlines()[0][:120])
@@ -120,6 +129,9 @@ def main():
                     del os.environ[key]
             print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
                   flush=True)
+            if diffs:
+                print("      max |o - default's o|: " + ", ".join(diffs), flush=True)
+            del first
         del runs, keep
         torch.cuda.empty_cache()
 
