@@ -244,7 +244,8 @@ struct PrefillWsTraits {
 // zero-filled). Two slots: tile t's serve K(t) and V(t). A tile's page ids are read a tile before
 // their offsets are staged, so no copy waits behind a table read. A pass then costs its share of
 // a shared load, a bit test, one IMAD.WIDE and the copies, where the older gather (v4.4-v4.22)
-// spent ~15 instructions a row on 16 rows a thread. kFits: tiles of whole passes, up to 16 of them (256 keys).
+// spent ~15 instructions a row on 16 rows a thread. kFits: tiles of whole passes, up to 16 of
+// them (256 keys).
 template <int kHeadDim, int kBlockN>
 struct WsRowGather {
   static constexpr int kBlocks = kHeadDim / 64;  // 128-byte column blocks a row
