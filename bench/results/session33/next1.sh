@@ -11,7 +11,7 @@
 #     grid and skewed batches; ab against main on the d 128 / d 64 rows, 4 passes. Prediction:
 #     +2-5% where items are short (16x1k, causal, skewed), level on 1x16k; the 176-key and FP8
 #     instances' tile loops grew in the SASS (3481 -> 3711, 2612 -> 2771: descriptor math left
-#     the uniform datapath), so those rows may lose.
+#     the uniform datapath), so those rows may lose: ring2 keeps main's ring there.
 #  3. Main's test_prefill_cuda whole (PoolsBeyondTheRowGathersReach: a 64 GiB pool view takes v3).
 #  4. The d 128 key tile: FLASHSERVE_PREFILL_WS_BLOCK_N=128 against the default (176 there) on
 #     rows 2, 4, 20, 26, 5 passes (calls 4 and 6 of session 33 disagreed within their spreads).
@@ -28,7 +28,7 @@ echo "$(el) ab fp8 rc $?"; grep -v again "$out/ab_fp8reg.log"
 prefill_grid $B/ring/test_prefill_cuda
 timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 4 \
   --only 0,1,2,3,4,5,6,8,11,12,13,14,15,16,17,19,20,21,22,23,24,25,26,27,28,29 \
-  --config ring=@$B/ring/libflashserve_c.so > "$out/ab_ring.log" 2>&1
+  --config ring=@$B/ring/libflashserve_c.so --config ring2=@$B/ring2/libflashserve_c.so > "$out/ab_ring.log" 2>&1
 echo "$(el) ab ring rc $?"
 timeout 150 $B/tests/test_prefill_cuda --gtest_brief=1 > "$out/test_prefill_main.log" 2>&1
 echo "$(el) main test_prefill rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill_main.log" | tr '\n' ' ')"

@@ -5,7 +5,8 @@
 #  - fp8reg88/, fp8reg96/ (issue 25): fp8_regpath.patch, the FP8 producer's register path at 88
 #    or 96 registers, with test_fp8_cuda;
 #  - ring/ (issue 22): v424_ring.patch, the consumers' ping-pong ring run on across items, every
-#    ws instance of bf16 (packed and paged), with test_prefill_cuda.
+#    ws instance (packed and paged, bf16 and fp16, FP8), with test_prefill_cuda; ring2/ the same in
+#    the 128-key 16-bit instances only (-DFLASHSERVE_PREFILL_WS_RING_ACROSS=2), library only.
 # Then carry build-call/ to next1.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -29,6 +30,9 @@ for r in 88 96; do
 done
 variant v424_ring.patch ring "" test_prefill_cuda attention/cuda/prefill_sm90_ws_hd{64,128,128n176,256}_{bf16,fp16}{,_paged}.cu \
   attention/cuda/prefill_sm90_ws_hd128_fp8.cu
+# ring2: across items in the 128-key 16-bit instances only (the 176-key and FP8 ones as main's).
+variant v424_ring.patch ring2 "-DFLASHSERVE_PREFILL_WS_RING_ACROSS=2" "" \
+  attention/cuda/prefill_sm90_ws_hd{64,128,128n176,256}_bf16{,_paged}.cu attention/cuda/prefill_sm90_ws_hd128_fp8.cu
 strip --strip-unneeded build-call/*.so build-call/*/* build-call/tests/*
 git status --short attention
 du -sh build-call
