@@ -16,6 +16,11 @@ import bench_decode as bd  # noqa: E402
 import flashserve_ctypes as fsc  # noqa: E402
 
 
+def shape_label(batch, ctx, pages):
+    """(batch,ctx), and the FP8 pages' format where there are some."""
+    return f"({batch},{ctx})" + (f" {pages}" if pages else "")
+
+
 def read_trace(ws, ctas):
     """The trace words of the last call: [ctas, 6] (SM, start, copies issued, first tile, loop end,
     end)."""
@@ -59,12 +64,12 @@ def main():
         if args.dump:
             dump(args.dump, batch, f"{ctx}{'_' + pages if fp8 else ''}", plan.num_splits, fns[0], ws, ctas, t)
         if (t[:, 1] == 0).any():
-            print(f"({batch},{ctx}): no trace (not a trace build)")
+            print(f"{shape_label(batch, ctx, pages)}: no trace (not a trace build)")
             continue
         t0 = t[:, 1].min()
         start, issued, first, loop, end = [(t[:, k] - t0).double() / 1e3 for k in (1, 2, 3, 4, 5)]  # us
         span = end.max().item()
-        print(f"({batch},{ctx}){' ' + pages if fp8 else ''}: {plan.num_splits} splits, {ctas} CTAs on "
+        print(f"{shape_label(batch, ctx, pages)}: {plan.num_splits} splits, {ctas} CTAs on "
               f"{len(set(t[:, 0].tolist()))} SMs; span {span:.2f} us = {kv_bytes / span / 1e3:.0f} GB/s of K/V")
         print(f"  start     {stats(start)} us")
         print(f"  issue     {stats(issued - start)} us (start -> first stages' copies issued)")
@@ -124,11 +129,11 @@ def timeline(lib, workers, batch, ctx, gen, pages=None):
     splits = [e for e in ev if "decode_split" in e[2]]
     merges = [e for e in ev if "merge_kernel" in e[2]]
     if len(splits) < 2:
-        print(f"({batch},{ctx}){' ' + pages if pages else ''} timeline: no kernel events from the graph ({len(ev)})")
+        print(f"{shape_label(batch, ctx, pages)} timeline: no kernel events from the graph ({len(ev)})")
         return
     per_call = (splits[-1][0] - splits[0][0]) / (len(splits) - 1)
     sd = sum(e[1] - e[0] for e in splits) / len(splits)
-    line = f"({batch},{ctx}){' ' + pages if pages else ''} timeline over {len(splits)} calls: {per_call:.2f} us a call; split kernel {sd:.2f} us"
+    line = f"{shape_label(batch, ctx, pages)} timeline over {len(splits)} calls: {per_call:.2f} us a call; split kernel {sd:.2f} us"
     if len(merges) == len(splits):
         tail = sum(m[1] - s[1] for s, m in zip(splits, merges)) / len(splits)
         gap = sum(splits[i + 1][0] - merges[i][1] for i in range(len(splits) - 1)) / (len(splits) - 1)
