@@ -57,10 +57,14 @@ FS_WS_INSTANCE(256, 128, 80, __half)
 FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
 #endif
 #undef FS_WS_INSTANCE
-// FP8 pages (prefill_sm90_ws_hd128_fp8.cu): d 128, bf16/fp16 calls over e4m3/e5m2.
+// FP8 pages, d 128, bf16/fp16 calls: e4m3 by the copy path (prefill_sm90_ws_hd128_fp8.cu), e5m2 by
+// the register path (prefill_sm90_ws_hd128_fp8_reg.cu; the kernel's kFp8RegProducerRegs says why).
 extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(const PrefillParams&,
                                                                                            const PrefillTmaMaps&, int,
                                                                                            cudaStream_t);
+extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(const PrefillParams&,
+                                                                                              const PrefillTmaMaps&,
+                                                                                              int, cudaStream_t);
 
 #if FLASHSERVE_PREFILL_HD256
 constexpr bool kHeadDim256 = true;
@@ -466,7 +470,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       const WsTraceDump dump(&maps, stream);
 #endif
       if (fp8) {
-        err = launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
+        err = p.pages.dtype == DType::kFp8E5M2
+                  ? launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(p, maps, sms, stream)
+                  : launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
       }
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,

@@ -154,8 +154,10 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
 // kFp8: FP8 pages (issue 25; T = __half, the MMAs' and the stages' type, the call's q and o bf16 or
 // fp16 at run time), d 128 and 128-key tiles only: the row gather copies the codes into a slot of
 // their own (K and V, kFp8StageBytes), each producer thread converts the chunks it copied into the
-// fp16 stage, and the consumers convert their Q rows into fp16 by a power of two.
-// The FP8 instance's producer registers: 56, the consumers 224 (session 31; their SASS as at 232
+// fp16 stage (kFp8Reg, the register path below: it loads them into registers instead and converts
+// from there; the slots stay allocated, unused), and the consumers convert their Q rows into fp16
+// by a power of two.
+// The copy path's producer registers: 56, the consumers 224 (session 31; their SASS as at 232
 // and 240: the same 12207 instructions, 5 local loads and 2 stores), where the kernel's local
 // accesses fell from 61 loads and 48 stores at 40 (producer v4, session 29; at 24 the producer
 // spilled twice as much as at 40, 85 local loads) to 29 and 19.
@@ -164,7 +166,19 @@ constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
 #define FLASHSERVE_PREFILL_WS_FP8_REGS 56
 #endif
 inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
-template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false>
+// FP8 producer v5, the register path (WsKv::kFp8RegPages; session 33, measured in session 34):
+// the codes loaded into registers and converted from there (WsRowGather::ldg16_or_zero,
+// WsFp8Dst), without the code slots' shared round trip (cp.async writes 1 byte a code, the
+// conversion reads it back: 2 of the 4 shared bytes a code the producer moves). A tile of codes
+// is 32 registers: the producer 88 (consumers 208, their tile loop without local memory; the
+// producer's loop 8 local loads a tile; 96 ran slower). e5m2 pools take it (+11%: its
+// conversion is two PRMT a word); on e4m3 it ran level or worse (F2FP's conversions set its pace
+// there; bench/history/prefill.md "Session 34"), so e4m3 pools keep the copy path.
+#ifndef FLASHSERVE_PREFILL_WS_FP8_REG_REGS
+#define FLASHSERVE_PREFILL_WS_FP8_REG_REGS 88
+#endif
+inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
+template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
@@ -185,7 +199,8 @@ struct PrefillWsTraits {
   // (__launch_bounds__(kThreads, 1): 65536 / kThreads a thread in steps of 8, 168 at 384
   // threads): setmaxnreg only moves registers between the warpgroups, and an increase past that
   // pool waits for registers that never come (producer 32 with consumers 240 at d 128: 1024 over).
-  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : (kFp8 ? kFp8ProducerRegs : 24);
+  static constexpr int kProducerRegs =
+      kConsumers == 3 ? 32 : (kFp8 ? (kFp8Reg ? kFp8RegProducerRegs : kFp8ProducerRegs) : 24);
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs =
       std::min(240, (kThreads * kLaunchRegs / 128 - kProducerRegs) / kConsumers / 8 * 8);
@@ -339,6 +354,18 @@ struct WsRowGather {
       }
     }
   }
+  // copy's 16 bytes into registers instead (the FP8 producer's register path), from global memory
+  // by the read-only path (volatile: issued where written, ahead of the conversions that wait
+  // for them), or zeros where bit is 0.
+  __device__ __forceinline__ static uint4 ldg16_or_zero(const char* src, uint32_t bit) {
+    uint4 v;
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.u32 p, %5, 0;\nmov.u32 %0, 0;\nmov.u32 %1, 0;\nmov.u32 %2, 0;\nmov.u32 %3, 0;\n"
+        "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(src), "r"(bit));
+    return v;
+  }
 };
 
 // A 4×4 transpose of 32-bit words over the quad of lanes 4·(lane / 4) .. + 3 (tig: lane % 4):
@@ -368,22 +395,23 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int tig) {
 // The 8 threads of a store phase are one row's 8 chunks: threads c and c + 4 would store to the
 // same banks (column blocks 16 KB apart, chunks 2·(c % 4) ^ r % 8 alike), so threads c >= 4 store
 // their odd chunk first: each store then covers a row's 8 chunk columns, 32 banks, no conflict.
-template <int kBN, typename KV>
-__device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, __half* dst, unsigned tid) {
-  const unsigned row0 = tid / 8, c = tid % 8, sw = row0 & 7;
-  const bool odd_first = c >= 4;
-  const unsigned char* src = slot8 + row0 * 128 + ((c ^ sw) << 4);
-  __half* d = dst + (c / 4) * kBN * 64 + row0 * 64;
-  const unsigned j0 = 2 * (c % 4) + (odd_first ? 1u : 0u), j1 = j0 ^ 1u;
-  const unsigned o0 = (j0 ^ sw) << 3, o1 = (j1 ^ sw) << 3;
-  // Software-pipelined: the next chunk's load is issued before this one's conversions and stores
-  // (written in the loop's order, the loads waited out their latency one after another: the
-  // compiler cannot move a shared load above stores it cannot tell apart from it).
-  uint4 next = *reinterpret_cast<const uint4*>(src);
-#pragma unroll
-  for (int i = 0; i < kBN / 16; ++i) {
-    const uint4 codes = next;
-    if (i + 1 < kBN / 16) next = *reinterpret_cast<const uint4*>(src + (i + 1) * 16 * 128);
+// Where thread tid's converted chunks go: its rows' base in the stage, the two 8-element chunks'
+// offsets, and whether it stores its odd chunk first.
+struct WsFp8Dst {
+  __half* d;
+  unsigned o0, o1;
+  bool odd_first;
+  __device__ __forceinline__ WsFp8Dst(__half* dst, int kBN, unsigned tid) {
+    const unsigned row0 = tid / 8, c = tid % 8, sw = row0 & 7;
+    odd_first = c >= 4;
+    d = dst + (c / 4) * kBN * 64 + row0 * 64;
+    const unsigned j0 = 2 * (c % 4) + (odd_first ? 1u : 0u), j1 = j0 ^ 1u;
+    o0 = (j0 ^ sw) << 3;
+    o1 = (j1 ^ sw) << 3;
+  }
+  // Chunk i's 16 codes (row tid / 8 + 16·i) converted and stored.
+  template <typename KV>
+  __device__ __forceinline__ void store(int i, const uint4& codes) const {
     // The first store's 8 codes: dims 16·c + 8 .. + 15 where odd_first, else 16·c .. + 7.
     const uint32_t f0 = odd_first ? codes.z : codes.x, f1 = odd_first ? codes.w : codes.y;
     const uint32_t s0 = odd_first ? codes.x : codes.z, s1 = odd_first ? codes.y : codes.w;
@@ -395,6 +423,21 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
     fp8x4_to_half2x2<KV>(s1, second.z, second.w);
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
+};
+template <int kBN, typename KV>
+__device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, __half* dst, unsigned tid) {
+  const WsFp8Dst out(dst, kBN, tid);
+  const unsigned char* src = slot8 + (tid / 8) * 128 + (((tid % 8) ^ ((tid / 8) & 7)) << 4);
+  // Software-pipelined: the next chunk's load is issued before this one's conversions and stores
+  // (written in the loop's order, the loads waited out their latency one after another: the
+  // compiler cannot move a shared load above stores it cannot tell apart from it).
+  uint4 next = *reinterpret_cast<const uint4*>(src);
+#pragma unroll
+  for (int i = 0; i < kBN / 16; ++i) {
+    const uint4 codes = next;
+    if (i + 1 < kBN / 16) next = *reinterpret_cast<const uint4*>(src + (i + 1) * 16 * 128);
+    out.store<KV>(i, codes);
+  }
 }
 
 // Where an instance reads K and V from: packed rows (TMA), pages of the call's dtype (the row
@@ -405,7 +448,12 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
 // 8.4k), and d 128's short packed rows ran 6-14% slower. The paged instances have one path, the
 // row gather, since v4.23 (TMA page boxes and the older cp.async gather, WsGather, went: +1-3%
 // on paged rows; bench/history/prefill.md "Session 33").
-enum class WsKv { kPacked, kPages, kFp8Pages };
+// kFp8Pages: FP8 pages, the codes copied into slots of their own and converted from there;
+// kFp8RegPages: FP8 pages by the register path (above kFp8RegProducerRegs).
+enum class WsKv { kPacked, kPages, kFp8Pages, kFp8RegPages };
+__host__ __device__ constexpr bool ws_fp8(WsKv kv) { return kv == WsKv::kFp8Pages || kv == WsKv::kFp8RegPages; }
+template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
+using WsTraitsOf = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, ws_fp8(kKv), kKv == WsKv::kFp8RegPages>;
 
 // The consumers' tile loops by the code a tile needs (prefill v4.20): kPlain no mask and no
 // transform, kGeneral both where the tile and the call have them. (A third loop for masked
@@ -416,12 +464,12 @@ template <TileKind kKind>
 using kind_c = std::integral_constant<TileKind, kKind>;
 
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
-__global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv == WsKv::kFp8Pages>::kThreads, 1)
+__global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // kPaged: p.paged (launch_prefill_sm90_ws checks).
-  constexpr bool kFp8 = kKv == WsKv::kFp8Pages, kPaged = kKv != WsKv::kPacked;
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kFp8>;
+  constexpr bool kFp8 = ws_fp8(kKv), kFp8RegPath = kKv == WsKv::kFp8RegPages, kPaged = kKv != WsKv::kPacked;
+  using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
@@ -689,7 +737,68 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
           ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
           __syncwarp();
         };
-        if constexpr (kFp8) {
+        if constexpr (kFp8 && kFp8RegPath) {
+          // Register path (kFp8RegPath). A tile's codes (8 chunks a thread, 32 registers) are
+          // converted chunk by chunk, and each freed chunk's registers load the same chunk of the
+          // next tile in the consumers' order (K(0), K(1), V(0), K(2), V(1), ..., V(n - 1)), so
+          // every load has a tile's conversion (and the producer's waits for free stages) to
+          // arrive. Tile t + 1's offsets are staged before the conversion that loads K(t + 1),
+          // after the loads of tile t - 1 (the slot's last readers) were issued.
+          uint4 buf[kBN / 16];
+          auto convert = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile, int next_tile, bool next_v) {
+            const unsigned j = static_cast<unsigned>(rows_done + tile);
+            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+            pipe.producer_acquire(st);
+            const WsFp8Dst out(reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems), kBN, tid);
+            // The next tile's offsets and valid rows (none past the item's last tile: no loads).
+            const unsigned char* ns = slot(next_tile);
+            const uint4* offs = reinterpret_cast<const uint4*>(ns) + (tid / 8) * (RowGather::kPad / 4);
+            const uint32_t valid = next_tile < num_tiles
+                                       ? reinterpret_cast<const uint32_t*>(ns + 16 * RowGather::kPad * 4)[tid / 32] >> ((tid % 32) / 8)
+                                       : 0u;
+            const char* g = next_v ? gv : gk;
+            auto run = [&](auto kv) {
+              using KV = decltype(kv);
+#pragma unroll
+              for (int q = 0; q < 2; ++q) {
+                const uint4 o = offs[q];
+                const uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int i = 4 * q + e;
+                  if (maps.fp8_diag != 1) out.store<KV>(i, buf[i]);
+                  buf[i] = RowGather::ldg16_or_zero(g + static_cast<uint64_t>(ow[e]) * 16, valid & (1u << (4 * i)));
+                }
+              }
+            };
+            if (p.pages.dtype == DType::kFp8E5M2 || maps.fp8_diag == 3) {
+              run(__nv_fp8_e5m2{});
+            } else {
+              run(__nv_fp8_e4m3{});
+            }
+            fence_proxy_async();
+            MBarrier::arrive(pipe.full_barrier(st));
+          };
+          static_assert(RowGather::kPad == 8 && kBN / 16 == 8, "8 rows a thread a tile");
+          // K(0)'s codes (ow of slot 0; a convert's loads with nothing converted).
+          {
+            const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + (tid / 8) * RowGather::kPad;
+            const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> ((tid % 32) / 8);
+#pragma unroll
+            for (int i = 0; i < kBN / 16; ++i)
+              buf[i] = RowGather::ldg16_or_zero(gk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
+          }
+          stage_next(0);
+          // n == 1: K(0), V(0); else K(0), K(1), then for t >= 1 K(t), V(t - 1).
+          convert(pipe_k, false, 0, num_tiles > 1 ? 1 : 0, num_tiles == 1);
+          for (int t = 1; t < num_tiles; ++t) {
+            convert(pipe_k, false, t, t - 1, true);
+            stage_next(t);
+            const bool last = t + 1 == num_tiles;
+            convert(pipe_v, true, t - 1, last ? t : t + 1, last);
+          }
+          convert(pipe_v, true, num_tiles - 1, num_tiles, true);  // nothing after it
+        } else if constexpr (kFp8) {
           // Two code slots a ring: K(t + 1) is copied (its offsets just staged) before K(t) is
           // converted, V(t) before V(t - 1), so each copy has two conversions' time (a tile's
           // MMAs and more) to land; with one slot a ring (session 26) a copy had one, and the
@@ -1188,7 +1297,7 @@ __global__ void __launch_bounds__(PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, 
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
-  using Tr = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv == WsKv::kFp8Pages>;
+  using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
   auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kKv>;
   if (p.paged != (kKv != WsKv::kPacked)) return cudaErrorInvalidValue;  // the instance for the call's K/V
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
