@@ -96,6 +96,17 @@ Status validate_prefill_lengths_host(const PrefillParams& p) {
   return Status::Ok();
 }
 
+Status prefill_ws_key_tile(const PrefillParams& p, int* key_tile) {
+  if (key_tile == nullptr) return invalid_argument("prefill_ws_key_tile: key_tile is null");
+#if FLASHSERVE_WITH_CUDA
+  *key_tile = cuda::prefill_ws_key_tile(p);
+  return Status::Ok();
+#else
+  (void)p;
+  return unsupported("prefill_ws_key_tile: flashserve was built without CUDA");
+#endif
+}
+
 Status prefill(const PrefillParams& p, void* stream) {
   FS_RETURN_IF_ERROR(validate_prefill_shapes(p));
   if (p.device == Device::kCUDA) {

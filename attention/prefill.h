@@ -13,6 +13,11 @@ inline constexpr int kMaxHeadDimCPU = 256;
 // cudaStream_t to launch on. Returns a status and writes nothing when the params are bad.
 Status prefill(const PrefillParams& params, void* stream = nullptr);
 
+// The key tile the CUDA warp-specialized (Hopper) kernel takes for params (cuda::prefill_ws_key_tile:
+// 176 or 128 at head_dim 128, by the call's shapes and mask), into *key_tile; benchmarks read it
+// rather than restate the rule. Unsupported in a build without CUDA.
+Status prefill_ws_key_tile(const PrefillParams& params, int* key_tile);
+
 // Checks everything that can be checked without reading tensor contents: dtypes, head
 // counts, head_dim, null and misaligned pointers, strides, mask fields. Shared by all
 // devices.

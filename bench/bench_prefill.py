@@ -105,7 +105,15 @@ def ours_fn(lib, q, k, v, o, lse, cu, lens, heads, dim, causal, dtype, paged=Non
 
     def run(a=a):
         fsc.check(lib, lib.fs_prefill_run(fsc.ctypes.byref(a), torch.cuda.current_stream().cuda_stream), "prefill")
+    run.args = a
     return run, a
+
+
+def ws_key_tile(lib, a):
+    """The key tile the library's warp-specialized kernel takes for args a (its own rule)."""
+    tile = fsc.ctypes.c_int32(0)
+    fsc.check(lib, lib.fs_prefill_ws_key_tile(fsc.ctypes.byref(a), fsc.ctypes.byref(tile)), "ws key tile")
+    return tile.value
 
 
 def to_pages(k, v, lens, heads, dim, bs, gen, pool="interleaved"):
@@ -244,17 +252,12 @@ def main():
                 continue
             entries.append((col, run, {"FLASHSERVE_PREFILL_KERNEL": env}))
         # A/B columns of the warp-specialized kernel, same run: "ws_alt" (d 128) with the key tile
-        # the default does not take (128 where it takes 176, else 176; on the chunked row, paged,
-        # ws with 128-key tiles: the default's); "ws_order0" with the
-        # work order of session 11 (one section: q tile slowest over all pairs).
+        # the default does not take (128 where it takes 176, else 176; the library says which it
+        # takes: fs_prefill_ws_key_tile); "ws_order0" with the work order of session 11 (one
+        # section: q tile slowest over all pairs).
         if r["head_dim"] == 128:
-            # ws_wide's rule (prefill_cuda.cu): mean keys a sequence >= 2k, causal >= 8k, or
-            # non-causal with max_q^2 >= 2048 total_q (until session 31 this said every
-            # non-causal row, so 16x1k and the skew ran 128 twice)
-            wide = r["shape"] != "2k over 30k" and (
-                r["mean_k"] >= (8192 if r["causal"] else 2048) or
-                (not r["causal"] and "max_q" in r and r["max_q"] ** 2 >= 2048 * r["total_q"]))
-            alt = "128" if wide or r["shape"] == "2k over 30k" else "176"
+            r["ws_n"] = ws_key_tile(lib, run.args)
+            alt = "128" if r["ws_n"] == 176 else "176"
             r["alt_n"] = int(alt)
             entries.append(("ws_alt", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
         if r["head_dim"] == 64:  # v3 by default there

@@ -73,6 +73,24 @@ void copy_common(const Args& a, Params& p) {
   p.lse = a.lse;
 }
 
+flashserve::PrefillParams to_prefill_params(const fs_prefill_args& a) {
+  flashserve::PrefillParams p;
+  copy_common(a, p);
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.total_q = a.total_q;
+  p.max_seqlen_q = a.max_seqlen_q;
+  p.paged = a.paged != 0;
+  p.k = a.k;
+  p.v = a.v;
+  p.k_row_stride = a.k_row_stride;
+  p.k_head_stride = a.k_head_stride;
+  p.v_row_stride = a.v_row_stride;
+  p.v_head_stride = a.v_head_stride;
+  p.cu_seqlens_k = a.cu_seqlens_k;
+  p.total_k = a.total_k;
+  return p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -155,21 +173,18 @@ int fs_decode_run(const fs_decode_args* a, void* stream) {
 int fs_prefill_run(const fs_prefill_args* a, void* stream) {
   return guarded("fs_prefill_run", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_prefill_run: args is null");
-    flashserve::PrefillParams p;
-    copy_common(*a, p);
-    p.cu_seqlens_q = a->cu_seqlens_q;
-    p.total_q = a->total_q;
-    p.max_seqlen_q = a->max_seqlen_q;
-    p.paged = a->paged != 0;
-    p.k = a->k;
-    p.v = a->v;
-    p.k_row_stride = a->k_row_stride;
-    p.k_head_stride = a->k_head_stride;
-    p.v_row_stride = a->v_row_stride;
-    p.v_head_stride = a->v_head_stride;
-    p.cu_seqlens_k = a->cu_seqlens_k;
-    p.total_k = a->total_k;
-    return flashserve::prefill(p, stream);
+    return flashserve::prefill(to_prefill_params(*a), stream);
+  });
+}
+
+int fs_prefill_ws_key_tile(const fs_prefill_args* a, int32_t* key_tile) {
+  return guarded("fs_prefill_ws_key_tile", [&] {
+    if (a == nullptr || key_tile == nullptr)
+      return flashserve::invalid_argument("fs_prefill_ws_key_tile: args or key_tile is null");
+    int tile = 0;
+    flashserve::Status st = flashserve::prefill_ws_key_tile(to_prefill_params(*a), &tile);
+    if (st.ok()) *key_tile = tile;
+    return st;
   });
 }
 

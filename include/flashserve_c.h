@@ -177,6 +177,11 @@ typedef struct fs_prefill_args {
 
 FS_API int fs_prefill_run(const fs_prefill_args* args, void* stream);
 
+/* The key tile (keys a K/V tile) the CUDA warp-specialized kernel (Hopper) takes for args: 176 or
+ * 128 at head_dim 128, 128 at 64, 80 at 256, 0 at other head dims; reads the shapes, the mask and
+ * the pages' dtype, no tensor (a benchmark's question). FS_UNSUPPORTED in a CPU-only build. */
+FS_API int fs_prefill_ws_key_tile(const fs_prefill_args* args, int32_t* key_tile);
+
 /* attention/merge.h MergeParams: merges num_states partial states of each row. */
 typedef struct fs_merge_args {
   int32_t device;

@@ -1,5 +1,6 @@
 /* The C ABI from C: the header compiles as C, plan and run decode on the CPU, errors come back
- * as codes with messages. Prints "N passed, N failed". */
+ * as codes with messages; the prefill kernel's key tile for a call's shapes. Prints "N passed, N
+ * failed". */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,53 @@ int main(void) {
   a.head_dim = 0;
   CHECK(fs_decode_run(&a, NULL) == FS_INVALID_ARGUMENT, "head_dim 0");
   CHECK(fs_decode_run(NULL, NULL) == FS_INVALID_ARGUMENT, "null args");
+
+  /* The warp-specialized prefill kernel's key tile for a call's shapes (what benchmarks ask
+   * instead of restating the rule); no tensor is read, so none is given. */
+  {
+    fs_prefill_args p;
+    memset(&p, 0, sizeof p);
+    p.device = FS_DEVICE_CUDA;
+    p.dtype = FS_BFLOAT16;
+    p.num_heads = p.num_kv_heads = 16;
+    p.head_dim = 128;
+    p.batch = 1;
+    p.total_q = p.total_k = 16384;
+    p.max_seqlen_q = 16384;
+    p.mask.causal = 1;
+    p.mask.window_left = p.mask.window_right = -1;
+    int32_t tile = -1;
+    const int rc = fs_prefill_ws_key_tile(&p, &tile);
+#if FS_TEST_WITH_CUDA
+    CHECK(rc == FS_OK && tile == 176, "1x16k causal: 176 keys");
+    p.batch = 16;
+    p.max_seqlen_q = 1024;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "16x1k causal: 128 keys");
+    p.mask.causal = 0;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "16x1k: 128 keys");
+    p.batch = 4;
+    p.max_seqlen_q = 4096;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 176, "4x4k: 176 keys");
+    p.mask.window_left = 256;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "a window: 128 keys");
+    p.mask.window_left = -1;
+    p.paged = 1;
+    p.pages.dtype = FS_FP8_E4M3;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "FP8 pages: 128 keys");
+    p.paged = 0;
+    p.pages.dtype = 0;
+    p.head_dim = 64;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "d 64: 128 keys");
+    p.head_dim = 256;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 80, "d 256: 80 keys");
+    p.head_dim = 96;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 0, "d 96: no ws instance");
+#else
+    CHECK(rc == FS_UNSUPPORTED, "a CPU-only build has no key tile");
+#endif
+    CHECK(fs_prefill_ws_key_tile(NULL, &tile) == FS_INVALID_ARGUMENT, "null args");
+    CHECK(fs_prefill_ws_key_tile(&p, NULL) == FS_INVALID_ARGUMENT, "null out");
+  }
 
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -387,6 +387,11 @@ struct WsTraceDump {
 
 }  // namespace
 
+int prefill_ws_key_tile(const PrefillParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
+  return prefill_ws_tiles(p.head_dim, ws_wide(p)).block_n;
+}
+
 Status validate_prefill_cuda(const PrefillParams& p) {
   if (p.paged && is_fp8(p.pages.dtype) && p.head_dim != 64 && p.head_dim != 128)
     return unsupported("prefill: " + std::string(dtype_name(p.pages.dtype)) +

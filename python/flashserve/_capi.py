@@ -100,6 +100,8 @@ def load(path=None):
         ctypes.POINTER(DecodePlan)]
     lib.fs_decode_run.argtypes = [ctypes.POINTER(DecodeArgs), ctypes.c_void_p]
     lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
+    if hasattr(lib, "fs_prefill_ws_key_tile"):  # (a benchmark may load a build from before it)
+        lib.fs_prefill_ws_key_tile.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.POINTER(ctypes.c_int32)]
     lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]
     lib.fs_merge_states.argtypes = [ctypes.POINTER(MergeArgs), ctypes.c_void_p]
     vp, i32, i64, p = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.POINTER
