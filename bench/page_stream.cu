@@ -22,14 +22,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                            \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
+#include "cuda_check.h"
 
 constexpr int kThreads = 128, kStages = 3, kTileRows = 64, kRowBytes = 256, kBlock = 16, kKvHeads = 8;
 constexpr int kHeadBytes = kBlock * kRowBytes;           // 4 KB: one head's slice of a page

@@ -1,13 +1,13 @@
 // Instruction rates of the conversions the attention kernels issue (a diagnostic, not part of the
-// library): thread-operations a clock an SM, alone and interleaved 1:1 with EX2, to learn which
-// share a pipe with the softmax's exponentials. The prefill tile issues per key x query row one
-// EX2 and half a bf16 pack (cvt.rn.bf16x2.f32), and over FP8 pages per key x dim half an e4m3
-// pair conversion (cvt.rn.f16x2.e4m3x2); if those share the EX2 pipe, the pipe's demand a tile
-// (not the tensor cores) can set the pace.
+// library): thread-operations a clock an SM of each kind, alone and in pairs, to learn which share
+// a pipe. The prefill tile issues per key x query row one EX2 and half a bf16 pack
+// (cvt.rn.bf16x2.f32), and over FP8 pages per key x dim half an e4m3 pair conversion
+// (cvt.rn.f16x2.e4m3x2); a pipe they share with each other or with the softmax's integer work
+// (FMNMX, PRMT) can set a tile's pace. Measured on an H100: bench/history/prefill.md, "Session 34".
 //
-// Each thread runs 8 independent chains (each op's result feeds the next op of its chain), 1024
-// threads a CTA, one CTA an SM; a CTA's clock64 span around the loop gives the rate. The ALU
-// forms are exact for what the kernels feed them (bench/NOTES.md, "pipe rates"):
+// Each thread runs 8 independent chains of each kind in its configuration (each op's result feeds
+// the next op of its chain), 1024 threads a CTA, one CTA an SM; the slowest CTA's clock64 span
+// around the loop gives the rate. The integer forms are exact for what the kernels feed them:
 //  - bf16 pack by integer rounding: (bits + 0x8000) >> 16 of two floats, joined by PRMT (round to
 //    nearest, ties away from zero: differs from cvt.rn only on exact ties);
 //  - e4m3 pair to fp16 pair x 2^-8 by PRMT (sign-replicating) + shift + LOP3.
@@ -19,14 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "cuda_check.h"
 
 namespace {
 
