@@ -64,8 +64,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int plain = 1;    // 1: the consumers' plain tile run (prefill v4.20, d 64); 0: every tile by the general loop
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
-  // conversion into the fp16 stages, 2 the copies of the codes, 3 converts e4m3 codes by e5m2's
-  // byte placement (the same shared-memory traffic, no F2FP); 0 (always outside a bench): none.
+  // conversion into the fp16 stages, 2 the copies of the codes (the copy path only), 3 converts
+  // e4m3 codes by e5m2's byte placement (the same shared-memory traffic, no F2FP); 0 (always
+  // outside a bench): none.
   int fp8_diag = 0;
   // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
@@ -171,7 +172,7 @@ inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 // WsFp8Dst), without the code slots' shared round trip (cp.async writes 1 byte a code, the
 // conversion reads it back: 2 of the 4 shared bytes a code the producer moves). A tile of codes
 // is 32 registers: the producer 88 (consumers 208, their tile loop without local memory; the
-// producer's loop 8 local loads a tile; 96 ran slower). e5m2 pools take it (+11%: its
+// producer's loop 8 local loads a tile; 96 ran slower). e5m2 pools take it (+10-11%: its
 // conversion is two PRMT a word); on e4m3 it ran level or worse (F2FP's conversions set its pace
 // there; bench/history/prefill.md "Session 34"), so e4m3 pools keep the copy path.
 #ifndef FLASHSERVE_PREFILL_WS_FP8_REG_REGS
