@@ -170,9 +170,10 @@ struct Fp8PrefillCase {
 };
 
 // One FP8 prefill case against float64 over the dequantized values and against the CPU: by the
-// default kernel (at d 128 on sm_90a the warp-specialized one's FP8 instance), the mma.sync
-// kernel's FP8 instance (forced: the cross-check), and the warp-specialized one on a persistent
-// grid of 3 CTAs (several items a CTA: its rings and FP8 slots carried from item to item).
+// default kernel (at d 128 on sm_90a the warp-specialized one's FP8 instance: e4m3 by the copy
+// path, e5m2 by the register path), the mma.sync kernel's FP8 instance (forced: the cross-check),
+// the warp-specialized one on a persistent grid of 3 CTAs (several items a CTA: its rings and FP8
+// slots carried from item to item), and by the other path of the two (FLASHSERVE_PREFILL_WS_FP8_PATH).
 void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t seed) {
   Problem p;
   p.seqs = k.seqs;
@@ -194,10 +195,16 @@ void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t
   PrefillParams cp = prefill_params(p, d, cpu);
   cp.pages = view_of(cache.storage, d);
   ASSERT_TRUE(prefill(cp).ok()) << what;
-  const char* configs[][2] = {{nullptr, nullptr}, {"mma", nullptr}, {nullptr, "3"}};
+  const char* other = t == DType::kFp8E5M2 ? "copy" : "reg";
+  const char* configs[][3] = {{nullptr, nullptr, nullptr}, {"mma", nullptr, nullptr}, {nullptr, "3", nullptr},
+                              {nullptr, nullptr, other}};
   for (const auto& config : configs) {
-    const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]);
-    const std::string how = what + (config[0] != nullptr ? ", mma.sync" : config[1] != nullptr ? ", grid 3" : "");
+    const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]),
+        path("FLASHSERVE_PREFILL_WS_FP8_PATH", config[2]);
+    const std::string how = what + (config[0] != nullptr   ? ", mma.sync"
+                                    : config[1] != nullptr ? ", grid 3"
+                                    : config[2] != nullptr ? std::string(", the ") + config[2] + " path"
+                                                           : "");
     Status st;
     const Outputs gpu = run_gpu_prefill(p, d, cache, &st);
     ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << how;

@@ -10,11 +10,20 @@
 #     kernels alone (session 34: 0 hazards on cases 9, 10, 21, 22 by hand).
 #  3. bench_prefill.py's ws_alt column from fs_prefill_ws_key_tile (first run): the chunked row
 #     and the paged-only row, d 128 (the column should time the tile the default does not take).
+#  4. Issue 25: ab of the FP8 rows with FLASHSERVE_PREFILL_WS_FP8_PATH=reg against the default
+#     (e4m3 by the register path: call 1 of session 34 read it 455 vs 462 and 402 vs 431).
+# First of all, main's test_fp8_cuda (its new config: each dtype by the other path) and
+# test_prefill_cuda.
 B=build-call
 source bench/results/call_prologue.sh
 mkdir -p build-gpu/tests
 ln -sf "$PWD/$B/libflashserve_c.so" build-gpu/libflashserve_c.so
 for t in test_prefill_cuda test_fp8_cuda; do ln -sf "$PWD/$B/tests/$t" build-gpu/tests/$t; done
+for t in test_fp8_cuda test_prefill_cuda; do  # test_fp8_cuda's fourth config (the other FP8 path) is new
+  timeout 150 $B/tests/$t --gtest_brief=1 > "$out/$t.log" 2>&1
+  echo "$(el) $t rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED" "$out/$t.log" | head -4
+done
 timeout 200 python3 bench/trace_prefill.py --lib $B/trace/libflashserve_c.so --only 0,1,2,3,4,21,24,29,31 > "$out/trace.log" 2>&1
 echo "$(el) trace rc $?"; tail -40 "$out/trace.log"
 OUT=$out timeout 200 bash scripts/gpu_prefill_check.sh san 2>&1 | tail -6
@@ -23,4 +32,7 @@ timeout 120 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick -
 echo "$(el) bench chunked rc $?"; tail -8 "$out/bench_chunked.log"
 timeout 120 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --paged-only --rounds 2 > "$out/bench_paged.log" 2>&1
 echo "$(el) bench paged rc $?"; tail -8 "$out/bench_paged.log"
+timeout 100 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 5 --only 11,29,30,31 \
+  --config reg=FLASHSERVE_PREFILL_WS_FP8_PATH=reg --config copy=FLASHSERVE_PREFILL_WS_FP8_PATH=copy > "$out/ab_fp8_path.log" 2>&1
+echo "$(el) ab fp8 path rc $?"; grep -v again "$out/ab_fp8_path.log"
 pack_out
