@@ -402,9 +402,12 @@ struct WsFp8Dst {
   __half* d;
   unsigned o0, o1;
   bool odd_first;
-  __device__ __forceinline__ WsFp8Dst(__half* dst, int kBN, unsigned tid) {
-    const unsigned row0 = tid / 8, c = tid % 8, sw = row0 & 7;
-    odd_first = c >= 4;
+  __device__ __forceinline__ WsFp8Dst(__half* dst, int kBN, unsigned tid) : WsFp8Dst(dst, kBN, tid / 8, tid % 8, true) {}
+  // Row row0 (+ 16·i), chunk c of the 8 a row; swap: the odd-first order above (else the caller's
+  // lanes put a store phase on distinct columns by themselves).
+  __device__ __forceinline__ WsFp8Dst(__half* dst, int kBN, unsigned row0, unsigned c, bool swap) {
+    const unsigned sw = row0 & 7;
+    odd_first = swap && c >= 4;
     d = dst + (c / 4) * kBN * 64 + row0 * 64;
     const unsigned j0 = 2 * (c % 4) + (odd_first ? 1u : 0u), j1 = j0 ^ 1u;
     o0 = (j0 ^ sw) << 3;
@@ -423,6 +426,25 @@ struct WsFp8Dst {
     fp8x4_to_half2x2<KV>(s0, second.x, second.y);
     fp8x4_to_half2x2<KV>(s1, second.z, second.w);
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
+  }
+};
+// The register path's lanes by FLASHSERVE_PREFILL_WS_FP8_REG_MAP=1 (bench-only until measured):
+// lane bits b4..b0 of warp w take row 4·w + 2·b4 + b2 of a pass and chunk (b1 b0) + 4·b3, so a
+// store phase (8 lanes, b4 and b3 fixed) is 4 chunks of two rows of opposite parity, whose
+// swizzles put its first stores on 8 distinct 16-byte columns without the odd-first order (its
+// 4 selects a chunk, on the integer pipe that the e4m3 conversions load). Rows and chunks as
+// many as tid / 8 and tid % 8 give (a warp: 4 whole rows), so the loads stay as coalesced.
+#ifndef FLASHSERVE_PREFILL_WS_FP8_REG_MAP
+#define FLASHSERVE_PREFILL_WS_FP8_REG_MAP 0
+#endif
+struct WsFp8PairedLanes {
+  __device__ __forceinline__ static unsigned row(unsigned tid) {
+    const unsigned l = tid % 32;
+    return 4 * (tid / 32) + 2 * ((l >> 4) & 1u) + ((l >> 2) & 1u);
+  }
+  __device__ __forceinline__ static unsigned chunk(unsigned tid) {
+    const unsigned l = tid % 32;
+    return (l & 3u) + 4 * ((l >> 3) & 1u);
   }
 };
 template <int kBN, typename KV>
@@ -746,18 +768,30 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           // arrive. Tile t + 1's offsets are staged before the conversion that loads K(t + 1),
           // after the loads of tile t - 1 (the slot's last readers) were issued.
           uint4 buf[kBN / 16];
+          // This thread's row of a pass and its chunk of the row (WsFp8PairedLanes where
+          // FLASHSERVE_PREFILL_WS_FP8_REG_MAP, else the row gather's tid / 8 and tid % 8), the
+          // valid bits' shift (the row's lane in its staging warp) and the K and V bases.
+          constexpr bool kPairedLanes = FLASHSERVE_PREFILL_WS_FP8_REG_MAP != 0;
+          const unsigned my_row = kPairedLanes ? WsFp8PairedLanes::row(tid) : tid / 8;
+          const unsigned my_chunk = kPairedLanes ? WsFp8PairedLanes::chunk(tid) : tid % 8;
+          const unsigned valid_shift = kPairedLanes ? my_row % 4 : (tid % 32) / 8;
+          // (thread_base adds tid % 8 chunks: the difference is signed.)
+          const int chunk_shift = (static_cast<int>(my_chunk) - static_cast<int>(tid % 8)) * 16;
+          const char* rk = kPairedLanes ? RowGather::thread_base(cta.src.k_base + chunk_shift, tid) : gk;
+          const char* rv = kPairedLanes ? RowGather::thread_base(cta.src.v_base + chunk_shift, tid) : gv;
           auto convert = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile, int next_tile, bool next_v) {
             const unsigned j = static_cast<unsigned>(rows_done + tile);
             const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
             pipe.producer_acquire(st);
-            const WsFp8Dst out(reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems), kBN, tid);
+            __half* const stage = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
+            const WsFp8Dst out = kPairedLanes ? WsFp8Dst(stage, kBN, my_row, my_chunk, false) : WsFp8Dst(stage, kBN, tid);
             // The next tile's offsets and valid rows (none past the item's last tile: no loads).
             const unsigned char* ns = slot(next_tile);
-            const uint4* offs = reinterpret_cast<const uint4*>(ns) + (tid / 8) * (RowGather::kPad / 4);
+            const uint4* offs = reinterpret_cast<const uint4*>(ns) + my_row * (RowGather::kPad / 4);
             const uint32_t valid = next_tile < num_tiles
-                                       ? reinterpret_cast<const uint32_t*>(ns + 16 * RowGather::kPad * 4)[tid / 32] >> ((tid % 32) / 8)
+                                       ? reinterpret_cast<const uint32_t*>(ns + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift
                                        : 0u;
-            const char* g = next_v ? gv : gk;
+            const char* g = next_v ? rv : rk;
             auto run = [&](auto kv) {
               using KV = decltype(kv);
 #pragma unroll
@@ -783,11 +817,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           static_assert(RowGather::kPad == 8 && kBN / 16 == 8, "8 rows a thread a tile");
           // K(0)'s codes (ow of slot 0; a convert's loads with nothing converted).
           {
-            const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + (tid / 8) * RowGather::kPad;
-            const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> ((tid % 32) / 8);
+            const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + my_row * RowGather::kPad;
+            const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift;
 #pragma unroll
             for (int i = 0; i < kBN / 16; ++i)
-              buf[i] = RowGather::ldg16_or_zero(gk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
+              buf[i] = RowGather::ldg16_or_zero(rk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
           }
           stage_next(0);
           // n == 1: K(0), V(0); else K(0), K(1), then for t >= 1 K(t), V(t - 1).

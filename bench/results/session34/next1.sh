@@ -11,7 +11,11 @@
 #  3. bench_prefill.py's ws_alt column from fs_prefill_ws_key_tile (first run): the chunked row
 #     and the paged-only row, d 128 (the column should time the tile the default does not take).
 #  4. Issue 25: ab of the FP8 rows with FLASHSERVE_PREFILL_WS_FP8_PATH=reg against the default
-#     (e4m3 by the register path: call 1 of session 34 read it 455 vs 462 and 402 vs 431).
+#     (e4m3 by the register path: call 1 of session 34 read it 455 vs 462 and 402 vs 431), and
+#     regmap (FLASHSERVE_PREFILL_WS_FP8_REG_MAP=1: WsFp8PairedLanes, the producer's tile loop
+#     890 -> 761 instructions, selects 132 -> 4, local loads 8 -> 7) by the register path for
+#     both dtypes. Prediction: regmap +3-6% over reg on e4m3 and e5m2 (the selects were ~4 integer
+#     ops a 16-code chunk beside ~12 of conversion on the pipe that sets the pace).
 # First of all, main's test_fp8_cuda (its new config: each dtype by the other path) and
 # test_prefill_cuda.
 B=build-call
@@ -32,7 +36,10 @@ timeout 120 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick -
 echo "$(el) bench chunked rc $?"; tail -8 "$out/bench_chunked.log"
 timeout 120 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --paged-only --rounds 2 > "$out/bench_paged.log" 2>&1
 echo "$(el) bench paged rc $?"; tail -8 "$out/bench_paged.log"
-timeout 100 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 5 --only 11,29,30,31 \
-  --config reg=FLASHSERVE_PREFILL_WS_FP8_PATH=reg --config copy=FLASHSERVE_PREFILL_WS_FP8_PATH=copy > "$out/ab_fp8_path.log" 2>&1
+timeout 60 $B/regmap/test_fp8_cuda --gtest_brief=1 > "$out/test_fp8_regmap.log" 2>&1
+echo "$(el) regmap test_fp8_cuda rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_fp8_regmap.log" | tr '\n' ' ')"
+timeout 120 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 5 --only 11,29,30,31 \
+  --config reg=FLASHSERVE_PREFILL_WS_FP8_PATH=reg --config copy=FLASHSERVE_PREFILL_WS_FP8_PATH=copy \
+  --config regmap=@$B/regmap/libflashserve_c.so,FLASHSERVE_PREFILL_WS_FP8_PATH=reg > "$out/ab_fp8_path.log" 2>&1
 echo "$(el) ab fp8 path rc $?"; grep -v again "$out/ab_fp8_path.log"
 pack_out
