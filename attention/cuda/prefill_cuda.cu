@@ -478,10 +478,11 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         // e5m2 by the register path, e4m3 by the copy path (the kernel's kFp8RegProducerRegs says
         // why); FLASHSERVE_PREFILL_WS_FP8_PATH=reg or copy takes every FP8 pool one way (A/B
         // benchmarks, cross-checks), read at every call.
-        const char* path = std::getenv("FLASHSERVE_PREFILL_WS_FP8_PATH");
-        const bool reg = path != nullptr && (std::strcmp(path, "reg") == 0 || std::strcmp(path, "copy") == 0)
-                             ? std::strcmp(path, "reg") == 0
-                             : p.pages.dtype == DType::kFp8E5M2;
+        bool reg = p.pages.dtype == DType::kFp8E5M2;
+        if (const char* path = std::getenv("FLASHSERVE_PREFILL_WS_FP8_PATH"); path != nullptr) {
+          if (std::strcmp(path, "reg") == 0) reg = true;
+          if (std::strcmp(path, "copy") == 0) reg = false;
+        }
         err = reg ? launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(p, maps, sms, stream)
                   : launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
