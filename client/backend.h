@@ -40,6 +40,7 @@ struct GrpcBackendOptions {
   std::string target;  // host:port
   std::string token;   // "Bearer <token>" when not empty
   std::string tls_ca;  // PEM file: TLS on
+  double connect_timeout_s = 10;  // the channel is connected before the run, or the run fails
 };
 bool make_grpc_backend(const GrpcBackendOptions& o, std::unique_ptr<Backend>* out, std::string* error);
 

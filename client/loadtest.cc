@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
                  "ids) or openai-chat (POST /v1/chat/completions, the prompt's text as a user message), at --base-url")
       ->check(CLI::IsMember({"grpc", "openai", "openai-chat"}));
   app.add_option("--target", target, "grpc: host:port")->envname("FLASHSERVE_TARGET");
+  double connect_timeout_s = 10;
+  app.add_option("--connect-timeout", connect_timeout_s,
+                 "grpc: seconds to wait for the connection before the run (none: exit 1 with the reason)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--base-url", base_url, "openai*: http(s)://host:port[/path] (default: http://--host:--port)");
   app.add_option("--host", host, "openai*: without --base-url");
   app.add_option("--port", port, "openai*: without --base-url")->check(CLI::Range(1, 65535));
@@ -108,7 +112,7 @@ int main(int argc, char** argv) {
   std::string error;
   bool made = false;
   if (backend_name == "grpc") {
-    made = make_grpc_backend({target, token, tls_ca}, &backend, &error);
+    made = make_grpc_backend({target, token, tls_ca, connect_timeout_s}, &backend, &error);
   } else {
     OpenAiBackendOptions o;
     o.chat = backend_name == "openai-chat";

@@ -90,6 +90,12 @@ check "openai, nobody listening: 3 failed without a response, exit 3" \
 out=$("$bench" --backend openai --base-url "http://127.0.0.1:$hport" --num-prompts 3 --no-progress 2>&1)
 rc=$?
 check "openai, nobody listening for /v1/models: exit 1 with the reason" '[ "$rc" -eq 1 ] && echo "$out" | grep -q "GET http.*/v1/models: could not connect"'
+start=$(date +%s.%N)
+out=$("$bench" --target "127.0.0.1:$port" --vocab-size 100 --num-prompts 3 --connect-timeout 1 --no-progress 2>&1)
+rc=$?
+took=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
+check "grpc, nobody listening: exit 1 after --connect-timeout 1 with the reason (${took} s)" \
+  '[ "$rc" -eq 1 ] && echo "$out" | grep -q "no connection to 127.0.0.1:$port in 1 s: .*connect" && python3 -c "assert 0.9 < $took < 5"'
 
 # HTTPS: the server's --tls-cert/--tls-key serve the HTTP front too; the client verifies it with
 # --tls-ca, and without it (the system's CAs) refuses the self-signed certificate.
@@ -112,6 +118,14 @@ if command -v openssl >/dev/null; then
     --vocab-size 100 --num-prompts 1 --no-progress 2>&1)
   rc=$?
   check "openai, an unreadable --tls-ca: exit 1 naming it" '[ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] && echo "$out" | grep -q "missing.pem"'
+  out=$("$bench" --target "127.0.0.1:$port" --tls-ca "$tdir/c.pem" --vocab-size 100 --num-prompts 3 --input-len 8 \
+    --output-len 5 --ignore-eos --result-json "$json" --no-progress 2>&1)
+  rc=$?
+  check "grpc over TLS with --tls-ca: exit 0, 3 completed" '[ "$rc" -eq 0 ] && [ "$(field "$json" completed)" = 3 ]'
+  out=$("$bench" --target "127.0.0.1:$port" --vocab-size 100 --num-prompts 1 --connect-timeout 1 --no-progress 2>&1)
+  rc=$?
+  check "grpc in plain text to a TLS server: exit 1, no connection, with the reason" \
+    '[ "$rc" -eq 1 ] && echo "$out" | grep -q "no connection to 127.0.0.1:$port in 1 s: ."'
   kill -TERM "$pid"; wait "$pid"
   rm -rf "$tdir"
 else

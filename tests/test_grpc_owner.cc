@@ -18,6 +18,7 @@
 
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "server/grpc/server.h"
+#include "tests/grpc_support.h"
 #include "tests/model_support.h"
 
 namespace flashserve::server {
@@ -66,8 +67,7 @@ Client connect(const Served& s, const std::string& token = "") {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   Client c;
-  c.stub = v1::Generation::NewStub(grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(s.server->port()),
-                                                             grpc::InsecureChannelCredentials(), args));
+  c.stub = v1::Generation::NewStub(test::local_channel(s.server->port(), args));
   c.token = token;
   return c;
 }

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "flashserve/v1/generation.grpc.pb.h"
@@ -28,6 +29,7 @@
 #include "server/grpc/metrics.h"
 #include "server/grpc/server.h"
 #include "server/model/llama.h"
+#include "tests/grpc_support.h"
 #include "tests/model_support.h"
 
 namespace flashserve::server {
@@ -54,8 +56,10 @@ Fixture start(engine::EngineConfig ec = {}, const std::string& token = "", const
   so.tls_key_file = key;
   const Status st = GrpcServer::start(so, f.engine.get(), &f.server);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  f.stub = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials()));
+  // Over TLS this plain-text stub is the one that must fail (GrpcServer.Tls): not waited for.
+  const std::string target = "127.0.0.1:" + std::to_string(f.server->port());
+  f.stub = v1::Generation::NewStub(cert.empty() ? test::local_channel(f.server->port())
+                                                : grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   return f;
 }
 
@@ -452,8 +456,7 @@ Served serve(std::unique_ptr<model::Model> model) {
   ServerOptions so;
   so.port = 0;
   EXPECT_TRUE(GrpcServer::start(so, s.engine.get(), &s.server).ok());
-  s.stub = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(s.server->port()), grpc::InsecureChannelCredentials()));
+  s.stub = v1::Generation::NewStub(test::local_channel(s.server->port()));
   return s;
 }
 
@@ -528,7 +531,7 @@ struct Reflected {
   grpc::Status status;
 };
 Reflected reflect(int port, const std::string& authorization = "") {
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(port);
   grpc::GenericStub generic(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
@@ -591,7 +594,7 @@ TEST(GrpcServer, ReflectionFollowsTheToken) {
   const Reflected with = reflect(f.server->port(), "Bearer s3cret");
   EXPECT_NE(with.bytes.find("flashserve.v1.Generation"), std::string::npos);
   EXPECT_TRUE(with.status.ok()) << with.status.error_message();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(f.server->port());
   auto hstub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext hctx;
   grpc::health::v1::HealthCheckResponse hresp;
@@ -624,7 +627,7 @@ TEST(GrpcServer, NotServingWhileLoading) {
   so.port = 0;
   std::unique_ptr<GrpcServer> srv;
   ASSERT_TRUE(GrpcServer::start(so, nullptr, &srv).ok());
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(srv->port()), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(srv->port());
   auto stub = v1::Generation::NewStub(channel);
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
@@ -637,9 +640,33 @@ TEST(GrpcServer, NotServingWhileLoading) {
   srv.reset();
 }
 
+// A port in use is an error, not a second listener sharing it (gRPC sets SO_REUSEPORT unless told
+// not to): the first server keeps every connection. Servers asking for port 0 each get their own.
+// Before: the second start succeeded and the kernel split new connections between the two.
+TEST(GrpcServer, APortInUseFails) {
+  Fixture first = start();
+  ServerOptions so;
+  so.port = first.server->port();
+  so.metrics_port = -1;
+  std::unique_ptr<GrpcServer> second;
+  const Status st = GrpcServer::start(so, nullptr, &second);
+  EXPECT_FALSE(st.ok()) << "a second server bound port " << so.port << " (SO_REUSEPORT)";
+  EXPECT_NE(st.message().find("cannot listen on"), std::string::npos) << st.message();
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(generate(*first.stub, request({1, 2}, 2)).status.ok());
+  std::set<int> ports{first.server->port()};
+  std::vector<std::unique_ptr<GrpcServer>> any(6);
+  ServerOptions zero;
+  zero.port = 0;
+  zero.metrics_port = -1;
+  for (auto& s : any) {
+    ASSERT_TRUE(GrpcServer::start(zero, nullptr, &s).ok());
+    EXPECT_TRUE(ports.insert(s->port()).second) << "port " << s->port() << " given twice";
+  }
+}
+
 TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   Fixture f = start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(f.server->port());
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::SERVING);
   grpc::ClientContext ctx;
   auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 1500));
@@ -684,7 +711,7 @@ grpc::Status raw_unary_call(grpc::GenericStub& generic, const std::string& metho
 // Garbage where a request message should be: an error status, and the server lives on.
 TEST(GrpcServer, MalformedMessagesAreRejected) {
   Fixture f = start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(f.server->port());
   grpc::GenericStub generic(channel);
   for (const char* method : {"/flashserve.v1.Generation/GetModelInfo", "/flashserve.v1.Generation/Generate",
                              "/flashserve.v1.Generation/NoSuchMethod"}) {
@@ -699,7 +726,7 @@ TEST(GrpcServer, MalformedMessagesAreRejected) {
 // happen to parse get the handler's own error, with a message, and never INTERNAL.
 TEST(GrpcServer, UnparsableRequestsAreInvalidArgument) {
   Fixture f = start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::InsecureChannelCredentials());
+  auto channel = test::local_channel(f.server->port());
   grpc::GenericStub generic(channel);
   auto call = [&](const std::string& method, const std::string& payload) {
     return raw_unary_call(generic, method, payload);

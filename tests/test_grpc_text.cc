@@ -9,6 +9,7 @@
 
 #include "flashserve/v1/generation.grpc.pb.h"
 #include "server/grpc/server.h"
+#include "tests/grpc_support.h"
 #include "tests/model_support.h"
 #include "tests/text_support.h"
 
@@ -37,8 +38,7 @@ std::unique_ptr<Fixture> start() {
   so.metrics_port = -1;
   EXPECT_TRUE(GrpcServer::start(so, nullptr, &f->server).ok());
   f->server->set_engine(f->engine.get(), &f->text);
-  f->stub = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(f->server->port()), grpc::InsecureChannelCredentials()));
+  f->stub = v1::Generation::NewStub(test::local_channel(f->server->port()));
   return f;
 }
 

@@ -503,6 +503,10 @@ Status GrpcServer::start(const ServerOptions& opt, engine::Engine* engine, std::
     ssl.pem_key_cert_pairs.push_back(pair);
     creds = grpc::SslServerCredentials(ssl);
   }
+  // No SO_REUSEPORT (gRPC's default on Linux): with it a second server on a port in use binds too
+  // and the kernel splits the connections between the two, and two servers asking for port 0 at
+  // once may be given the same one. Without it a port in use fails to bind (below).
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(opt.host + ":" + std::to_string(opt.port), creds, &s->port_);
   b.RegisterService(s->service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
