@@ -2,7 +2,7 @@
 // text prompt or a chat message), or the token ids (with --tokens, or --show-ids).
 // Usage: flashserve_cli --target 127.0.0.1:50051 (--tokens 1,2,3 | --prompt TEXT | --chat MESSAGE
 //        [--system TEXT]) [--max-tokens 16] [--temperature 0] [--stop S]... [--auth-token T]
-//        [--info]
+//        [--info] [--connect-timeout 10]
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client/grpc_connect.h"
 #include "flashserve/v1/generation.grpc.pb.h"
 
 int main(int argc, char** argv) {
@@ -35,8 +36,16 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-eos", ignore_eos, "generate past the model's eos (to max-tokens)");
   app.add_option("--auth-token", token)->envname("FLASHSERVE_AUTH_TOKEN");
   app.add_flag("--info", info, "print the model and server info instead");
+  double connect_timeout_s = 10;
+  app.add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the connection (none: exit 1)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  auto stub = flashserve::v1::Generation::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  if (std::string error; !flashserve::client::wait_connected(channel, target, connect_timeout_s, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  auto stub = flashserve::v1::Generation::NewStub(channel);
   grpc::ClientContext ctx;
   if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
   if (info) {

@@ -4,11 +4,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "client/backend.h"
+#include "client/grpc_connect.h"
 #include "flashserve/v1/generation.grpc.pb.h"
 
 namespace flashserve::client {
@@ -116,20 +116,9 @@ bool make_grpc_backend(const GrpcBackendOptions& o, std::unique_ptr<Backend>* ou
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(16 << 20);
   auto channel = grpc::CreateCustomChannel(o.target, creds, args);
-  // Connected before the first request, so that no request of the run is timed through a
-  // connection's set-up or fails on a first connect that gRPC 1.51 can report failed when it is
-  // not (tests/grpc_support.h); a server that is not there is one clear error, not a run of them.
-  const auto wait = std::chrono::duration<double>(o.connect_timeout_s);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(wait))) {
-    grpc::ClientContext ctx;  // fails at once with the last connection error (refused, TLS, ...)
-    v1::ModelInfo info;
-    char s[32];
-    std::snprintf(s, sizeof s, "%g", o.connect_timeout_s);
-    *error = "no connection to " + o.target + " in " + s + " s: " +
-             v1::Generation::NewStub(channel)->GetModelInfo(&ctx, {}, &info).error_message();
-    return false;
-  }
+  // Connected before the first request: no request of the run is timed through a connection's
+  // set-up, and a server that is not there is one clear error, not a run of them.
+  if (!wait_connected(channel, o.target, o.connect_timeout_s, error)) return false;
   *out = std::make_unique<GrpcBackend>(o, v1::Generation::NewStub(channel));
   return true;
 }

@@ -411,11 +411,14 @@ def limits():
           all(is_error(s, b, 429) for s, b in results if s == 429), codes)
     box = {}
     t = threading.Thread(target=lambda: box.update(r=srv.raw("POST", "/v1/completions", {
-        "prompt": "Count to ten:", "max_tokens": 60, "ignore_eos": True})))
+        "prompt": "Count to ten:", "max_tokens": 120, "ignore_eos": True})))
     t.start()
-    time.sleep(1.0)
+    # Running (seen on /metrics, not assumed after a sleep), and long enough to outlast the checks.
+    check("draining: the long request is running before SIGTERM", until("vllm:num_requests_running", 1))
     srv.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
+    t0 = time.time()  # the signal taken: /health turns 503 (within 60 s: a loaded machine, ASan)
+    while time.time() - t0 < 60 and srv.raw("GET", "/health")[0] != 503:
+        time.sleep(0.02)
     st, b = srv.raw("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
     check("draining: a new request is 503 with OpenAI's error JSON", is_error(st, b, 503), (st, b))
     st, _ = srv.raw("GET", "/health")
@@ -423,7 +426,7 @@ def limits():
     t.join(120)
     r = box.get("r")
     check("draining: the running request finishes", r is not None and r[0] == 200 and
-          r[1]["usage"]["completion_tokens"] == 60, r and (r[0], str(r[1])[:200]))
+          r[1]["usage"]["completion_tokens"] == 120, r and (r[0], str(r[1])[:200]))
     check("SIGTERM: exit 0", srv.proc.wait(60) == 0)
     if failed:
         print(open(srv.log.name).read()[-4000:])

@@ -101,6 +101,30 @@ double kv_usage(v1::Generation::Stub& stub) {
   return info.kv_cache_usage();
 }
 
+// The overall status (service ""), or one service's: the Helm chart's readiness probe and Envoy's
+// health check ask for flashserve.v1.Generation.
+int health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "") {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  const grpc::Status st = stub->Check(&ctx, req, &resp);
+  return st.ok() ? static_cast<int>(resp.status()) : -1;
+}
+
+// Polls `done` every 5 ms until it holds or 10 s pass; its last answer. For a state another
+// thread reaches: a fixed sleep fails on a loaded 2-core machine.
+template <typename F>
+bool eventually(F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
   return test::reference_greedy(7, prompt, n);
 }
@@ -208,7 +232,7 @@ TEST(GrpcServer, StatusCodes) {
   v1::GenerateResponse resp;
   ASSERT_TRUE(r1->Read(&resp));
   auto r2 = f.stub->Generate(&c2, request({3, 4}, 3500));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(eventually([&] { return f.engine->stats().waiting == 1; })) << "the second request never queued";
   EXPECT_EQ(generate(*f.stub, request({5, 6}, 4)).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   c1.TryCancel();
   c2.TryCancel();
@@ -351,11 +375,13 @@ TEST(GrpcServer, TokenCompare) {
 TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   Fixture f = start();
   grpc::ClientContext ctx;
-  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 1500));
+  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 3500));  // runs through the checks below
   v1::GenerateResponse resp;
   ASSERT_TRUE(reader->Read(&resp));
+  auto channel = test::local_channel(f.server->port());
   std::thread drain([&] { f.server->drain_and_stop(30.0); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Health turns NOT_SERVING after the server stops taking work.
+  EXPECT_TRUE(eventually([&] { return health(channel) == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }));
   EXPECT_EQ(generate(*f.stub, request({4, 5}, 4)).status.error_code(), grpc::StatusCode::UNAVAILABLE);
   int n = resp.token_ids_size();
   bool finished = false;
@@ -365,7 +391,7 @@ TEST(GrpcServer, DrainingRefusesNewWorkAndFinishesRunning) {
   }
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_TRUE(finished);
-  EXPECT_EQ(n, 1500) << "a running request was cut short by the drain";
+  EXPECT_EQ(n, 3500) << "a running request was cut short by the drain";
   drain.join();
 }
 
@@ -610,18 +636,6 @@ TEST(GrpcServer, ReflectionFollowsTheToken) {
       << "open reflection does not open Generate";
 }
 
-// The overall status (service ""), or one service's: the Helm chart's readiness probe and Envoy's
-// health check ask for flashserve.v1.Generation.
-int health(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "") {
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service(service);
-  grpc::health::v1::HealthCheckResponse resp;
-  const grpc::Status st = stub->Check(&ctx, req, &resp);
-  return st.ok() ? static_cast<int>(resp.status()) : -1;
-}
-
 TEST(GrpcServer, NotServingWhileLoading) {
   ServerOptions so;
   so.port = 0;
@@ -669,17 +683,13 @@ TEST(GrpcServer, HealthServingThenNotServingWhileDraining) {
   auto channel = test::local_channel(f.server->port());
   EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::SERVING);
   grpc::ClientContext ctx;
-  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 1500));
+  auto reader = f.stub->Generate(&ctx, request({1, 2, 3}, 3500));
   v1::GenerateResponse resp;
   ASSERT_TRUE(reader->Read(&resp));
   std::thread drain([&] { f.server->drain_and_stop(30.0); });
   // The drain thread flips health as it starts: wait for it (a fixed 20 ms failed on a loaded
-  // 2-core machine), while the request still runs (1500 tokens).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (health(channel) != grpc::health::v1::HealthCheckResponse::NOT_SERVING &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  EXPECT_EQ(health(channel), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  // 2-core machine), while the request still runs (3500 tokens).
+  EXPECT_TRUE(eventually([&] { return health(channel) == grpc::health::v1::HealthCheckResponse::NOT_SERVING; }));
   EXPECT_EQ(health(channel, "flashserve.v1.Generation"), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   while (reader->Read(&resp)) {
   }
@@ -775,8 +785,9 @@ TEST(GrpcServer, Tls) {
   pem << in.rdbuf();
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = pem.str();
-  auto tls = v1::Generation::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::SslCredentials(ssl)));
+  auto tls_channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::SslCredentials(ssl));
+  EXPECT_TRUE(tls_channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
+  auto tls = v1::Generation::NewStub(tls_channel);  // (tests/grpc_support.h: why wait)
   EXPECT_TRUE(generate(*tls, request({1, 2}, 3)).status.ok());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));

@@ -200,10 +200,18 @@ TEST(HttpServer, PastTheQueueIs503AtOnce) {
   o.idle_under_load_s = 5;  // the silent ones hold on
   auto s = serve(o);
   const int port = s->server->port();
-  const int held = connect_to(port);  // the thread
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const int queued = connect_to(port);  // the queue
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The thread: held once it has answered a keep-alive request on the connection (a fixed sleep
+  // could pass before the thread took it on a loaded machine). The queue: the next connection
+  // accepted (one accept thread, in order), so the third finds it full.
+  const int held = connect_to(port);
+  const std::string keep_alive = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+  send(held, keep_alive.data(), keep_alive.size(), MSG_NOSIGNAL);
+  std::string first;
+  char buf[512];
+  for (ssize_t n; first.find("\r\n\r\na\n") == std::string::npos && (n = recv(held, buf, sizeof buf, 0)) > 0;)
+    first.append(buf, static_cast<size_t>(n));
+  ASSERT_EQ(status_of(first), 200) << first;
+  const int queued = connect_to(port);
   const auto t0 = Clock::now();
   const std::string out = roundtrip(port, get_request("/a"));
   EXPECT_EQ(status_of(out), 503) << out;
