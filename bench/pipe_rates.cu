@@ -45,6 +45,18 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2(uint32_t a) {
   asm volatile("{ .reg .b16 l, h; mov.b32 {l, h}, %1; cvt.rn.f16x2.e4m3x2 %0, l; }" : "=r"(r) : "r"(a));
   return r;
 }
+// A word's high half moved down: by a shift (SHF), or by a multiply-high by 2^16 (IMAD.HI), the
+// two ways to feed the low-half conversion codes 2 and 3 of a word (FLASHSERVE_FP8_HI_BY_IMAD).
+__device__ __forceinline__ uint32_t shf_hi(uint32_t a) {
+  uint32_t r;
+  asm volatile("shf.r.wrap.b32 %0, %1, %1, 16;" : "=r"(r) : "r"(a));  // (a rotation: ptxas folds shifts of shifts)
+  return r;
+}
+__device__ __forceinline__ uint32_t imad_hi(uint32_t a) {  // (its chain dies out to 0: no matter to its time)
+  uint32_t r;
+  asm volatile("mul.hi.u32 %0, %1, 65536;" : "=r"(r) : "r"(a));
+  return r;
+}
 __device__ __forceinline__ uint32_t alu_e4m3x2(uint32_t a) {
   uint32_t r;
   asm volatile("{ .reg .b32 y; prmt.b32 y, %1, 0, 0x9180; shl.b32 y, y, 7; and.b32 %0, y, 0xBF80BF80; }"
@@ -69,12 +81,15 @@ __device__ __forceinline__ float fmnmx(float a) {
 }
 
 // The ops a configuration runs, one each a chain an iteration, each on a chain of its own kind.
-enum Op : unsigned { kEx2 = 1, kCvtBf16 = 2, kAluBf16 = 4, kCvtE4m3 = 8, kAluE4m3 = 16, kPrmt = 32, kImad = 64, kFmnmx = 128 };
+enum Op : unsigned {
+  kEx2 = 1, kCvtBf16 = 2, kAluBf16 = 4, kCvtE4m3 = 8, kAluE4m3 = 16, kPrmt = 32, kImad = 64, kFmnmx = 128,
+  kShf = 256, kImadHi = 512
+};
 
 template <unsigned kOps>
 __global__ void __launch_bounds__(kThreads, 1) rates(int iters, unsigned long long* cycles, uint32_t* sink) {
   float f[kChains], g[kChains];
-  uint32_t u[kChains], w[kChains], x[kChains], y[kChains];
+  uint32_t u[kChains], w[kChains], x[kChains], y[kChains], z[kChains];
 #pragma unroll
   for (int c = 0; c < kChains; ++c) {
     f[c] = -0.001f * static_cast<float>(threadIdx.x + c);
@@ -83,6 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) rates(int iters, unsigned long lo
     w[c] = u[c] + 1;
     x[c] = u[c] + 2;
     y[c] = u[c] + 3;
+    z[c] = u[c] + 4;
   }
   __syncthreads();
   const long long t0 = clock64();
@@ -97,13 +113,16 @@ __global__ void __launch_bounds__(kThreads, 1) rates(int iters, unsigned long lo
       if constexpr ((kOps & kPrmt) != 0) y[c] = prmt(y[c]);
       if constexpr ((kOps & kImad) != 0) y[c] = imad(y[c]);
       if constexpr ((kOps & kFmnmx) != 0) g[c] = fmnmx(g[c]);
+      if constexpr ((kOps & kShf) != 0) z[c] = shf_hi(z[c]);
+      if constexpr ((kOps & kImadHi) != 0) z[c] = imad_hi(z[c]);
     }
   }
   __syncthreads();
   const long long t1 = clock64();
   uint32_t acc = 0;
 #pragma unroll
-  for (int c = 0; c < kChains; ++c) acc ^= u[c] ^ w[c] ^ x[c] ^ y[c] ^ __float_as_uint(f[c]) ^ __float_as_uint(g[c]);
+  for (int c = 0; c < kChains; ++c)
+    acc ^= u[c] ^ w[c] ^ x[c] ^ y[c] ^ z[c] ^ __float_as_uint(f[c]) ^ __float_as_uint(g[c]);
   sink[blockIdx.x * kThreads + threadIdx.x] = acc;
   if (threadIdx.x == 0) cycles[blockIdx.x] = static_cast<unsigned long long>(t1 - t0);
 }
@@ -162,6 +181,11 @@ int main() {
   run<kCvtBf16 | kFmnmx>("cvt bf16x2 + fmnmx", sms, d_cycles, d_sink);
   run<kCvtBf16 | kPrmt>("cvt bf16x2 + prmt", sms, d_cycles, d_sink);
   run<kEx2 | kCvtBf16 | kCvtE4m3>("ex2 + cvt bf16x2 + cvt e4m3x2", sms, d_cycles, d_sink);
+  // Session 35: the two ways to bring a word's high half down for the conversion (HI_BY_IMAD).
+  run<kShf>("shf", sms, d_cycles, d_sink);
+  run<kImadHi>("imad.hi", sms, d_cycles, d_sink);
+  run<kCvtE4m3 | kShf>("cvt e4m3x2 + shf", sms, d_cycles, d_sink);
+  run<kCvtE4m3 | kImadHi>("cvt e4m3x2 + imad.hi", sms, d_cycles, d_sink);
   CHECK(cudaFree(d_cycles));
   CHECK(cudaFree(d_sink));
   return 0;

@@ -428,6 +428,15 @@ struct WsFp8Dst {
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 };
+// PrefillTmaMaps::fp8_diag as the FP8 producer reads it. FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME=0
+// (bench-only until measured): read as 0, so the producer holds no diagnosis branches (the
+// register path: one a chunk, and a copy of its tile loop for diagnosis 3).
+#ifndef FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME
+#define FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME 1
+#endif
+__device__ __forceinline__ int ws_fp8_diag(const PrefillTmaMaps& maps) {
+  return FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME ? maps.fp8_diag : 0;
+}
 // The register path's lanes by FLASHSERVE_PREFILL_WS_FP8_REG_MAP=1 (bench-only until measured):
 // lane bits b4..b0 of warp w take row 4·w + 2·b4 + b2 of a pass and chunk (b1 b0) + 4·b3, so a
 // store phase (8 lanes, b4 and b3 fixed) is 4 chunks of two rows of opposite parity, whose
@@ -729,7 +738,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
         };
         auto copy_codes = [&](bool is_v, int tile) {
-          if (tile < num_tiles && maps.fp8_diag != 2)
+          if (tile < num_tiles && ws_fp8_diag(maps) != 2)
             RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
           cp_async_commit();
         };
@@ -742,9 +751,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           pipe.producer_acquire(st);
           __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
           const unsigned char* codes = code_slot(is_v, tile);
-          if (maps.fp8_diag == 1) {
+          if (ws_fp8_diag(maps) == 1) {
             // (bench-only: the stage keeps what it held)
-          } else if (p.pages.dtype == DType::kFp8E5M2 || maps.fp8_diag == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
+          } else if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag(maps) == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
             ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
           } else {
             ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
@@ -801,12 +810,12 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   const int i = 4 * q + e;
-                  if (maps.fp8_diag != 1) out.store<KV>(i, buf[i]);
+                  if (ws_fp8_diag(maps) != 1) out.store<KV>(i, buf[i]);
                   buf[i] = RowGather::ldg16_or_zero(g + static_cast<uint64_t>(ow[e]) * 16, valid & (1u << (4 * i)));
                 }
               }
             };
-            if (p.pages.dtype == DType::kFp8E5M2 || maps.fp8_diag == 3) {
+            if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag(maps) == 3) {
               run(__nv_fp8_e5m2{});
             } else {
               run(__nv_fp8_e4m3{});
