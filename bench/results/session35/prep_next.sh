@@ -33,5 +33,5 @@ cp build-var/fp8v/libflashserve_c.so build-var/fp8v/tests/test_fp8_cuda build-ca
 cp build-var/hi/libflashserve_c.so build-call/hi/
 strip --strip-unneeded build-call/*.so build-call/*/*
 du -sh build-call
-# A call carries at most 64 MiB: past it, leave hi/ out (next2.sh's hi column then reads "err").
+# A call carries at most 64 MiB: past it, leave hi/ out and take its --config out of next2.sh.
 [ "$(du -sm build-call | cut -f1)" -le 62 ] || echo "prep_next: build-call is over 62 MB: rm -rf build-call/hi" >&2
