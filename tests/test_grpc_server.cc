@@ -787,7 +787,7 @@ TEST(GrpcServer, Tls) {
   ssl.pem_root_certs = pem.str();
   auto tls_channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::SslCredentials(ssl));
   EXPECT_TRUE(tls_channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
-  auto tls = v1::Generation::NewStub(tls_channel);  // (tests/grpc_support.h: why wait)
+  auto tls = v1::Generation::NewStub(tls_channel);  // (client/grpc_connect.h: why wait)
   EXPECT_TRUE(generate(*tls, request({1, 2}, 3)).status.ok());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
