@@ -146,7 +146,7 @@ def both_fronts(srv):
     # One engine behind both fronts: a gRPC and an HTTP request run in the same batch (running == 2
     # while both stream), and /metrics counts each front's requests and tokens.
     before = counters(srv)
-    n = 48
+    n = 96  # (the HTTP request starts once the gRPC one runs, and must find it still running)
     box = {}
 
     def over_grpc():
@@ -158,9 +158,11 @@ def both_fronts(srv):
         box["http"] = srv.client().completions.create(model=NAME, prompt="Count slowly:", max_tokens=n,
                                                       temperature=0, extra_body={"ignore_eos": True})
     ts = [threading.Thread(target=over_grpc), threading.Thread(target=over_http)]
-    for t in ts:
-        t.start()
-    most = 0
+    ts[0].start()  # the CLI (a process, its connection first) runs before the HTTP request is sent
+    most, t0 = 0, time.time()
+    while ts[0].is_alive() and time.time() - t0 < 60 and (srv.metric("vllm:num_requests_running") or 0) < 1:
+        time.sleep(0.01)
+    ts[1].start()
     while any(t.is_alive() for t in ts):
         most = max(most, srv.metric("vllm:num_requests_running") or 0)
         time.sleep(0.01)
@@ -172,7 +174,7 @@ def both_fronts(srv):
     check("a gRPC and an HTTP request at once: both complete", ok, (g and g.stderr[-300:], h))
     check("... in one batch: vllm:num_requests_running reached 2", most == 2, most)
     d = {k: after[k] - before[k] for k in after}
-    check("... and /metrics counts both: 2 finished (length), 2 e2e samples, 2×48 tokens generated, "
+    check("... and /metrics counts both: 2 finished (length), 2 e2e samples, 2×96 tokens generated, "
           "both prompts' tokens", d["finished"] == 2 and d["length"] == 2 and d["e2e"] == 2 and
           d["generated"] == 2 * n and ok and d["prompt"] == 2 * h.usage.prompt_tokens, d)
     check("... with the same greedy text", ok and g.stdout.rsplit("\n[FINISH_REASON", 1)[0] == h.choices[0].text,
