@@ -139,7 +139,7 @@ TEST(HttpServer, IdleConnectionsCloseAtTheKeepAliveTimeout) {
   auto t0 = Clock::now();
   int fd = connect_to(s->server->port());
   EXPECT_EQ(read_all(fd), "");  // closed without a byte
-  EXPECT_LT(seconds_since(t0), 2.0);
+  EXPECT_LT(seconds_since(t0), 3.0);  // (not the 5 s read timeout; room for a loaded machine)
   EXPECT_GT(seconds_since(t0), 0.2);
   close(fd);
   // After a keep-alive request, the same.
@@ -149,7 +149,7 @@ TEST(HttpServer, IdleConnectionsCloseAtTheKeepAliveTimeout) {
   t0 = Clock::now();
   const std::string out = read_all(fd);
   EXPECT_EQ(status_of(out), 200);
-  EXPECT_LT(seconds_since(t0), 2.0);
+  EXPECT_LT(seconds_since(t0), 3.0);
   close(fd);
 }
 
@@ -188,7 +188,7 @@ TEST(HttpServer, IdleConnectionsGiveWayWhenOthersWait) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto t0 = Clock::now();
   EXPECT_EQ(status_of(roundtrip(port, get_request("/a"))), 200);
-  EXPECT_LT(seconds_since(t0), 3.0) << "silent connections held both threads for their whole keep-alive timeout";
+  EXPECT_LT(seconds_since(t0), 5.0) << "silent connections held both threads for their whole keep-alive timeout";
   for (int fd : silent) close(fd);
 }
 
@@ -215,7 +215,7 @@ TEST(HttpServer, PastTheQueueIs503AtOnce) {
   const auto t0 = Clock::now();
   const std::string out = roundtrip(port, get_request("/a"));
   EXPECT_EQ(status_of(out), 503) << out;
-  EXPECT_LT(seconds_since(t0), 1.0);
+  EXPECT_LT(seconds_since(t0), 2.5);  // (not after the held connection's 5 s)
   close(held);
   close(queued);
 }
@@ -248,7 +248,7 @@ TEST(HttpServer, StopWithConnectionsHeldIsPromptAndFinal) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto t0 = Clock::now();
   s->server->stop();
-  EXPECT_LT(seconds_since(t0), 1.0) << "stop() waited for the connections' timeouts";
+  EXPECT_LT(seconds_since(t0), 2.5) << "stop() waited for the connections' timeouts (5 s)";
   EXPECT_EQ(connect_to(port), -1) << "the port is still open after stop()";
   EXPECT_EQ(s->calls, 0);
   s->server->stop();  // again: nothing
