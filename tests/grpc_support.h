@@ -5,9 +5,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
+
+#include "client/grpc_connect.h"
 
 namespace flashserve::test {
 
@@ -15,9 +16,10 @@ namespace flashserve::test {
 // first connect that gRPC 1.51 reports failed would otherwise fail the test's first call
 // (client/grpc_connect.h says why; seen under load in GrpcOwner.ServerIdsAreRandom128Bit).
 inline std::shared_ptr<grpc::Channel> local_channel(int port, const grpc::ChannelArguments& args = {}) {
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args);
-  EXPECT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)))
-      << "no connection to 127.0.0.1:" << port << " in 20 s";
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::string error;
+  EXPECT_TRUE(client::wait_connected(channel, target, 20, &error)) << error;
   return channel;
 }
 

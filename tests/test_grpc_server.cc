@@ -785,9 +785,11 @@ TEST(GrpcServer, Tls) {
   pem << in.rdbuf();
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = pem.str();
-  auto tls_channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.server->port()), grpc::SslCredentials(ssl));
-  EXPECT_TRUE(tls_channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20)));
-  auto tls = v1::Generation::NewStub(tls_channel);  // (client/grpc_connect.h: why wait)
+  const std::string target = "127.0.0.1:" + std::to_string(f.server->port());
+  auto tls_channel = grpc::CreateChannel(target, grpc::SslCredentials(ssl));
+  std::string error;
+  EXPECT_TRUE(client::wait_connected(tls_channel, target, 20, &error)) << error;
+  auto tls = v1::Generation::NewStub(tls_channel);
   EXPECT_TRUE(generate(*tls, request({1, 2}, 3)).status.ok());
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
