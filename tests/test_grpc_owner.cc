@@ -217,9 +217,10 @@ TEST(GrpcOwner, AbortReachesOnlyTheOwnerOrTheAdmin) {
   Client nobody = connect(s, "wrong");
   EXPECT_EQ(abort_ids(nobody, {"x"}).status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
-  // 3000 tokens (~1 s unloaded): still running after the aborts below, on a loaded machine too.
-  auto named = start_running(b, request({1, 2, 3, 4}, 3000, "job-1"));
-  auto assigned = start_running(b, request({9, 8, 7}, 3000));
+  // job-1: 1500 tokens (1500 steps), still running after the four aborts below on a loaded
+  // machine too; the other one 4000, still running 2500 steps later for the admin's abort.
+  auto named = start_running(b, request({1, 2, 3, 4}, 1500, "job-1"));
+  auto assigned = start_running(b, request({9, 8, 7}, 4000));
   ASSERT_EQ(named->id, "job-1");
   ASSERT_EQ(assigned->id.rfind("req-", 0), 0u) << assigned->id;
   const AbortAnswer unknown = abort_ids(a, {"no-such-id"});
@@ -233,7 +234,7 @@ TEST(GrpcOwner, AbortReachesOnlyTheOwnerOrTheAdmin) {
   const Result r = named->finish();  // B's stream: untouched
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_LENGTH);
-  EXPECT_EQ(r.tokens.size(), 3000u);
+  EXPECT_EQ(r.tokens.size(), 1500u);
   EXPECT_EQ(r.last.request_id(), "job-1");
   // It was still running when A's aborts had been answered, so they did reach a live request.
   EXPECT_GT(r.last.timings().elapsed_s(), aborts_done_s);
