@@ -95,9 +95,50 @@ def anatomy(rec, meta):
     pace = out["tile"]
     between = out["next"] if meta["persistent"] and not np.isnan(out["next"]) else out["cta_gap"] + out["setup"]
     out["over_tiles"] = (out["item"] + between - out["tiles"] * pace) / pace if pace > 0 else float("nan")
+    out.update(fine(rec, meta, us))
     return out
 
 
+def fine(rec, meta, us):
+    """The item boundary in finer steps (microseconds, means over items and warpgroups; NaN where a
+    build or walk does not stamp them): the dynamic walk's wait for the next item's slot (nwait,
+    from the last item's store done) and the item's view after it (ndec); the store's first barrier
+    (sbar, from the last P·V retired), O into its buffer (ssts), the fence and second barrier
+    (sfen), the TMA store's issue (stma); the producer: its last load of an item ahead of the last
+    P·V's retirement (pahead), its claim and view of the next item (pclaim: last load to the next
+    item's start), the next Q issued ahead of the consumers' store done (qahead)."""
+    keys = ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")
+    acc = {k: [] for k in keys}
+    for r in rec:
+        items = min(int(r[6]), ITEMS)
+        ev = [r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS] for i in range(items)]
+        for i, e in enumerate(ev):
+            if int(e[25]) <= 0:
+                continue
+            for c in range(meta["consumers"]):
+                s, f = e[8 * c: 8 * c + 8], e[16 + 4 * c: 20 + 4 * c]
+                if f[1] > 0:
+                    acc["sbar"].append((f[1] - s[6]) * us)
+                if f[2] > 0 and f[1] > 0:
+                    acc["ssts"].append((f[2] - f[1]) * us)
+                if f[3] > 0 and f[2] > 0:
+                    acc["sfen"].append((f[3] - f[2]) * us)
+                    acc["stma"].append((s[7] - f[3]) * us)
+                if f[0] > 0 and i > 0 and int(ev[i - 1][25]) > 0:
+                    acc["nwait"].append((f[0] - ev[i - 1][8 * c + 7]) * us)
+                    acc["ndec"].append((s[0] - f[0]) * us)
+            last_pv = max(e[8 * c + 6] for c in range(meta["consumers"]))
+            done = min(e[8 * c + 7] for c in range(meta["consumers"]))
+            if e[26] > 0:
+                acc["pahead"].append((last_pv - e[26]) * us)
+                if i + 1 < items and ev[i + 1][28] > 0:
+                    acc["pclaim"].append((ev[i + 1][28] - e[26]) * us)
+            if i + 1 < items and ev[i + 1][29] > 0:
+                acc["qahead"].append((done - ev[i + 1][29]) * us)
+    return {k: float(np.mean(v)) if v else float("nan") for k, v in acc.items()}
+
+
+FINE = [(k, k, 7, 2) for k in ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")]
 COLS = [("span", "span", 8, 1), ("busy", "busy", 6, 2), ("tail", "tail", 6, 1), ("tiles", "tiles", 6, 1),
         ("life", "life", 7, 1), ("cta_gap", "gap", 6, 2), ("setup", "setup", 6, 2), ("q", "Q", 6, 2),
         ("k0", "K0", 6, 2), ("slot", "slot", 6, 2), ("first", "first", 6, 2), ("tile", "tile", 6, 3),
@@ -121,6 +162,7 @@ def main():
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
     print(f"{'row':<22}{'config':<10}{'TFLOP/s':>8}" + "".join(f"{h:>{w}}" for _, h, w, _ in COLS), flush=True)
+    fine_lines = []
     for idx, row in rows:
         dim, lens, causal, bs = row[:4]
         runs, flops, label, keep = ab.setup_row(row, {None: lib}, gen)
@@ -151,8 +193,12 @@ def main():
             print(f"{tag:<22}{name:<10}{tflops:>8.0f}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in COLS) +
                   f"   ({a['ctas']} CTAs, {a['sms']} SMs, {a['ghz']:.2f} GHz, {meta['block_m']}x{meta['block_n']}"
                   f"{' persistent' if meta['persistent'] else ''})", flush=True)
+            fine_lines.append(f"{tag:<22}{name:<10}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in FINE))
         del runs, keep
         torch.cuda.empty_cache()
+    print(f"\nthe item boundary, us (trace_prefill.fine)\n{'row':<22}{'config':<10}" +
+          "".join(f"{h:>{w}}" for _, h, w, _ in FINE))
+    print("\n".join(fine_lines), flush=True)
 
 
 if __name__ == "__main__":

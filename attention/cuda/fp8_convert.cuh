@@ -43,19 +43,17 @@ __device__ __forceinline__ uint32_t fp8x2_to_half2(uint32_t x) {
   }
 }
 // Four FP8 codes (bytes 0..3 of x) as two fp16 pairs: lo = codes 0, 1; hi = codes 2, 3.
-// FLASHSERVE_FP8_HI_BY_IMAD=1 (bench-only until measured): e4m3's high pair taken by a multiply-
-// high by 2^16 (IMAD.HI, the FMA pipe) instead of a shift (SHF, the integer ALU pipe, which the
-// e4m3 conversions themselves load: bench/pipe_rates.cu); the same bits.
-#ifndef FLASHSERVE_FP8_HI_BY_IMAD
-#define FLASHSERVE_FP8_HI_BY_IMAD 0
-#endif
-template <typename KV>
+// kHiByImad: e4m3's high pair taken by a multiply-high by 2^16 (IMAD.HI, which ptxas keeps) instead
+// of a shift (SHF, on the integer ALU pipe that the e4m3 conversions load); the same bits. The FP8
+// prefill's register path takes it (session 36: there with its other changes, WsFp8Dst); alone on
+// the copy path it measured level (454 vs 463 TFLOP/s, within the run's spread).
+template <typename KV, bool kHiByImad = false>
 __device__ __forceinline__ void fp8x4_to_half2x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
   if constexpr (std::is_same_v<KV, __nv_fp8_e5m2>) {
     fp8_e5m2x4_to_fp16x2x2(x, lo, hi);
   } else {
     lo = fp8x2_to_half2<KV>(x);
-    hi = fp8x2_to_half2<KV>(FLASHSERVE_FP8_HI_BY_IMAD ? __umulhi(x, 0x10000u) : x >> 16);
+    hi = fp8x2_to_half2<KV>(kHiByImad ? __umulhi(x, 0x10000u) : x >> 16);
   }
 }
 

@@ -268,7 +268,8 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
                     : 0;
   // FP8 pages: FLASHSERVE_PREFILL_WS_FP8_DIAG=1 (no conversion), 2 (no copies of the codes) or 3
   // (e4m3 converted as e5m2: no F2FP), a bench-only diagnosis of what sets the FP8 producer's
-  // pace (PrefillTmaMaps::fp8_diag); the outputs are wrong.
+  // pace (PrefillTmaMaps::fp8_diag); the outputs are wrong. The copy path reads it; the register
+  // path only in a build with -DFLASHSERVE_PREFILL_WS_FP8_REG_LEAN=0 (kFp8RegLean).
   if (const char* diag = std::getenv("FLASHSERVE_PREFILL_WS_FP8_DIAG"); diag != nullptr && p.paged && is_fp8(p.pages.dtype)) {
     const int d = std::atoi(diag);
     maps->fp8_diag = d >= 1 && d <= 3 ? d : 0;
@@ -485,6 +486,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         }
         err = reg ? launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(p, maps, sms, stream)
                   : launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
+#ifdef FLASHSERVE_PREFILL_TRACE
+        if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(128, false), sms != INT_MAX, p.mask.causal);  // 128 x 128
+#endif
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
       }
       FS_RETURN_IF_ERROR(dispatch_head_dim_dtype<BuiltWs>("prefill (sm90, warp-specialized)", p.head_dim, p.dtype,

@@ -84,8 +84,11 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
 // stamps clock64 at 8·c + (0 item start, 1 Q landed, 2 K(0) landed, 3 its first issue slot, 4
 // the first tile's softmax done, 5 the main loop done, 6 the last P·V retired, 7 O stored);
 // warpgroup 0 of the consumers also writes 24 the item w, 25 its key tiles; the producer 28 item
-// start, 29 Q issued (its stage acquired), 30 the item w. In every other build the stamps are
-// no code and the fields above stay null.
+// start, 29 Q issued (its stage acquired), 30 the item w, 26 the item's last load issued. The
+// item boundary in finer steps, consumer warpgroup c at 16 + 4·c + (0 the dynamic walk's wait
+// for the item's slot returned, 1 the store's first barrier passed, 2 O written to its buffer,
+// 3 the buffer fenced and the second barrier passed). In every other build the stamps are no
+// code and the fields above stay null.
 struct WsTrace {
   static constexpr int kHeader = 8, kItems = 32, kEvents = 32, kWords = kHeader + kItems * kEvents;
 #ifdef FLASHSERVE_PREFILL_TRACE
@@ -413,39 +416,46 @@ struct WsFp8Dst {
     o0 = (j0 ^ sw) << 3;
     o1 = (j1 ^ sw) << 3;
   }
-  // Chunk i's 16 codes (row tid / 8 + 16·i) converted and stored.
-  template <typename KV>
+  // Chunk i's 16 codes (row tid / 8 + 16·i) converted and stored (kHiByImad: fp8x4_to_half2x2).
+  template <typename KV, bool kHiByImad = false>
   __device__ __forceinline__ void store(int i, const uint4& codes) const {
     // The first store's 8 codes: dims 16·c + 8 .. + 15 where odd_first, else 16·c .. + 7.
     const uint32_t f0 = odd_first ? codes.z : codes.x, f1 = odd_first ? codes.w : codes.y;
     const uint32_t s0 = odd_first ? codes.x : codes.z, s1 = odd_first ? codes.y : codes.w;
     uint4 first, second;
-    fp8x4_to_half2x2<KV>(f0, first.x, first.y);
-    fp8x4_to_half2x2<KV>(f1, first.z, first.w);
+    fp8x4_to_half2x2<KV, kHiByImad>(f0, first.x, first.y);
+    fp8x4_to_half2x2<KV, kHiByImad>(f1, first.z, first.w);
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o0) = first;
-    fp8x4_to_half2x2<KV>(s0, second.x, second.y);
-    fp8x4_to_half2x2<KV>(s1, second.z, second.w);
+    fp8x4_to_half2x2<KV, kHiByImad>(s0, second.x, second.y);
+    fp8x4_to_half2x2<KV, kHiByImad>(s1, second.z, second.w);
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 };
-// PrefillTmaMaps::fp8_diag as the FP8 producer reads it. FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME=0
-// (bench-only until measured): read as 0, so the producer holds no diagnosis branches (the
-// register path: one a chunk, and a copy of its tile loop for diagnosis 3).
-#ifndef FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME
-#define FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME 1
+// The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
+// bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
+// chunk and a copy of the tile loop for diagnosis 3 went, and ptxas predicates the loads instead
+// of branching round them), the lanes of WsFp8PairedLanes (no odd-first selects) and e4m3's high
+// halves by IMAD.HI (fp8x4_to_half2x2). The tile loop 890 -> 686 instructions; on an H100, 5
+// passes: e5m2 2k over 30k 515-522 against 497-509 (+3%, 0.92 of the bf16 pages' 567), e4m3 by
+// this path 472 against 455 (the copy path, which e4m3 pools keep, 463). Each part alone was not
+// timed apart but the lanes (level). -DFLASHSERVE_PREFILL_WS_FP8_REG_LEAN=0: session 35's
+// register path (A/B, and the diagnoses 1 and 3 there).
+#ifndef FLASHSERVE_PREFILL_WS_FP8_REG_LEAN
+#define FLASHSERVE_PREFILL_WS_FP8_REG_LEAN 1
 #endif
+inline constexpr bool kFp8RegLean = FLASHSERVE_PREFILL_WS_FP8_REG_LEAN != 0;
+// PrefillTmaMaps::fp8_diag as the FP8 producer reads it: the copy path always, the register path
+// where it is not lean.
+template <bool kRegPath>
 __device__ __forceinline__ int ws_fp8_diag(const PrefillTmaMaps& maps) {
-  return FLASHSERVE_PREFILL_WS_FP8_DIAG_RUNTIME ? maps.fp8_diag : 0;
+  return kRegPath && kFp8RegLean ? 0 : maps.fp8_diag;
 }
-// The register path's lanes by FLASHSERVE_PREFILL_WS_FP8_REG_MAP=1 (bench-only until measured):
-// lane bits b4..b0 of warp w take row 4·w + 2·b4 + b2 of a pass and chunk (b1 b0) + 4·b3, so a
-// store phase (8 lanes, b4 and b3 fixed) is 4 chunks of two rows of opposite parity, whose
-// swizzles put its first stores on 8 distinct 16-byte columns without the odd-first order (its
-// 4 selects a chunk, on the integer pipe that the e4m3 conversions load). Rows and chunks as
-// many as tid / 8 and tid % 8 give (a warp: 4 whole rows), so the loads stay as coalesced.
-#ifndef FLASHSERVE_PREFILL_WS_FP8_REG_MAP
-#define FLASHSERVE_PREFILL_WS_FP8_REG_MAP 0
-#endif
+// The lean register path's lanes: lane bits b4..b0 of warp w take row 4·w + 2·b4 + b2 of a pass
+// and chunk (b1 b0) + 4·b3, so a store phase (8 lanes, b4 and b3 fixed) is 4 chunks of two rows
+// of opposite parity, whose swizzles put its first stores on 8 distinct 16-byte columns without
+// the odd-first order (its 4 selects a chunk, on the integer pipe that the e4m3 conversions
+// load). Rows and chunks as many as tid / 8 and tid % 8 give (a warp: 4 whole rows), so the
+// loads stay as coalesced.
 struct WsFp8PairedLanes {
   __device__ __forceinline__ static unsigned row(unsigned tid) {
     const unsigned l = tid % 32;
@@ -738,7 +748,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
         };
         auto copy_codes = [&](bool is_v, int tile) {
-          if (tile < num_tiles && ws_fp8_diag(maps) != 2)
+          if (tile < num_tiles && ws_fp8_diag<false>(maps) != 2)
             RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
           cp_async_commit();
         };
@@ -751,9 +761,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           pipe.producer_acquire(st);
           __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
           const unsigned char* codes = code_slot(is_v, tile);
-          if (ws_fp8_diag(maps) == 1) {
+          if (ws_fp8_diag<false>(maps) == 1) {
             // (bench-only: the stage keeps what it held)
-          } else if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag(maps) == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
+          } else if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<false>(maps) == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
             ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
           } else {
             ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
@@ -777,10 +787,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           // arrive. Tile t + 1's offsets are staged before the conversion that loads K(t + 1),
           // after the loads of tile t - 1 (the slot's last readers) were issued.
           uint4 buf[kBN / 16];
-          // This thread's row of a pass and its chunk of the row (WsFp8PairedLanes where
-          // FLASHSERVE_PREFILL_WS_FP8_REG_MAP, else the row gather's tid / 8 and tid % 8), the
-          // valid bits' shift (the row's lane in its staging warp) and the K and V bases.
-          constexpr bool kPairedLanes = FLASHSERVE_PREFILL_WS_FP8_REG_MAP != 0;
+          // This thread's row of a pass and its chunk of the row (WsFp8PairedLanes where lean,
+          // else the row gather's tid / 8 and tid % 8), the valid bits' shift (the row's lane in
+          // its staging warp) and the K and V bases.
+          constexpr bool kPairedLanes = kFp8RegLean;
           const unsigned my_row = kPairedLanes ? WsFp8PairedLanes::row(tid) : tid / 8;
           const unsigned my_chunk = kPairedLanes ? WsFp8PairedLanes::chunk(tid) : tid % 8;
           const unsigned valid_shift = kPairedLanes ? my_row % 4 : (tid % 32) / 8;
@@ -810,12 +820,12 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   const int i = 4 * q + e;
-                  if (ws_fp8_diag(maps) != 1) out.store<KV>(i, buf[i]);
+                  if (ws_fp8_diag<true>(maps) != 1) out.store<KV, kFp8RegLean>(i, buf[i]);
                   buf[i] = RowGather::ldg16_or_zero(g + static_cast<uint64_t>(ow[e]) * 16, valid & (1u << (4 * i)));
                 }
               }
             };
-            if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag(maps) == 3) {
+            if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<true>(maps) == 3) {
               run(__nv_fp8_e5m2{});
             } else {
               run(__nv_fp8_e4m3{});
@@ -870,6 +880,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             stage_next(t);
           }
         }
+        if (tid == 0) trace.stamp(traced - 1, 26);
         rows_done += num_tiles;
       }
       end_walk();
@@ -904,6 +915,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           if (t < num_tiles) load(pipe_k, sk, false, t);
           if (t > 0) load(pipe_v, sv, true, t - 1);
         }
+        trace.stamp(traced - 1, 26);
       }
       end_walk();
     }
@@ -959,6 +971,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   auto stamp = [&](int event) {
     if (stamper) trace.stamp(traced, 8 * cw + event);
   };
+  auto stamp_fine = [&](int step) {  // the item boundary's finer steps (WsTrace)
+    if (stamper) trace.stamp(traced, 16 + 4 * cw + step);
+  };
   auto walk = [&](auto fenced) {
     for (int w = blockIdx.x;; w += gridDim.x) {
       if (dynamic) {
@@ -968,6 +983,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int slot = 0;
         if (lane == 0) slot = item_slot[sq.index];
         w = __shfl_sync(0xffffffffu, slot, 0);
+        stamp_fine(0);
       }
       if (w >= grid_items) break;
       PrefillCta cta;
@@ -1265,6 +1281,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (!two_q && wt == 0) bulk_wait_read<0>();
         named_barrier_sync(bar_o, 128);
       }
+      stamp_fine(1);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         float lse;
@@ -1308,9 +1325,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         }
         if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
       }
+      stamp_fine(2);
       if (tma_o) {
         fence_proxy_async();  // the buffer's writes, for the TMA's (async proxy) reads
         named_barrier_sync(bar_o, 128);
+        stamp_fine(3);
         if (wt == 0) {
           const int row0 = static_cast<int>(cta.q0 + cta.row0) + 64 * cw;
 #pragma unroll
