@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 36, call 3 (build-call/: main at f5f938d, its test_fp8_cuda and test_prefill_cuda,
+# trace/ (-DFLASHSERVE_PREFILL_TRACE=1, the item boundary's finer stamps), old/ (main at 63c40cb)):
+#  - test_fp8_cuda on the landed FP8 v6 (its register path = call 2's fp8v, md5);
+#  - the trace with the finer stamps: d 128 packed rows 0-4, 21, 24; paged 6, 22, 25; FP8 29, 31;
+#  - one ab of the FP8 rows and bf16 pages, main against old (6 passes).
+B=build-call
+source bench/results/call_prologue.sh
+timeout 60 $B/tests/test_fp8_cuda --gtest_brief=1 > "$out/test_fp8_cuda.log" 2>&1
+echo "$(el) test_fp8_cuda rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_fp8_cuda.log" | tr '\n' ' ')"
+grep -E "Failure|FAILED" "$out/test_fp8_cuda.log" | head -4
+timeout 200 python3 bench/trace_prefill.py --lib $B/trace/libflashserve_c.so --only 0,1,2,3,4,21,24,6,22,25,29,31 > "$out/trace.log" 2>&1
+echo "$(el) trace rc $?"; cat "$out/trace.log"
+timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 11,29,30,31 \
+  --config old=@$B/old/libflashserve_c.so > "$out/ab_fp8.log" 2>&1
+echo "$(el) ab rc $?"; cat "$out/ab_fp8.log"
+pack_out
