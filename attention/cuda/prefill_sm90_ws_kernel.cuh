@@ -431,6 +431,9 @@ struct WsFp8Dst {
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 };
+#ifndef FLASHSERVE_PREFILL_WS_O_STSM
+#define FLASHSERVE_PREFILL_WS_O_STSM 0
+#endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
 // chunk and a copy of the tile loop for diagnosis 3 went, and ptxas predicates the loads instead
@@ -1282,8 +1285,37 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         named_barrier_sync(bar_o, 128);
       }
       stamp_fine(1);
+      // FLASHSERVE_PREFILL_WS_O_STSM=1 (bench-only, off): O into its buffer by stmatrix, 8 a
+      // thread at d 128 instead of 32 four-byte stores (the same bytes, swizzle and banks).
+      constexpr bool kStsm = FLASHSERVE_PREFILL_WS_O_STSM != 0;
+      if constexpr (kStsm) {
+        if (tma_o) {
+          float inv2[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+          for (int i = 0; i < 2; ++i) {
+            float lse;
+            inv2[i] = finish_row(m_run[i], l_run[i], &lse) * v_mul;
+            const int r = wrow0 + gid + 8 * i;
+            const int64_t row = cta.q0 + cta.row0 + r;
+            if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
+          }
+          // Lane l: row l % 8 of matrix l / 8 = (rows + 8·(j % 2), chunk n0 + j / 2).
+          const int j = lane / 8, q = lane % 8;
+          T* mrow = o_wg + (wrow0 - 64 * cw + 8 * (j % 2) + q) * 64;
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+            for (int n0 = 0; n0 < 8; n0 += 2) {
+              const uint32_t r4[4] = {pk(o[c][4 * n0] * inv2[0], o[c][4 * n0 + 1] * inv2[0]),
+                                      pk(o[c][4 * n0 + 2] * inv2[1], o[c][4 * n0 + 3] * inv2[1]),
+                                      pk(o[c][4 * n0 + 4] * inv2[0], o[c][4 * n0 + 5] * inv2[0]),
+                                      pk(o[c][4 * n0 + 6] * inv2[1], o[c][4 * n0 + 7] * inv2[1])};
+              stmatrix_x4(mrow + c * Tr::kBlockM * 64 + ((n0 + j / 2) ^ q) * 8, r4);
+            }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2 && !(kStsm && tma_o); ++i) {
         float lse;
         const float inv = finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;

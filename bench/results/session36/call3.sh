@@ -3,7 +3,12 @@
 # trace/ (-DFLASHSERVE_PREFILL_TRACE=1, the item boundary's finer stamps), old/ (main at 63c40cb)):
 #  - test_fp8_cuda on the landed FP8 v6 (its register path = call 2's fp8v, md5);
 #  - the trace with the finer stamps: d 128 packed rows 0-4, 21, 24; paged 6, 22, 25; FP8 29, 31;
-#  - one ab of the FP8 rows and bf16 pages, main against old (6 passes).
+#  - one ab of the FP8 rows and bf16 pages, main against old (6 passes);
+#  - issue 22: stsm/ (FLASHSERVE_PREFILL_WS_O_STSM=1: O into its TMA buffer by stmatrix, 8 a
+#    thread at d 128 instead of 32 four-byte stores) against main on the 128-key short rows
+#    (d 128 16x1k, causal, 4x4k causal, 8x2k causal, skew causal; d 64 16x1k causal, 4x4k causal),
+#    4 passes. Prediction: level to +1% (the store phase's 32 STS are ~10% of its ~360
+#    instructions a warp, and the phase is ~1.1 us of an item's ~15).
 B=build-call
 source bench/results/call_prologue.sh
 timeout 60 $B/tests/test_fp8_cuda --gtest_brief=1 > "$out/test_fp8_cuda.log" 2>&1
@@ -14,4 +19,7 @@ echo "$(el) trace rc $?"; cat "$out/trace.log"
 timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 11,29,30,31 \
   --config old=@$B/old/libflashserve_c.so > "$out/ab_fp8.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_fp8.log"
+timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 4 --only 0,1,3,21,24,18,16 \
+  --config stsm=@$B/stsm/libflashserve_c.so > "$out/ab_stsm.log" 2>&1
+echo "$(el) ab stsm rc $?"; cat "$out/ab_stsm.log"
 pack_out
