@@ -434,6 +434,9 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 0
 #endif
+#ifndef FLASHSERVE_PREFILL_WS_EARLY_CLAIM
+#define FLASHSERVE_PREFILL_WS_EARLY_CLAIM 0
+#endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
 // chunk and a copy of the tile loop for diagnosis 3 went, and ptxas predicates the loads instead
@@ -682,8 +685,19 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair);
       return order.index(m_tile, pair);
     };
+    // FLASHSERVE_PREFILL_WS_EARLY_CLAIM=1 (bench-only, off; packed): the next item claimed as
+    // this one starts (early_claim), so the claim's round trip is not between an item's last
+    // load and the next item's Q.
+    constexpr bool kEarlyClaim = FLASHSERVE_PREFILL_WS_EARLY_CLAIM != 0 && !kPaged;
+    unsigned early = 0;
+    auto early_claim = [&] {
+      if constexpr (kEarlyClaim) {
+        if (dynamic) early = atomicAdd(maps.sched, 1u);
+      }
+    };
     auto next_item = [&](int w) {
       if (!dynamic) return w + static_cast<int>(gridDim.x);
+      if (kEarlyClaim) return to_grid(static_cast<int>(gridDim.x + early));
       if (!kPaged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
       volatile int* claim = item_slot + 2 + (claims++ & 1);
       if (tid == 0) *claim = to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
@@ -893,6 +907,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       State sk, sv;
       int traced = 0;
       for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
+        early_claim();
         PrefillCta cta;
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;

@@ -8,7 +8,10 @@
 #    thread at d 128 instead of 32 four-byte stores) against main on the 128-key short rows
 #    (d 128 16x1k, causal, 4x4k causal, 8x2k causal, skew causal; d 64 16x1k causal, 4x4k causal),
 #    4 passes. Prediction: level to +1% (the store phase's 32 STS are ~10% of its ~360
-#    instructions a warp, and the phase is ~1.1 us of an item's ~15).
+#    instructions a warp, and the phase is ~1.1 us of an item's ~15); and early/
+#    (FLASHSERVE_PREFILL_WS_EARLY_CLAIM=1: the packed producer claims its next item as an item
+#    starts), with its trace (trace_early/) on rows 0, 1, 4. Prediction: level unless the trace's
+#    qahead is small (the next Q issued late); the claim's round trip (pclaim) gone.
 B=build-call
 source bench/results/call_prologue.sh
 timeout 60 $B/tests/test_fp8_cuda --gtest_brief=1 > "$out/test_fp8_cuda.log" 2>&1
@@ -20,6 +23,8 @@ timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 -
   --config old=@$B/old/libflashserve_c.so > "$out/ab_fp8.log" 2>&1
 echo "$(el) ab rc $?"; cat "$out/ab_fp8.log"
 timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 4 --only 0,1,3,21,24,18,16 \
-  --config stsm=@$B/stsm/libflashserve_c.so > "$out/ab_stsm.log" 2>&1
+  --config stsm=@$B/stsm/libflashserve_c.so --config early=@$B/early/libflashserve_c.so > "$out/ab_stsm.log" 2>&1
 echo "$(el) ab stsm rc $?"; cat "$out/ab_stsm.log"
+timeout 100 python3 bench/trace_prefill.py --lib $B/trace_early/libflashserve_c.so --only 0,1,4 > "$out/trace_early.log" 2>&1
+echo "$(el) trace early rc $?"; cat "$out/trace_early.log"
 pack_out
