@@ -443,8 +443,8 @@ struct WsFp8Dst {
 // of branching round them), the lanes of WsFp8PairedLanes (no odd-first selects) and e4m3's high
 // halves by IMAD.HI (fp8x4_to_half2x2). The tile loop 890 -> 686 instructions; on an H100, 5
 // passes: e5m2 2k over 30k 515-522 against 497-509 (+3%, 0.92 of the bf16 pages' 567), e4m3 by
-// this path 472 against 455 (the copy path, which e4m3 pools keep, 463). Each part alone was not
-// timed apart but the lanes (level). -DFLASHSERVE_PREFILL_WS_FP8_REG_LEAN=0: session 35's
+// this path 472 against 455 (the copy path, which e4m3 pools keep, 463). Of the three parts only
+// the lanes were timed alone (level). -DFLASHSERVE_PREFILL_WS_FP8_REG_LEAN=0: session 35's
 // register path (A/B, and the diagnoses 1 and 3 there).
 #ifndef FLASHSERVE_PREFILL_WS_FP8_REG_LEAN
 #define FLASHSERVE_PREFILL_WS_FP8_REG_LEAN 1
