@@ -106,7 +106,9 @@ def fine(rec, meta, us):
     (sbar, from the last P·V retired), O into its buffer (ssts), the fence and second barrier
     (sfen), the TMA store's issue (stma); the producer: its last load of an item ahead of the last
     P·V's retirement (pahead), its claim and view of the next item (pclaim: last load to the next
-    item's start), the next Q issued ahead of the consumers' store done (qahead)."""
+    item's start), the next Q issued ahead of the consumers' store done (qahead). The producer
+    counts its items apart from the consumers (an item whose rows see no keys has no Q and counts
+    for the consumers only), so its three pair the wrong items after such an item."""
     keys = ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")
     acc = {k: [] for k in keys}
     for r in rec:
@@ -115,7 +117,9 @@ def fine(rec, meta, us):
         for i, e in enumerate(ev):
             if int(e[25]) <= 0:
                 continue
-            for c in range(meta["consumers"]):
+            # (The consumers' finer steps: two warpgroups only; with three, words 16-23 are the
+            # third's own stamps.)
+            for c in range(meta["consumers"] if meta["consumers"] == 2 else 0):
                 s, f = e[8 * c: 8 * c + 8], e[16 + 4 * c: 20 + 4 * c]
                 if f[1] > 0:
                     acc["sbar"].append((f[1] - s[6]) * us)

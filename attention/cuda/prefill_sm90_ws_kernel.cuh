@@ -85,7 +85,8 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
 // the first tile's softmax done, 5 the main loop done, 6 the last P·V retired, 7 O stored);
 // warpgroup 0 of the consumers also writes 24 the item w, 25 its key tiles; the producer 28 item
 // start, 29 Q issued (its stage acquired), 30 the item w, 26 the item's last load issued. The
-// item boundary in finer steps, consumer warpgroup c at 16 + 4·c + (0 the dynamic walk's wait
+// item boundary in finer steps (two consumer warpgroups only: with three, the third's stamps
+// take words 16-23), consumer warpgroup c at 16 + 4·c + (0 the dynamic walk's wait
 // for the item's slot returned, 1 the store's first barrier passed, 2 O written to its buffer,
 // 3 the buffer fenced and the second barrier passed). In every other build the stamps are no
 // code and the fields above stay null.
@@ -989,8 +990,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   auto stamp = [&](int event) {
     if (stamper) trace.stamp(traced, 8 * cw + event);
   };
-  auto stamp_fine = [&](int step) {  // the item boundary's finer steps (WsTrace)
-    if (stamper) trace.stamp(traced, 16 + 4 * cw + step);
+  auto stamp_fine = [&](int step) {  // the item boundary's finer steps (WsTrace; two warpgroups:
+    // with three, the third's own stamps take words 16-23)
+    if (kConsumers == 2 && stamper) trace.stamp(traced, 16 + 4 * cw + step);
   };
   auto walk = [&](auto fenced) {
     for (int w = blockIdx.x;; w += gridDim.x) {
