@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <initializer_list>
 #include <random>
 
 #include "attention/prefill.h"
@@ -100,6 +101,25 @@ Outputs run_gpu(const Problem& p, ProblemData& d, const Fp8Cache& cache, int32_t
   return download_outputs(p, g);
 }
 
+// One decode case over FP8 pages of format t with q (and o) of q_dtype, at each split count in
+// `splits` (0: the planner's): against float64 over the dequantized values and against the CPU.
+void check_fp8_decode(const Fp8Case& k, DType t, DType q_dtype, uint64_t seed, std::initializer_list<int32_t> splits) {
+  Problem p = decode_problem(k.lens, k.q_len, k.heads, k.kv_heads, k.head_dim, q_dtype, k.block_size, seed);
+  p.logit_scale = k.logit_scale;
+  Fp8Fixture f = make_fp8_fixture(p, t);
+  auto& [d, cache, what, ref, tol, cpu] = f;
+  DecodeParams cp = decode_params(p, d, cpu);
+  cp.pages = view_of(cache.storage, d);
+  ASSERT_TRUE(decode(cp).ok()) << what;
+  for (int32_t n : splits) {
+    Status st;
+    Outputs gpu = run_gpu(p, d, cache, n, &st);
+    ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
+    EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << ", splits " << n;
+    EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "") << "vs CPU, " << what << ", splits " << n;
+  }
+}
+
 TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
   FS_SKIP_WITHOUT_CUDA();
   const Fp8Case cases[] = {
@@ -115,23 +135,32 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
     for (const Fp8Case& k : cases) {
       for (DType q_dtype : {DType::kBFloat16, DType::kFloat16}) {
         if (k.logit_scale > 1e4f && q_dtype == DType::kFloat16) continue;  // fp16 q cannot hold it
-        Problem p = decode_problem(k.lens, k.q_len, k.heads, k.kv_heads, k.head_dim, q_dtype, k.block_size, seed++);
-        p.logit_scale = k.logit_scale;
-        Fp8Fixture f = make_fp8_fixture(p, t);
-        auto& [d, cache, what, ref, tol, cpu] = f;
-        DecodeParams cp = decode_params(p, d, cpu);
-        cp.pages = view_of(cache.storage, d);
-        ASSERT_TRUE(decode(cp).ok()) << what;
-        for (int32_t splits : {0, 1, 3}) {
-          Status st;
-          Outputs gpu = run_gpu(p, d, cache, splits, &st);
-          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  " << what;
-          EXPECT_EQ(compare(p, gpu, ref, tol), "") << what << ", splits " << splits;
-          EXPECT_EQ(compare_outputs(p, gpu, cpu, 2.0, 2 * ref.p_rounding_err), "")
-              << "vs CPU, " << what << ", splits " << splits;
-        }
+        check_fp8_decode(k, t, q_dtype, seed++, {0, 1, 3});
       }
     }
+  }
+}
+
+// More items (sequence, kv head, split, row block) than the device holds CTAs at once, of
+// uneven lengths, some splits empty: a CTA of the persistent kernel (FLASHSERVE_DECODE_FP8_PERSISTENT
+// builds) takes several items through one ring of stages, their copies running on from one item
+// into the next; blocks of 16 rows (two passes of the warps' merge) and of 24 (two row blocks).
+TEST(Fp8DecodeCuda, MoreItemsThanResidentCtas) {
+  FS_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(37);
+  auto lens = [&](int n, int max_len) {
+    std::vector<int> v(n);
+    for (int& x : v) x = 1 + static_cast<int>(rng() % static_cast<uint32_t>(max_len));
+    return v;
+  };
+  const Fp8Case cases[] = {
+      {lens(400, 700), 1, 8, 2, 128, 16},  // 800 items at one split; GQA 4
+      {lens(300, 300), 2, 16, 2, 128, 16},  // groups of 8 × q_len 2: 16 rows a block
+      {lens(200, 200), 3, 16, 2, 64, 32},   // 24 rows: row blocks of 16 and 8
+  };
+  uint64_t seed = 3700;
+  for (DType t : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    for (const Fp8Case& k : cases) check_fp8_decode(k, t, DType::kBFloat16, seed++, {0, 3});
   }
 }
 

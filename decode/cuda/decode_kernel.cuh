@@ -118,8 +118,9 @@ struct DecodeTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
-// This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the CTA at
-// linear launch index cta (blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
+// This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the item at
+// linear index cta (split + splits · (y + ys · b), y = kv head · row blocks + row block: the
+// per-item kernel's launch index, blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
 // the length and the block table as they read now (L2 loads, no L1 line): bytes from addr, to
 // prefetch into L2 (0 bytes: none). Only for a prefetch: a stale length or page id (a previous
 // kernel may still be appending) costs bandwidth, never a value. One piece a thread: a page's
@@ -128,17 +129,17 @@ struct DecodeTraits {
 // different warps: the bulk prefetch takes uniform operands, so a warp issues its lanes' one
 // after another, and 24 pieces (3 tiles of 16-key pages) in one warp made a 24-step loop.
 template <int kHeadDim, typename T>
-__device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta, int tid, const char*& addr,
-                                                  uint32_t& bytes) {
+__device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta, unsigned splits, unsigned ys, int tid,
+                                                  const char*& addr, uint32_t& bytes) {
   // The CTA's coordinates from an opaque index: the front end then cannot merge this view of the
   // pages with the kernel's own (src), whose values the main loop holds, and keep them live
   // (ptxas sees through the empty asm, but the build measured 204 registers with it, 212-216
   // without).
   asm volatile("" : "+r"(cta), "+r"(tid));
-  const int row_blocks = gridDim.y / p.num_kv_heads;
-  const int split = cta % gridDim.x;
-  const int b = cta / (gridDim.x * gridDim.y);
-  const int kv_head = (cta / gridDim.x) % gridDim.y / row_blocks;
+  const int row_blocks = ys / p.num_kv_heads;
+  const int split = cta % splits;
+  const int b = cta / (splits * ys);
+  const int kv_head = (cta / splits) % ys / row_blocks;
   const KVPageView& pv = p.pages;
   KVSource pf;
   pf.init_paged(pv, b, kv_head, sizeof(T));
@@ -170,11 +171,414 @@ __device__ __forceinline__ void first_tiles_piece(const DecodeParams& p, int cta
   }
 }
 
+// Whether q's rows and heads are 16-byte aligned (16-byte copies of its chunks), and chunk c (of
+// 16 bytes) of the item's query row `row` (token row / group, head kv_head · group + row % group).
+template <typename T>
+__device__ __forceinline__ bool decode_q_vec(const DecodeParams& p) {
+  return ((reinterpret_cast<uintptr_t>(p.q) | static_cast<uintptr_t>(p.q_row_stride * sizeof(T)) |
+           static_cast<uintptr_t>(p.q_head_stride * sizeof(T))) & 15) == 0;
+}
+template <typename T>
+__device__ __forceinline__ const T* decode_q_chunk(const DecodeParams& p, int b, int kv_head, int group, int row, int c) {
+  const int t = row / group, h = kv_head * group + row % group;
+  return static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
+         static_cast<int64_t>(h) * p.q_head_stride + c * static_cast<int>(16 / sizeof(T));
+}
+
+// Tile `tile` of keys lo .. hi from src into a stage (sk, sv), swizzled for ldmatrix (swz for
+// 16-bit pages, swz_fp8 for FP8 codes), with kv's page ids (fetched a tile ahead). 16-bit pages'
+// copies carry the L2 policy (evict-first; FLASHSERVE_DECODE_KV_EVICT_FIRST); FP8 pages' do not:
+// with the hint, ptxas (CUDA 13.0) gave them cp.async copies whose cache-policy descriptor and
+// shared-memory base come from uniform registers nothing writes (UR1, UR0): an illegal
+// instruction on the H200 (session 24). Without, none.
+template <int kHeadDim, typename T, typename KV, typename Copier>
+__device__ __forceinline__ void decode_copy_tile(const Copier& kv, const KVSource& src, int lo, int hi, int tile, KV* sk,
+                                                 KV* sv, int tid, uint64_t policy) {
+  constexpr bool kFp8 = DecodeTraits<kHeadDim, T, KV>::kFp8;
+  kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0 && !kFp8>(
+      src, lo, hi, tile, sk, sv, tid,
+      [](int j, int c) {
+        if constexpr (kFp8) {
+          return swz_fp8<kHeadDim>(j, c);
+        } else {
+          return swz<kHeadDim, T>(j, c);
+        }
+      },
+      policy);
+}
+
+// An item's keys: its split's range of the sequence (the length capped by the table's capacity),
+// the union of its rows' visible ranges (lo .. hi: num_tiles tiles from lo) and their
+// intersection (lo_max .. hi_min: tiles inside it need no mask). Rows of one token share its
+// range: a pass per token of the block (one when q_len is 1).
+struct DecodeItemKeys {
+  int64_t seq_len, k_begin, k_end, lo_max, hi_min;
+  int lo, hi, num_tiles;
+};
+__device__ __forceinline__ DecodeItemKeys decode_item_keys(const DecodeParams& p, int seq_len_raw, int split, int row0,
+                                                           int block_rows, int group) {
+  const KVPageView& pv = p.pages;
+  const int64_t capacity = pv.block_table_stride * pv.block_size;
+  const int64_t split_keys = static_cast<int64_t>(p.pages_per_split) * pv.block_size;
+  DecodeItemKeys k;
+  k.seq_len = min(static_cast<int64_t>(seq_len_raw), capacity);  // never past the table
+  k.k_begin = min(k.seq_len, split * split_keys);
+  k.k_end = min(k.seq_len, (split + 1) * split_keys);
+  int64_t cta_lo = k.k_end, cta_hi = k.k_begin;
+  k.lo_max = k.k_begin;
+  k.hi_min = k.k_end;
+  const int t_last = (row0 + block_rows - 1) / group;
+#pragma unroll 1
+  for (int t = row0 / group; t <= t_last; ++t) {
+    int64_t lo, hi;
+    visible_keys(p.mask, k.seq_len - p.q_len + t, k.k_begin, k.k_end, &lo, &hi);
+    k.lo_max = max(k.lo_max, lo);
+    k.hi_min = min(k.hi_min, hi);
+    if (lo < hi) {
+      cta_lo = min(cta_lo, lo);
+      cta_hi = max(cta_hi, hi);
+    }
+  }
+  k.lo = static_cast<int>(cta_lo);  // a sequence has < 2^31 keys
+  k.hi = static_cast<int>(cta_hi);
+  k.num_tiles = k.hi > k.lo ? (k.hi - k.lo + kTileKeys - 1) / kTileKeys : 0;
+  return k;
+}
+
+// The lane's two fragment rows (gid, gid + 8) of an item: positions, visible ranges (a padding
+// row sees nothing) and logit constants (ALiBi slopes differ by head).
+__device__ __forceinline__ void decode_lane_rows(const DecodeParams& p, const DecodeItemKeys& keys, int kv_head,
+                                                 int group, int row0, int block_rows, int gid, LogitArgs (&la)[2],
+                                                 int (&row_pos)[2], int (&row_lo)[2], int (&row_hi)[2]) {
+  la[0] = LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group);
+  la[1] = LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
+    row_pos[i] = static_cast<int>(keys.seq_len - p.q_len + (row0 + r) / group);
+    int64_t r_lo = 0, r_hi = 0;  // padding row: sees nothing
+    if (r < block_rows) visible_keys(p.mask, row_pos[i], keys.k_begin, keys.k_end, &r_lo, &r_hi);
+    row_lo[i] = static_cast<int>(r_lo);
+    row_hi[i] = static_cast<int>(r_hi);
+  }
+}
+
+// q's fragments (the A operand of every k-step, held for the whole item) from the swizzled q tile
+// in shared memory (written, and visible to every thread). FP8 pages: fp16 fragments of q·2^e
+// with the block's max |q| · 2^e < 2^15 (fp16's max is 65504; 2^e is exact and comes off the
+// logits' scale, la, with K's scale folded in): the max over the tile takes a barrier and the 16
+// bytes after q in shared memory. A key's FP8 chunk of 16 dims is a k-step; ldmatrix gives lane
+// (gid, tig) dims 4·tig .. 4·tig + 3 of it (decode_tile), which take the k positions 2·tig,
+// 2·tig + 1 (b0) and 2·tig + 8, 2·tig + 9 (b1): q's fragments take the same dims at the same
+// positions.
+template <int kHeadDim, typename T, typename KV>
+__device__ __forceinline__ void decode_q_fragments(const DecodeParams& p, T* smem_q, int kv_head, int tid, int warp,
+                                                   int lane, uint32_t (&qf)[kHeadDim / 16][4], LogitArgs (&la)[2]) {
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  constexpr int kKSteps = kHeadDim / 16;
+  const int gid = lane / 4, tig = lane % 4;
+  if constexpr (!Tr::kFp8) {
+    (void)p, (void)kv_head, (void)tid, (void)warp, (void)gid, (void)tig, (void)la;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
+      ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
+    }
+  } else {
+    float mx = 0.f;
+    for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {  // every chunk once
+      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + i * Tr::kElemsPerChunk);
+      const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int j = 0; j < Tr::kElemsPerChunk; ++j) mx = fmaxf(mx, fabsf(static_cast<float>(e[j])));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float* warp_max = reinterpret_cast<float*>(smem_q + kRowsPerBlock * kHeadDim);  // 16 bytes after q
+    if (lane == 0) warp_max[warp] = mx;
+    __syncthreads();
+    mx = fmaxf(fmaxf(warp_max[0], warp_max[1]), fmaxf(warp_max[2], warp_max[3]));
+    float q_mul = 1.f;
+    // At most 2^64 up: q below 2^-50 everywhere keeps fold (below) a normal float.
+    if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // rows gid, gid + 8
+        const int d = 16 * ks + 4 * tig;  // dims d .. d + 3
+        const uint2 raw = *reinterpret_cast<const uint2*>(smem_q + swz<kHeadDim, T>(gid + 8 * i, d / 8) + d % 8);
+        const T* e = reinterpret_cast<const T*>(&raw);
+        qf[ks][i] = pack2<__half>(static_cast<float>(e[0]) * q_mul, static_cast<float>(e[1]) * q_mul);
+        qf[ks][2 + i] = pack2<__half>(static_cast<float>(e[2]) * q_mul, static_cast<float>(e[3]) * q_mul);
+      }
+    }
+    const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      la[i].scale *= fold;
+      la[i].scale2 *= fold;
+    }
+  }
+}
+
+// One tile of kTileKeys keys for a CTA's 16 query rows (this warp's kWarpKeys of them, keys key0
+// ..): S = Q·Kᵀ, the logits, mask and online softmax, then O += P·V. sk, sv: the tile's stage;
+// qf: q's fragments; la, row_pos, row_lo, row_hi: the lane's two rows (gid, gid + 8); lo_max ..
+// hi_min: the keys every row sees (tiles inside need no mask). Shared by the per-item and the
+// persistent kernels.
+template <int kHeadDim, typename T, typename KV>
+__device__ __forceinline__ void decode_tile(const KV* sk, const KV* sv, int wkey0, int key0, int tile, int lane,
+                                            const uint32_t (&qf)[kHeadDim / 16][4], const LogitArgs (&la)[2],
+                                            const int (&row_pos)[2], const int (&row_lo)[2], const int (&row_hi)[2],
+                                            int64_t lo_max, int64_t hi_min, int block_rows, float (&m_run)[2],
+                                            float (&l_run)[2], float (&acc)[kHeadDim / 8][4]) {
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  constexpr bool kFp8 = Tr::kFp8;
+  constexpr int kKSteps = kHeadDim / 16;
+  constexpr int kNTiles = kHeadDim / 8;
+  constexpr int kWarpKeys = kTileKeys / kDecodeWarps;
+  using MmaT = std::conditional_t<kFp8, __half, T>;  // the MMAs' operand type
+  const int tig = lane % 4;
+  (void)tile;  // (the experiments' Q·Kᵀ stand-in)
+
+  // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys). Even and odd k-steps go to separate
+  // accumulators: four chains of kKSteps / 2 dependent MMAs, not two of kKSteps (the chain's
+  // latency, not the tensor pipe, bounds this part with two warps a scheduler).
+  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  if constexpr (!kFp8) {
+    if (!FS_DECODE_SKIPS(qk, s[0][0], lane, tile))
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ks += 2) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
+        const int m = lane / 8;
+        ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
+        mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
+        mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
+      }
+    }
+  } else {
+    // FP8 K: matrix m of the x4 is keys (m / 2)·8 .. + 7 of the warp's 16 at chunk (k-step)
+    // ks + m % 2; lane (gid, tig) gets 4 codes of key gid, dims 4·tig .. + 3 of the chunk.
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ks += 2) {
+      uint32_t kf[4];
+      const int m = lane / 8;
+      ldmatrix_x4(kf, sk + swz_fp8<kHeadDim>(wkey0 + (m >> 1) * 8 + lane % 8, ks + (m & 1)));
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        uint32_t b0, b1;
+        fp8x4_to_half2x2<KV>(kf[2 * nt], b0, b1);
+        mma_16816<__half>(s[nt], qf[ks], b0, b1);
+        fp8x4_to_half2x2<KV>(kf[2 * nt + 1], b0, b1);
+        mma_16816<__half>(s_odd[nt], qf[ks + 1], b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
+
+  // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
+  // row's range, online softmax (online_softmax.cuh). Lane holds rows gid (s[nt][0..1]) and
+  // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
+  const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
+  float p_val[2][4];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
+  // Lazy max decided by a warp vote (softmax_row_voted): the max reduction, and the rescale of
+  // the accumulator (64 FMULs), only on the rare tiles where some row's max grew by more than
+  // 2^8 (a warp-uniform branch). Fragment rows gid + 8 exist only when the block has more than
+  // 8 rows (GQA groups above 8, or q_len > 1); otherwise (decode's usual group of 4 or 8) their
+  // softmax is skipped, a CTA-uniform branch, and their p are zero.
+  float f[2] = {1.f, 1.f};
+  bool rescale = false;
+  if (!FS_DECODE_SKIPS(softmax))
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1 && block_rows <= 8) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) p_val[nt][2] = p_val[nt][3] = 0.f;
+      break;
+    }
+    rescale |= softmax_row_voted<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0,
+                                    tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i], f[i]);
+  }
+  if (rescale) {
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] *= f[e / 2];
+    }
+  }
+
+  // O += P·V: P (16 × 16 keys) as the A operand straight from the S fragments.
+  uint32_t pa[4];
+  pa[0] = pack2<MmaT>(p_val[0][0], p_val[0][1]);
+  pa[1] = pack2<MmaT>(p_val[0][2], p_val[0][3]);
+  pa[2] = pack2<MmaT>(p_val[1][0], p_val[1][1]);
+  pa[3] = pack2<MmaT>(p_val[1][2], p_val[1][3]);
+  if constexpr (!kFp8) {
+    if (!FS_DECODE_SKIPS(pv, acc[0][0], pa))
+#pragma unroll
+    for (int n = 0; n < kNTiles; n += 2) {
+      uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
+      const int m = lane / 8;
+      ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
+      mma_16816<T>(acc[n], pa, vf[0], vf[1]);
+      mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
+    }
+  } else {
+    // FP8 V: matrix m of the x4.trans is keys (m % 2)·8 .. + 7 at chunk c + m / 2, read as 8×8
+    // pairs of codes and transposed: lane (gid, tig) gets codes [key 2·tig][dims 2·gid, 2·gid + 1]
+    // and [key 2·tig + 1][the same dims] (bytes 0, 1, 2, 3). Bytes 0 and 2 are the B fragment
+    // of dim 2·gid (keys 2·tig, 2·tig + 1), bytes 1 and 3 that of dim 2·gid + 1: n-tile 2·c
+    // holds the chunk's even dims, 2·c + 1 its odd ones (the epilogue puts them back in order).
+#pragma unroll
+    for (int c = 0; c < Tr::kKvChunks; c += 2) {
+      uint32_t vf[4];
+      const int m = lane / 8;
+      ldmatrix_x4_trans(vf, sv + swz_fp8<kHeadDim>(wkey0 + (m & 1) * 8 + lane % 8, c + (m >> 1)));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // chunk c + h: keys 0-7 in vf[2h], 8-15 in vf[2h + 1]
+        const uint32_t k0 = vf[2 * h], k8 = vf[2 * h + 1];
+        mma_16816<__half>(acc[2 * (c + h)], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0020)),
+                          fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0020)));
+        mma_16816<__half>(acc[2 * (c + h) + 1], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0031)),
+                          fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0031)));
+      }
+    }
+  }
+}
+
+// The end of an item: the four warps' states (disjoint keys of the same rows) merged through the
+// shared scratch `red`, kPassRows rows a pass (16, one pass, in the per-item kernel, whose
+// scratch is its stages; 8, two passes where a block has more than 8 rows, in the persistent
+// kernel's own scratch), then normalised and written: o in the storage type (one split) or the
+// fp32 partial state and its lse (the workspace, for merge_states). The caller has every warp
+// done with `red`'s previous use.
+template <int kPassRows, int kHeadDim>
+inline constexpr int kDecodeFinishFloats = kDecodeWarps * kPassRows * (kHeadDim + 8 + 2);
+
+template <int kHeadDim, typename T, typename KV, int kPassRows>
+__device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red, float (&acc)[kHeadDim / 8][4],
+                                              const float (&m_run)[2], float (&l_run)[2], int b, int kv_head,
+                                              int group, int split, int row0, int block_rows, int warp, int lane) {
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  constexpr bool kFp8 = Tr::kFp8;
+  constexpr int kNTiles = kHeadDim / 8;
+  static_assert(kRowsPerBlock % kPassRows == 0 && kPassRows % 8 == 0, "passes of whole fragment row groups");
+  const int gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+  }
+  // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
+  // then take the two wavefronts 256 bytes need, not eight).
+  constexpr int kRedStride = kHeadDim + 8;
+  float* red_o = red;                                               // [warps][kPassRows][kRedStride]
+  float* red_m = red_o + kDecodeWarps * kPassRows * kRedStride;     // [warps][kPassRows]
+  float* red_l = red_m + kDecodeWarps * kPassRows;                  // [warps][kPassRows]
+  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
+  float* ws_o = static_cast<float*>(p.workspace);
+  float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
+  constexpr int kV = kHeadDim / 32;  // 4 or 2
+  const float v_mul = kFp8 ? p.pages.v_scales[kv_head] : 1.f;  // FP8: the values' scale on the output
+  using VecF = std::conditional_t<kV == 4, float4, float2>;
+  const int d0 = lane * kV;
+#pragma unroll
+  for (int pass = 0; pass < kRowsPerBlock / kPassRows; ++pass) {
+    const int pr0 = pass * kPassRows;  // the pass's first row
+    if (pass > 0) {
+      if (pr0 >= block_rows) break;  // (uniform)
+      __syncthreads();               // the last pass's reads of red done
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = gid + 8 * i;
+      if (r < pr0 || r >= pr0 + kPassRows) continue;  // another pass's row
+      if (r >= block_rows) continue;  // padding rows are never written out
+      const int rr = warp * kPassRows + r - pr0;
+      if constexpr (!kFp8) {
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n) {
+          const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+          *reinterpret_cast<float2*>(red_o + rr * kRedStride + n * 8 + tig * 2) = v;
+        }
+      } else {
+        // n-tiles 2·c (even dims) and 2·c + 1 (odd) of chunk c: this lane's dims 16·c + 4·tig .. + 3.
+#pragma unroll
+        for (int c = 0; c < Tr::kKvChunks; ++c) {
+          const float4 v = make_float4(acc[2 * c][2 * i], acc[2 * c + 1][2 * i], acc[2 * c][2 * i + 1],
+                                       acc[2 * c + 1][2 * i + 1]);
+          *reinterpret_cast<float4*>(red_o + rr * kRedStride + 16 * c + 4 * tig) = v;
+        }
+      }
+      if (tig == 0) {
+        red_m[rr] = m_run[i];
+        red_l[rr] = l_run[i];
+      }
+    }
+    __syncthreads();
+
+    // Warp w finishes rows w, w + 4, ... of the pass: lane l holds dims l·kV .. l·kV + kV - 1
+    // (contiguous, vector loads without bank conflicts; v2.7 had one thread a 16-dim slice,
+    // 4-way conflicts, 64 scalar loads, ~1.4 us of epilogue on the trace).
+    for (int r = pr0 + warp; r < min(block_rows, pr0 + kPassRows); r += kDecodeWarps) {
+      const int rr = r - pr0;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kPassRows + rr]);
+      float wgt[kDecodeWarps], l = 0.f;
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const float mw = red_m[w * kPassRows + rr];
+        wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
+        l += wgt[w] * red_l[w * kPassRows + rr];
+      }
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
+      float out[kV] = {};
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kPassRows + rr) * kRedStride + d0);
+        const float* xs = reinterpret_cast<const float*>(&x);
+#pragma unroll
+        for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
+      }
+      const float norm = kFp8 ? inv * v_mul : inv;
+#pragma unroll
+      for (int d = 0; d < kV; ++d) out[d] *= norm;
+      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+      const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
+      if (p.num_splits == 1) {
+        T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
+#pragma unroll
+        for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
+        if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
+      } else {
+        const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
+        VecF v;
+        float* vs = reinterpret_cast<float*>(&v);
+#pragma unroll
+        for (int d = 0; d < kV; ++d) vs[d] = out[d];
+        *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
+        if (lane == 0) ws_lse[wrow] = lse;
+      }
+    }
+  }
+}
+
 template <int kHeadDim, typename T, typename KV = T>
 __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>::kMinBlocks))
     decode_split_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int resident) {
   using Tr = DecodeTraits<kHeadDim, T, KV>;
-  constexpr bool kFp8 = Tr::kFp8;
   constexpr int kStages = Tr::kStages;
   constexpr int kKSteps = kHeadDim / 16;        // mma k-steps over head_dim (QK)
   constexpr int kNTiles = kHeadDim / 8;         // mma n-tiles over head_dim (PV)
@@ -194,7 +598,7 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   const int row_block = blockIdx.y % row_blocks;
   const int b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
+  const int gid = lane / 4;  // mma fragment row
   const int group = p.num_heads / p.num_kv_heads;
   const int rows = p.q_len * group;
   const int row0 = row_block * kRowsPerBlock;
@@ -210,13 +614,8 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   // The queries' source: 16-byte copies where q's rows and heads are 16-byte aligned (one commit
   // group, the first, issued after the wait), element loads otherwise (after the K/V copies,
   // and an empty group).
-  const bool q_vec = ((reinterpret_cast<uintptr_t>(p.q) | static_cast<uintptr_t>(p.q_row_stride * sizeof(T)) |
-                       static_cast<uintptr_t>(p.q_head_stride * sizeof(T))) & 15) == 0;
-  auto q_src = [&](int r, int c) {  // row r < block_rows of the block, chunk c
-    const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-    return static_cast<const T*>(p.q) + (static_cast<int64_t>(b) * p.q_len + t) * p.q_row_stride +
-           static_cast<int64_t>(h) * p.q_head_stride + c * Tr::kElemsPerChunk;
-  };
+  const bool q_vec = decode_q_vec<T>(p);
+  auto q_src = [&](int r, int c) { return decode_q_chunk<T>(p, b, kv_head, group, row0 + r, c); };  // r < block_rows
   // This thread's query chunks (a fixed count: no remainder code), addressed before the wait.
   constexpr int kQPasses = kRowsPerBlock * Tr::kChunks / kDecodeThreads;
   static_assert(kQPasses * kDecodeThreads == kRowsPerBlock * Tr::kChunks, "q chunks");
@@ -245,7 +644,7 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   if (cta < resident) {
     const char* addr;
     uint32_t bytes;
-    first_tiles_piece<kHeadDim, KV>(p, cta, tid, addr, bytes);
+    first_tiles_piece<kHeadDim, KV>(p, cta, gridDim.x, gridDim.y, tid, addr, bytes);
     if (bytes > 0) prefetch_l2(addr, bytes);
   }
 #endif
@@ -286,29 +685,9 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   }
   cp_async_commit();
 
-  const int64_t seq_len = min(static_cast<int64_t>(seq_len_raw), capacity);  // never past the table
-  const int64_t k_begin = min(seq_len, split * split_keys);
-  const int64_t k_end = min(seq_len, (split + 1) * split_keys);
-
-  // The CTA's range is the union of its rows'; tiles inside every row's range (lo_max ..
-  // hi_min) need no mask.
-  int64_t cta_lo = k_end, cta_hi = k_begin, lo_max = k_begin, hi_min = k_end;
-  // Rows of one token share its range: a pass per token of the block (one when q_len is 1).
-  const int t_last = (row0 + block_rows - 1) / group;
-#pragma unroll 1
-  for (int t = row0 / group; t <= t_last; ++t) {
-    int64_t lo, hi;
-    visible_keys(p.mask, seq_len - p.q_len + t, k_begin, k_end, &lo, &hi);
-    lo_max = max(lo_max, lo);
-    hi_min = min(hi_min, hi);
-    if (lo < hi) {
-      cta_lo = min(cta_lo, lo);
-      cta_hi = max(cta_hi, hi);
-    }
-  }
-
-  const int lo = static_cast<int>(cta_lo), hi = static_cast<int>(cta_hi);  // a sequence has < 2^31 keys
-  const int num_tiles = hi > lo ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
+  const DecodeItemKeys keys = decode_item_keys(p, seq_len_raw, split, row0, block_rows, group);
+  const int64_t lo_max = keys.lo_max, hi_min = keys.hi_min;
+  const int lo = keys.lo, hi = keys.hi, num_tiles = keys.num_tiles;
   if (lo != spec_lo) {  // a window moved the start (or the split is empty): read the ids again
 #pragma unroll
     for (int s = 0; s < kStages; ++s) first[s].fetch_ids(src, lo, hi, num_tiles, s, tid);
@@ -318,20 +697,9 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   // CTAs run together, and evict-first measured faster there too (bench/history/decode.md,
   // "decode v4.2 experiment").
   const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST ? l2_evict_first_policy() : 0;
-  // FP8 instances copy without the L2 hint: with it, ptxas (CUDA 13.0) gave them cp.async copies
-  // whose cache-policy descriptor and shared-memory base come from uniform registers nothing
-  // writes (UR1, UR0): an illegal instruction on the H200 (session 24). Without, none.
   auto load_tile = [&](const Copier& kv, int tile, int stage) {
-    kv.template copy<FLASHSERVE_DECODE_KV_EVICT_FIRST != 0 && !kFp8>(
-        src, lo, hi, tile, smem_k + stage * Tr::kTileElems, smem_v + stage * Tr::kTileElems, tid,
-        [](int j, int c) {
-          if constexpr (kFp8) {
-            return swz_fp8<kHeadDim>(j, c);
-          } else {
-            return swz<kHeadDim, T>(j, c);
-          }
-        },
-        kv_policy);
+    decode_copy_tile<kHeadDim, T, KV>(kv, src, lo, hi, tile, smem_k + stage * Tr::kTileElems,
+                                      smem_v + stage * Tr::kTileElems, tid, kv_policy);
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -344,17 +712,8 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   // This lane's two rows (fragment rows gid and gid + 8): positions, visible ranges, logit
   // constants (ALiBi slopes differ by head). Only the compute needs them: after the first copies.
   int row_lo[2], row_hi[2], row_pos[2];
-  LogitArgs la[2] = {LogitArgs(p.mask, kv_head * group + (row0 + min(gid, block_rows - 1)) % group),
-                     LogitArgs(p.mask, kv_head * group + (row0 + min(gid + 8, block_rows - 1)) % group)};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = gid + 8 * i;
-    row_pos[i] = static_cast<int>(seq_len - p.q_len + (row0 + r) / group);
-    int64_t r_lo = 0, r_hi = 0;  // padding row: sees nothing
-    if (r < block_rows) visible_keys(p.mask, row_pos[i], k_begin, k_end, &r_lo, &r_hi);
-    row_lo[i] = static_cast<int>(r_lo);
-    row_hi[i] = static_cast<int>(r_hi);
-  }
+  LogitArgs la[2] = {LogitArgs(p.mask, 0), LogitArgs(p.mask, 0)};
+  decode_lane_rows(p, keys, kv_head, group, row0, block_rows, gid, la, row_pos, row_lo, row_hi);
   if (!q_vec) {  // q only element-aligned: element loads, the first tiles already in flight
     for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {
       const int r = i / Tr::kChunks, c = i % Tr::kChunks;
@@ -374,53 +733,7 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
 
   // Q fragments (A operand), all k-steps, in registers for the whole split.
   uint32_t qf[kKSteps][4];
-  if constexpr (!kFp8) {
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      const int m = lane / 8;  // matrix: 0 rows 0-7 lo, 1 rows 8-15 lo, 2 rows 0-7 hi, 3 rows 8-15 hi
-      ldmatrix_x4(qf[ks], smem_q + swz<kHeadDim, T>((m & 1) * 8 + lane % 8, ks * 2 + (m >> 1)));
-    }
-  } else {
-    // fp16 fragments of q·2^e, e such that the block's max |q| · 2^e < 2^15 (fp16's max is 65504;
-    // 2^e is exact, and comes off the logits' scale below). A key's FP8 chunk of 16 dims is a
-    // k-step; ldmatrix gives lane (gid, tig) dims 4·tig .. 4·tig + 3 of it (the K loop below),
-    // which take the k positions 2·tig, 2·tig + 1 (b0) and 2·tig + 8, 2·tig + 9 (b1): q's
-    // fragments take the same dims at the same positions.
-    float mx = 0.f;
-    for (int i = tid; i < kRowsPerBlock * Tr::kChunks; i += kDecodeThreads) {  // every chunk once
-      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + i * Tr::kElemsPerChunk);
-      const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-      for (int j = 0; j < Tr::kElemsPerChunk; ++j) mx = fmaxf(mx, fabsf(static_cast<float>(e[j])));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float* warp_max = reinterpret_cast<float*>(smem_q + kRowsPerBlock * kHeadDim);  // 16 bytes after q
-    if (lane == 0) warp_max[warp] = mx;
-    __syncthreads();
-    mx = fmaxf(fmaxf(warp_max[0], warp_max[1]), fmaxf(warp_max[2], warp_max[3]));
-    float q_mul = 1.f;
-    // At most 2^64 up: q below 2^-50 everywhere keeps fold (below) a normal float.
-    if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {  // rows gid, gid + 8
-        const int d = 16 * ks + 4 * tig;  // dims d .. d + 3
-        const uint2 raw = *reinterpret_cast<const uint2*>(smem_q + swz<kHeadDim, T>(gid + 8 * i, d / 8) + d % 8);
-        const T* e = reinterpret_cast<const T*>(&raw);
-        qf[ks][i] = pack2<__half>(static_cast<float>(e[0]) * q_mul, static_cast<float>(e[1]) * q_mul);
-        qf[ks][2 + i] = pack2<__half>(static_cast<float>(e[2]) * q_mul, static_cast<float>(e[3]) * q_mul);
-      }
-    }
-    const float fold = pv.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      la[i].scale *= fold;
-      la[i].scale2 *= fold;
-    }
-  }
-  using MmaT = std::conditional_t<kFp8, __half, T>;  // the MMAs' operand type
+  decode_q_fragments<kHeadDim, T, KV>(p, smem_q, kv_head, tid, warp, lane, qf, la);
 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   float acc[kNTiles][4];
@@ -444,214 +757,224 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
     const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
     const int key0 = lo + tile * kTileKeys + wkey0;
 
-    // S = Q·Kᵀ: 16 rows × 16 keys (two n-tiles of 8 keys). Even and odd k-steps go to separate
-    // accumulators: four chains of kKSteps / 2 dependent MMAs, not two of kKSteps (the chain's
-    // latency, not the tensor pipe, bounds this part with two warps a scheduler).
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    if constexpr (!kFp8) {
-      if (!FS_DECODE_SKIPS(qk, s[0][0], lane, tile))
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ks += 2) {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          uint32_t kf[4];  // k-steps ks and ks+1 of keys nt·8 .. nt·8+7
-          const int m = lane / 8;
-          ldmatrix_x4(kf, sk + swz<kHeadDim, T>(wkey0 + nt * 8 + lane % 8, ks * 2 + m));
-          mma_16816<T>(s[nt], qf[ks], kf[0], kf[1]);
-          mma_16816<T>(s_odd[nt], qf[ks + 1], kf[2], kf[3]);
-        }
-      }
-    } else {
-      // FP8 K: matrix m of the x4 is keys (m / 2)·8 .. + 7 of the warp's 16 at chunk (k-step)
-      // ks + m % 2; lane (gid, tig) gets 4 codes of key gid, dims 4·tig .. + 3 of the chunk.
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ks += 2) {
-        uint32_t kf[4];
-        const int m = lane / 8;
-        ldmatrix_x4(kf, sk + swz_fp8<kHeadDim>(wkey0 + (m >> 1) * 8 + lane % 8, ks + (m & 1)));
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          uint32_t b0, b1;
-          fp8x4_to_half2x2<KV>(kf[2 * nt], b0, b1);
-          mma_16816<__half>(s[nt], qf[ks], b0, b1);
-          fp8x4_to_half2x2<KV>(kf[2 * nt + 1], b0, b1);
-          mma_16816<__half>(s_odd[nt], qf[ks + 1], b0, b1);
-        }
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] += s_odd[nt][e];
-
-    // Logits (base 2, scale folded into the exponent), the mask only on tiles that cross a
-    // row's range, online softmax (online_softmax.cuh). Lane holds rows gid (s[nt][0..1]) and
-    // gid+8 (s[nt][2..3]), keys nt·8 + tig·2 + {0, 1}.
-    const bool masked = key0 < lo_max || key0 + kWarpKeys > hi_min;
-    float p_val[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p_val[nt][e] = s[nt][e];
-    // Lazy max decided by a warp vote (softmax_row_voted): the max reduction, and the rescale of
-    // the accumulator (64 FMULs), only on the rare tiles where some row's max grew by more than
-    // 2^8 (a warp-uniform branch). Fragment rows gid + 8 exist only when the block has more than
-    // 8 rows (GQA groups above 8, or q_len > 1); otherwise (decode's usual group of 4 or 8) their
-    // softmax is skipped, a CTA-uniform branch, and their p are zero.
-    float f[2] = {1.f, 1.f};
-    bool rescale = false;
-    if (!FS_DECODE_SKIPS(softmax))
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      if (i == 1 && block_rows <= 8) {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) p_val[nt][2] = p_val[nt][3] = 0.f;
-        break;
-      }
-      rescale |= softmax_row_voted<2>([&](int nt, int e) -> float& { return p_val[nt][2 * i + e]; }, la[i], key0,
-                                      tig, row_pos[i], row_lo[i], row_hi[i], masked, m_run[i], l_run[i], f[i]);
-    }
-    if (rescale) {
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[n][e] *= f[e / 2];
-      }
-    }
-
-    // O += P·V: P (16 × 16 keys) as the A operand straight from the S fragments.
-    uint32_t pa[4];
-    pa[0] = pack2<MmaT>(p_val[0][0], p_val[0][1]);
-    pa[1] = pack2<MmaT>(p_val[0][2], p_val[0][3]);
-    pa[2] = pack2<MmaT>(p_val[1][0], p_val[1][1]);
-    pa[3] = pack2<MmaT>(p_val[1][2], p_val[1][3]);
-    if constexpr (!kFp8) {
-      if (!FS_DECODE_SKIPS(pv, acc[0][0], pa))
-#pragma unroll
-      for (int n = 0; n < kNTiles; n += 2) {
-        uint32_t vf[4];  // keys 0-7 / 8-15 of dims n·8.. and (n+1)·8..
-        const int m = lane / 8;
-        ldmatrix_x4_trans(vf, sv + swz<kHeadDim, T>(wkey0 + (m & 1) * 8 + lane % 8, n + (m >> 1)));
-        mma_16816<T>(acc[n], pa, vf[0], vf[1]);
-        mma_16816<T>(acc[n + 1], pa, vf[2], vf[3]);
-      }
-    } else {
-      // FP8 V: matrix m of the x4.trans is keys (m % 2)·8 .. + 7 at chunk c + m / 2, read as 8×8
-      // pairs of codes and transposed: lane (gid, tig) gets codes [key 2·tig][dims 2·gid, 2·gid + 1]
-      // and [key 2·tig + 1][the same dims] (bytes 0, 1, 2, 3). Bytes 0 and 2 are the B fragment
-      // of dim 2·gid (keys 2·tig, 2·tig + 1), bytes 1 and 3 that of dim 2·gid + 1: n-tile 2·c
-      // holds the chunk's even dims, 2·c + 1 its odd ones (the epilogue puts them back in order).
-#pragma unroll
-      for (int c = 0; c < Tr::kKvChunks; c += 2) {
-        uint32_t vf[4];
-        const int m = lane / 8;
-        ldmatrix_x4_trans(vf, sv + swz_fp8<kHeadDim>(wkey0 + (m & 1) * 8 + lane % 8, c + (m >> 1)));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {  // chunk c + h: keys 0-7 in vf[2h], 8-15 in vf[2h + 1]
-          const uint32_t k0 = vf[2 * h], k8 = vf[2 * h + 1];
-          mma_16816<__half>(acc[2 * (c + h)], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0020)),
-                            fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0020)));
-          mma_16816<__half>(acc[2 * (c + h) + 1], pa, fp8x2_to_half2<KV>(__byte_perm(k0, 0, 0x0031)),
-                            fp8x2_to_half2<KV>(__byte_perm(k8, 0, 0x0031)));
-        }
-      }
-    }
+    decode_tile<kHeadDim, T, KV>(sk, sv, wkey0, key0, tile, lane, qf, la, row_pos, row_lo, row_hi, lo_max, hi_min,
+                                 block_rows, m_run, l_run, acc);
   }
   FS_DECODE_STAMP(t_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
-  // Merge the four warps' states (disjoint keys) through shared memory.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-    l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-  }
-  // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
-  // then take the two wavefronts 256 bytes need, not eight).
-  constexpr int kRedStride = kHeadDim + 8;
-  float* red_o = reinterpret_cast<float*>(smem_raw);                    // [warps][16][kRedStride]
-  float* red_m = red_o + kDecodeWarps * kRowsPerBlock * kRedStride;     // [warps][16]
-  float* red_l = red_m + kDecodeWarps * kRowsPerBlock;                  // [warps][16]
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = gid + 8 * i;
-    if (r >= block_rows) continue;  // padding rows are never written out
-    if constexpr (!kFp8) {
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
-        *reinterpret_cast<float2*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + n * 8 + tig * 2) = v;
-      }
-    } else {
-      // n-tiles 2·c (even dims) and 2·c + 1 (odd) of chunk c: this lane's dims 16·c + 4·tig .. + 3.
-#pragma unroll
-      for (int c = 0; c < Tr::kKvChunks; ++c) {
-        const float4 v = make_float4(acc[2 * c][2 * i], acc[2 * c + 1][2 * i], acc[2 * c][2 * i + 1],
-                                     acc[2 * c + 1][2 * i + 1]);
-        *reinterpret_cast<float4*>(red_o + (warp * kRowsPerBlock + r) * kRedStride + 16 * c + 4 * tig) = v;
-      }
-    }
-    if (tig == 0) {
-      red_m[warp * kRowsPerBlock + r] = m_run[i];
-      red_l[warp * kRowsPerBlock + r] = l_run[i];
-    }
-  }
-  __syncthreads();
+  decode_finish<kHeadDim, T, KV, kRowsPerBlock>(p, reinterpret_cast<float*>(smem_raw), acc, m_run, l_run, b, kv_head,
+                                                group, split, row0, block_rows, warp, lane);
+  FS_DECODE_STAMPS_OUT(p, static_cast<int64_t>(p.batch) * p.q_len * p.num_heads, kHeadDim, tid, t_start, t_issued,
+                       t_first, t_loop);
+}
 
-  // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1 (contiguous,
-  // vector loads without bank conflicts; v2.7 had one thread a 16-dim slice, 4-way conflicts,
-  // 64 scalar loads, ~1.4 us of epilogue on the trace).
-  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
-  float* ws_o = static_cast<float*>(p.workspace);
-  float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
-  constexpr int kV = kHeadDim / 32;  // 4 or 2
-  const float v_mul = kFp8 ? pv.v_scales[kv_head] : 1.f;  // FP8: the values' scale on the output
-  using VecF = std::conditional_t<kV == 4, float4, float2>;
-  const int d0 = lane * kV;
-  for (int r = warp; r < block_rows; r += kDecodeWarps) {
-    float mx = -INFINITY;
+// The persistent kernel (FP8 pages; issue 25, session 37): a CTA an SM slot, each taking items
+// blockIdx.x, + gridDim.x, ... (the per-item kernel's launch order), with one ring of stages
+// across its items: the copies run kStages - 1 tiles ahead of the compute through item ends, so
+// the next item's first tiles (and its length, page ids and q, loaded an item ahead) are in flight
+// while an item ends (its warps' merge and stores) and the next begins, instead of each CTA's
+// start (the length, the page ids, the first copies' latency: 4-5 us a CTA on the trace) lying
+// between items. FP8 pages halve an item's bytes but not that start, so the short-context rows
+// fell short of twice bf16's token rate on the H200 ((256,1k) 1.59x, (128,2k) 1.72x, session 33).
+// An item with no keys to read takes one zero-filled tile (its compute skipped): every item
+// takes at least one tile of the ring, so its end always follows a barrier after the last one.
+// The warps' merge has its own scratch (the stages hold the next tiles), 8 rows a pass. No
+// clusters: q8-style row blocks of one head are not paired. An A/B build's
+// (-DFLASHSERVE_DECODE_FP8_PERSISTENT=1): the FP8 instances launch it instead of one CTA an item.
+#ifndef FLASHSERVE_DECODE_FP8_PERSISTENT
+#define FLASHSERVE_DECODE_FP8_PERSISTENT 0
+#endif
+
+template <typename T, typename KV>
+inline constexpr bool kDecodePersistent = FLASHSERVE_DECODE_FP8_PERSISTENT != 0 && kFp8Pages<T, KV>;
+
+template <int kHeadDim, typename T, typename KV>
+struct DecodePersistentLayout {
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  static constexpr int kPassRows = 8;
+  static constexpr int kRedOffset = Tr::kSmemKV + Tr::kSmemQ + 16;  // after the stages, q and its warps' max
+  static constexpr int kSmemBytes = kRedOffset + kDecodeFinishFloats<kPassRows, kHeadDim> * 4;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+template <int kHeadDim, typename T, typename KV>
+__global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>::kMinBlocks))
+    decode_persistent_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int num_items) {
+  using Tr = DecodeTraits<kHeadDim, T, KV>;
+  using Layout = DecodePersistentLayout<kHeadDim, T, KV>;
+  constexpr int kStages = Tr::kStages;
+  constexpr int kKSteps = kHeadDim / 16;
+  constexpr int kNTiles = kHeadDim / 8;
+  constexpr int kWarpKeys = kTileKeys / kDecodeWarps;
+  constexpr int kQPasses = kRowsPerBlock * Tr::kChunks / kDecodeThreads;
+  static_assert(kQPasses * kDecodeThreads == kRowsPerBlock * Tr::kChunks, "q chunks");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  KV* smem_k = reinterpret_cast<KV*>(smem_raw);
+  KV* smem_v = smem_k + kStages * Tr::kTileElems;
+  T* smem_q = reinterpret_cast<T*>(smem_v + kStages * Tr::kTileElems);  // [16][kHeadDim], swizzled
+  float* red = reinterpret_cast<float*>(smem_raw + Layout::kRedOffset);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge kernel (as above)
+#endif
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int rows = p.q_len * group;
+  const int ys = p.num_kv_heads * row_blocks;
+  const int stride = gridDim.x;
+  const KVPageView& pv = p.pages;
+  struct Item {
+    int b, kv_head, split, row0, block_rows;
+  };
+  auto item_at = [&](int i) {  // split fastest, then kv head and row block, then the sequence
+    Item it;
+    it.split = i % p.num_splits;
+    const int y = (i / p.num_splits) % ys;
+    it.b = i / (p.num_splits * ys);
+    it.kv_head = y / row_blocks;
+    it.row0 = (y % row_blocks) * kRowsPerBlock;
+    it.block_rows = min(kRowsPerBlock, rows - it.row0);
+    return it;
+  };
+  // This thread's q chunks of an item into registers (rows past the block: zero), loaded an item
+  // ahead; stored into smem_q (swizzled) as the item begins.
+  const bool q_vec = decode_q_vec<T>(p);
+  auto load_q = [&](const Item& it, uint4 (&qv)[kQPasses]) {
 #pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kRowsPerBlock + r]);
-    float wgt[kDecodeWarps], l = 0.f;
+    for (int k = 0; k < kQPasses; ++k) {
+      const int i = tid + k * kDecodeThreads;
+      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
+      qv[k] = make_uint4(0, 0, 0, 0);
+      if (r < it.block_rows) {
+        const T* q = decode_q_chunk<T>(p, it.b, it.kv_head, group, it.row0 + r, c);
+        if (q_vec) {
+          qv[k] = *reinterpret_cast<const uint4*>(q);
+        } else {
+          T tmp[Tr::kElemsPerChunk];
 #pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) {
-      const float mw = red_m[w * kRowsPerBlock + r];
-      wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
-      l += wgt[w] * red_l[w * kRowsPerBlock + r];
+          for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];
+          qv[k] = *reinterpret_cast<const uint4*>(tmp);
+        }
+      }
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
-    float out[kV] = {};
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) {
-      const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kRowsPerBlock + r) * kRedStride + d0);
-      const float* xs = reinterpret_cast<const float*>(&x);
-#pragma unroll
-      for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
+  };
+
+#if FLASHSERVE_DECODE_PREFETCH_TILES > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  {  // the first item's first tiles into L2 before the wait, as the per-item kernel's first wave
+    const char* addr;
+    uint32_t bytes;
+    first_tiles_piece<kHeadDim, KV>(p, blockIdx.x, p.num_splits, ys, tid, addr, bytes);
+    if (bytes > 0) prefetch_l2(addr, bytes);
+  }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // nothing the previous kernel writes is read before
+#endif
+
+  // The issue side: the item whose tiles are copied next (is_item; past num_items: none left),
+  // its source, keys and tiles (at least one), the tile, and the next item's length.
+  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kKvChunks>;
+  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST && !Tr::kFp8 ? l2_evict_first_policy() : 0;
+  const Item first = item_at(blockIdx.x);
+  uint4 q_next[kQPasses];
+  load_q(first, q_next);  // q first: ahead of the K/V stream in the memory queue
+  int c_len = pv.seq_lens[first.b];
+  int is_item = blockIdx.x, is_tile = 0, is_tiles = 1, is_lo = 0, is_hi = 0, is_stage = 0;
+  int is_next_len = is_item + stride < num_items ? pv.seq_lens[item_at(is_item + stride).b] : 0;
+  KVSource is_src;
+  Copier kv;
+  auto enter = [&](int i, int len) {
+    const Item it = item_at(i);
+    is_src.init_paged(pv, it.b, it.kv_head, sizeof(KV));
+    const DecodeItemKeys keys = decode_item_keys(p, len, it.split, it.row0, it.block_rows, group);
+    is_lo = keys.lo;
+    is_hi = keys.hi;
+    is_tiles = max(keys.num_tiles, 1);
+    is_tile = 0;
+  };
+  enter(is_item, c_len);
+  kv.fetch_ids(is_src, is_lo, is_hi, is_tiles, 0, tid);
+  auto issue = [&]() {  // the next tile of the stream (all threads), one commit group
+    if (is_item < num_items) {
+      decode_copy_tile<kHeadDim, T, KV>(kv, is_src, is_lo, is_hi, is_tile, smem_k + is_stage * Tr::kTileElems,
+                                        smem_v + is_stage * Tr::kTileElems, tid, kv_policy);
+      is_stage = is_stage + 1 == kStages ? 0 : is_stage + 1;
+      if (++is_tile == is_tiles) {
+        is_item += stride;
+        if (is_item < num_items) {
+          enter(is_item, is_next_len);
+          if (is_item + stride < num_items) is_next_len = pv.seq_lens[item_at(is_item + stride).b];
+        }
+      }
+      if (is_item < num_items) kv.fetch_ids(is_src, is_lo, is_hi, is_tiles, is_tile, tid);  // a tile ahead
     }
-    const float norm = kFp8 ? inv * v_mul : inv;
+    cp_async_commit();
+  };
+#pragma unroll 1
+  for (int s = 0; s < kStages - 1; ++s) issue();
+
+  // The compute side: the item (its coordinates, keys, q's fragments, its rows, the running
+  // state), the tile and its stage; the tiles come in the order they were issued.
+  Item cur = first;
+  int c_item = blockIdx.x, c_tile = 0, c_tiles = 1, c_real = 0, c_stage = 0, c_lo = 0, c_next_len = 0;
+  int64_t c_lo_max = 0, c_hi_min = 0;
+  uint32_t qf[kKSteps][4];
+  LogitArgs la[2] = {LogitArgs(p.mask, 0), LogitArgs(p.mask, 0)};
+  int row_lo[2], row_hi[2], row_pos[2];
+  float m_run[2], l_run[2], acc[kNTiles][4];
+#pragma unroll 1
+  while (c_item < num_items) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
+    issue();
+    if (c_tile == 0) {  // the item begins
+      cur = item_at(c_item);
+      const DecodeItemKeys keys = decode_item_keys(p, c_len, cur.split, cur.row0, cur.block_rows, group);
+      c_lo = keys.lo;
+      c_lo_max = keys.lo_max;
+      c_hi_min = keys.hi_min;
+      c_real = keys.num_tiles;
+      c_tiles = max(c_real, 1);
+      // Every warp read the last item's q (its fragments) before barriers since.
 #pragma unroll
-    for (int d = 0; d < kV; ++d) out[d] *= norm;
-    const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-    const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-    if (p.num_splits == 1) {
-      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
+      for (int k = 0; k < kQPasses; ++k) {
+        const int i = tid + k * kDecodeThreads;
+        *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(i / Tr::kChunks, i % Tr::kChunks)) = q_next[k];
+      }
+      if (c_item + stride < num_items) {  // the next item's q and length, in flight through this one
+        const Item next = item_at(c_item + stride);
+        load_q(next, q_next);
+        c_next_len = pv.seq_lens[next.b];
+      }
+      __syncthreads();  // smem_q written
+      decode_lane_rows(p, keys, cur.kv_head, group, cur.row0, cur.block_rows, gid, la, row_pos, row_lo, row_hi);
+      decode_q_fragments<kHeadDim, T, KV>(p, smem_q, cur.kv_head, tid, warp, lane, qf, la);
 #pragma unroll
-      for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
-      if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
-    } else {
-      const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
-      VecF v;
-      float* vs = reinterpret_cast<float*>(&v);
+      for (int i = 0; i < 2; ++i) {
+        m_run[i] = -INFINITY;
+        l_run[i] = 0.f;
+      }
 #pragma unroll
-      for (int d = 0; d < kV; ++d) vs[d] = out[d];
-      *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
-      if (lane == 0) ws_lse[wrow] = lse;
+      for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    }
+    if (c_tile < c_real) {
+      const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
+      decode_tile<kHeadDim, T, KV>(smem_k + c_stage * Tr::kTileElems, smem_v + c_stage * Tr::kTileElems, wkey0,
+                                   c_lo + c_tile * kTileKeys + wkey0, c_tile, lane, qf, la, row_pos, row_lo, row_hi,
+                                   c_lo_max, c_hi_min, cur.block_rows, m_run, l_run, acc);
+    }
+    c_stage = c_stage + 1 == kStages ? 0 : c_stage + 1;
+    if (++c_tile == c_tiles) {  // the item ends: its own scratch, the next tiles in flight meanwhile
+      decode_finish<kHeadDim, T, KV, Layout::kPassRows>(p, red, acc, m_run, l_run, cur.b, cur.kv_head, group,
+                                                        cur.split, cur.row0, cur.block_rows, warp, lane);
+      c_item += stride;
+      c_tile = 0;
+      c_len = c_next_len;
     }
   }
-  FS_DECODE_STAMPS_OUT(p, total_rows, kHeadDim, tid, t_start, t_issued, t_first, t_loop);
+  cp_async_wait<0>();  // (only empty groups are left)
 }
 
 // Row blocks (CTAs) of one item (sequence, kv head, split) of `rows` query rows (q_len × group).
@@ -666,10 +989,18 @@ inline int row_blocks_of(int rows) { return (rows + kRowsPerBlock - 1) / kRowsPe
 template <int kHeadDim, typename T, typename KV = T>
 cudaError_t prepare_decode_split(int* ctas_per_sm) {
   using Tr = DecodeTraits<kHeadDim, T, KV>;
-  auto kernel = decode_split_kernel<kHeadDim, T, KV>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-  if (err != cudaSuccess) return err;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
+  if constexpr (kDecodePersistent<T, KV>) {
+    auto kernel = decode_persistent_kernel<kHeadDim, T, KV>;
+    constexpr int kBytes = DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    if (err != cudaSuccess) return err;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, kBytes);
+  } else {
+    auto kernel = decode_split_kernel<kHeadDim, T, KV>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
+  }
 }
 
 // Launches the split kernel for one instance, prepared on this device (prepare_decode_split);
@@ -682,6 +1013,17 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   using Tr = DecodeTraits<kHeadDim, T, KV>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = row_blocks_of(p.q_len * group);
+  if constexpr (kDecodePersistent<T, KV>) {
+    // A CTA an SM slot (first_wave: the CTAs the device holds at once), never more than the items.
+    const int num_items = p.num_splits * p.num_kv_heads * row_blocks * p.batch;
+    dependent_launch = dependent_launch && binary_version<decode_persistent_kernel<kHeadDim, T, KV>>() >= 90;
+    LaunchConfig launch(dim3(std::min(num_items, first_wave)), dim3(kDecodeThreads),
+                        DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes, stream, dependent_launch);
+    cudaError_t err = cudaLaunchKernelEx(&launch.config, decode_persistent_kernel<kHeadDim, T, KV>, p, row_blocks,
+                                         num_items);
+    if (err != cudaSuccess) return err;
+    return cudaGetLastError();
+  }
   auto kernel = decode_split_kernel<kHeadDim, T, KV>;
   const int version = binary_version<decode_split_kernel<kHeadDim, T, KV>>();  // the instance's architecture
   dependent_launch = dependent_launch && version >= 90;
