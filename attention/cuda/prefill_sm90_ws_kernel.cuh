@@ -137,6 +137,17 @@ struct WsTrace {
 template <int kHeadDim, int kBlockN>
 struct WsRowGather;  // below
 
+// The dynamic walk's next item read ahead (FLASHSERVE_PREFILL_WS_VIEW_AHEAD): its index (-1: none
+// yet) and view; nothing without the switch.
+template <bool kOn>
+struct WsViewAhead {
+  int w = -1;
+  PrefillCta cta;
+  int h = 0, b = 0, key_base = 0, num_tiles = 0;
+};
+template <>
+struct WsViewAhead<false> {};
+
 // Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and, at
 // d 128, whether the call takes the wide key tile (`wide`: see prefill_cuda.cu):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
@@ -438,6 +449,14 @@ struct WsFp8Dst {
 // fence, of ~2.2 us an item outside the tiles).
 #ifndef FLASHSERVE_PREFILL_WS_PROBE_NO_O
 #define FLASHSERVE_PREFILL_WS_PROBE_NO_O 0
+#endif
+// The next item's view ahead (bench-only, off; session 37): in the dynamic walk a consumer
+// warpgroup reads the next item's slot and makes its view (item(): the work order's and the
+// pair's divisions, the sequence's offsets, the rows' ranges) between its last P·V's issue and
+// its wait, under the tensor core's work, instead of after the store (the trace: 0.6-0.7 us an
+// item of view on every row, after 0.2-0.4 us of wait for the slot).
+#ifndef FLASHSERVE_PREFILL_WS_VIEW_AHEAD
+#define FLASHSERVE_PREFILL_WS_VIEW_AHEAD 0
 #endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
@@ -983,21 +1002,51 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // with three, the third's own stamps take words 16-23)
     if (kConsumers == 2 && stamper) trace.stamp(traced, 16 + 4 * cw + step);
   };
+  constexpr bool kViewAhead = FLASHSERVE_PREFILL_WS_VIEW_AHEAD != 0 && kHeadDim > 0;  // (dependent: if constexpr discards)
+  // The dynamic walk's next item (kViewAhead): its index (-1: not read yet) and view.
+  WsViewAhead<kViewAhead> ahead;
+  // The item of the Q stage sq (dynamic walk): lane 0 reads the slot, the one lane whose release
+  // of the stage (below) lets the producer rewrite it: so the read is ordered before that rewrite
+  // in every lane's own program order.
+  auto read_slot = [&] {
+    pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+    int slot = 0;
+    if (lane == 0) slot = item_slot[sq.index];
+    return __shfl_sync(0xffffffffu, slot, 0);
+  };
   auto walk = [&](auto fenced) {
     for (int w = blockIdx.x;; w += gridDim.x) {
-      if (dynamic) {
-        pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-        // Lane 0 reads the slot, the one lane whose release of the stage (below) lets the producer
-        // rewrite it: so the read is ordered before that rewrite in every lane's own program order.
-        int slot = 0;
-        if (lane == 0) slot = item_slot[sq.index];
-        w = __shfl_sync(0xffffffffu, slot, 0);
-        stamp_fine(0);
-      }
-      if (w >= grid_items) break;
       PrefillCta cta;
       int h, b, key_base, num_tiles;
-      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      if constexpr (kViewAhead) {
+        bool viewed = false;
+        if (dynamic) {
+          if (ahead.w >= 0) {
+            w = ahead.w;
+            ahead.w = -1;
+            if (w < grid_items) {
+              cta = ahead.cta;
+              h = ahead.h, b = ahead.b, key_base = ahead.key_base, num_tiles = ahead.num_tiles;
+              viewed = true;
+            }
+          } else {
+            w = read_slot();
+          }
+          stamp_fine(0);
+        }
+        if (w >= grid_items) break;
+        if (!viewed && !item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      } else {
+        if (dynamic) {
+          pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+          int slot = 0;
+          if (lane == 0) slot = item_slot[sq.index];
+          w = __shfl_sync(0xffffffffu, slot, 0);
+          stamp_fine(0);
+        }
+        if (w >= grid_items) break;
+        if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      }
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
@@ -1256,6 +1305,14 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wgmma_fence();
         issue_pv(sv.index);
         sched_arrive();
+        if constexpr (kViewAhead) {
+          // The next item's slot and view under the last P·V (sq is its Q stage already). Its
+          // Q was issued 1-2.7 us before this item's store ends (the trace): the wait is short.
+          if (dynamic) {
+            ahead.w = read_slot();
+            if (ahead.w < grid_items) item(ahead.w, ahead.cta, ahead.h, ahead.b, ahead.key_base, ahead.num_tiles);
+          }
+        }
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);

@@ -2,7 +2,9 @@
 # Session 37's call 3: build-c3/ (~35 MB): the tree's library (prefill v4.25: O by stmatrix by
 # default) and its test_prefill_cuda; base/ (6830482's library, from build-call/: session 36's
 # prep_call3.sh); trace/ (the tree traced), noo/ and trace_noo/ (FLASHSERVE_PREFILL_WS_PROBE_NO_O=1:
-# O's stores left out, wrong outputs: the boundary's share they take).
+# O's stores left out, wrong outputs: the boundary's share they take); ahead/ and trace_ahead/
+# (FLASHSERVE_PREFILL_WS_VIEW_AHEAD=1: the next item's view made under the last P·V), ahead's
+# test_prefill_cuda.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ninja -C build-gpu flashserve_c tests/test_prefill_cuda > /dev/null
@@ -11,10 +13,14 @@ bench/variant_lib.sh trace "-DFLASHSERVE_PREFILL_TRACE=1" "${ws[@]}" attention/c
 bench/variant_lib.sh noo "-DFLASHSERVE_PREFILL_WS_PROBE_NO_O=1" "${ws[@]}" > /dev/null
 bench/variant_lib.sh trace_noo "-DFLASHSERVE_PREFILL_TRACE=1 -DFLASHSERVE_PREFILL_WS_PROBE_NO_O=1" "${ws[@]}" \
   attention/cuda/prefill_cuda.cu > /dev/null
+VARIANT_TESTS=test_prefill_cuda bench/variant_lib.sh ahead "-DFLASHSERVE_PREFILL_WS_VIEW_AHEAD=1" "${ws[@]}" > /dev/null
+bench/variant_lib.sh trace_ahead "-DFLASHSERVE_PREFILL_TRACE=1 -DFLASHSERVE_PREFILL_WS_VIEW_AHEAD=1" "${ws[@]}" \
+  attention/cuda/prefill_cuda.cu > /dev/null
 rm -rf build-c3 && mkdir -p build-c3/tests build-c3/base
 cp build-gpu/libflashserve_c.so build-c3/
 cp build-gpu/tests/test_prefill_cuda build-c3/tests/
 cp build-call/libflashserve_c.so build-c3/base/
-for v in trace noo trace_noo; do mkdir -p build-c3/$v && cp build-var/$v/libflashserve_c.so build-c3/$v/; done
-strip --strip-unneeded build-c3/*.so build-c3/*/*.so build-c3/tests/*
+for v in trace noo trace_noo ahead trace_ahead; do mkdir -p build-c3/$v && cp build-var/$v/libflashserve_c.so build-c3/$v/; done
+mkdir -p build-c3/ahead/tests && cp build-var/ahead/tests/test_prefill_cuda build-c3/ahead/tests/
+strip --strip-unneeded build-c3/*.so build-c3/*/*.so build-c3/tests/* build-c3/ahead/tests/*
 du -sh build-c3
