@@ -27,6 +27,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
@@ -989,18 +990,19 @@ inline int row_blocks_of(int rows) { return (rows + kRowsPerBlock - 1) / kRowsPe
 template <int kHeadDim, typename T, typename KV = T>
 cudaError_t prepare_decode_split(int* ctas_per_sm) {
   using Tr = DecodeTraits<kHeadDim, T, KV>;
-  if constexpr (kDecodePersistent<T, KV>) {
-    auto kernel = decode_persistent_kernel<kHeadDim, T, KV>;
+  auto kernel = decode_split_kernel<kHeadDim, T, KV>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
+  if constexpr (kDecodePersistent<T, KV>) {  // both kernels launch (launch_decode_split): the fewer CTAs an SM
+    auto persistent = decode_persistent_kernel<kHeadDim, T, KV>;
     constexpr int kBytes = DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    if (err != cudaSuccess) return err;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, kBytes);
-  } else {
-    auto kernel = decode_split_kernel<kHeadDim, T, KV>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
-    if (err != cudaSuccess) return err;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
+    if (err == cudaSuccess) err = cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    int ctas = 0;
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, persistent, kDecodeThreads, kBytes);
+    if (err == cudaSuccess) *ctas_per_sm = std::min(*ctas_per_sm, ctas);
   }
+  return err;
 }
 
 // Launches the split kernel for one instance, prepared on this device (prepare_decode_split);
@@ -1014,15 +1016,21 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = row_blocks_of(p.q_len * group);
   if constexpr (kDecodePersistent<T, KV>) {
-    // A CTA an SM slot (first_wave: the CTAs the device holds at once), never more than the items.
+    // A CTA an SM slot (first_wave: the CTAs the device holds at once), where the items are more
+    // than a wave, alike (one split: the planner splits uneven batches; session 37's mixed batch
+    // of 13 splits lost 26% to the static stride) and unpaired (an odd count of row blocks: pairs
+    // take the per-item kernel's clusters); otherwise the per-item kernel (one wave: its start
+    // reads the page ids before the length).
     const int num_items = p.num_splits * p.num_kv_heads * row_blocks * p.batch;
-    dependent_launch = dependent_launch && binary_version<decode_persistent_kernel<kHeadDim, T, KV>>() >= 90;
-    LaunchConfig launch(dim3(std::min(num_items, first_wave)), dim3(kDecodeThreads),
-                        DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes, stream, dependent_launch);
-    cudaError_t err = cudaLaunchKernelEx(&launch.config, decode_persistent_kernel<kHeadDim, T, KV>, p, row_blocks,
-                                         num_items);
-    if (err != cudaSuccess) return err;
-    return cudaGetLastError();
+    if (num_items > first_wave && p.num_splits == 1 && row_blocks % 2 == 1) {
+      const bool pdl = dependent_launch && binary_version<decode_persistent_kernel<kHeadDim, T, KV>>() >= 90;
+      LaunchConfig launch(dim3(first_wave), dim3(kDecodeThreads), DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes,
+                          stream, pdl);
+      cudaError_t err = cudaLaunchKernelEx(&launch.config, decode_persistent_kernel<kHeadDim, T, KV>, p, row_blocks,
+                                           num_items);
+      if (err != cudaSuccess) return err;
+      return cudaGetLastError();
+    }
   }
   auto kernel = decode_split_kernel<kHeadDim, T, KV>;
   const int version = binary_version<decode_split_kernel<kHeadDim, T, KV>>();  // the instance's architecture

@@ -10,6 +10,11 @@
 #    H200 (the H100's bf16 is slower: 1.87 -> ~2.0), (128,2k) +4-8%, (64,8k) +1-2%, one-wave
 #    rows ((1,32k), (32,4k)) level; bf16 level (same tile loop);
 #  - memcheck, racecheck and synccheck on MoreItemsThanResidentCtas (persistent).
+# Run in session 37 on an H100 (call 2): the persistent kernel lost 2-5% (the per-item kernel
+# already reads at 96-100% of the copy rate there) and 26% on the mixed batch. Since then the
+# variant launches it only where items are more than a wave, of one split and unpaired (the
+# batch rows), the per-item kernel elsewhere: worth running again only on an H200, where
+# (256,1k) reads at 87% of copy.
 B=build-dec
 source bench/results/call_prologue.sh
 for t in persist/test_fp8_cuda test_fp8_cuda test_decode_cuda; do
