@@ -443,6 +443,11 @@ struct WsFp8Dst {
     *reinterpret_cast<uint4*>(d + i * 16 * 64 + o1) = second;
   }
 };
+// O into its TMA buffer by stmatrix (prefill v4.25, session 37: level to +1.7% on the short rows;
+// its store block below); 0: the four-byte stores before (A/B).
+#ifndef FLASHSERVE_PREFILL_WS_O_STSM
+#define FLASHSERVE_PREFILL_WS_O_STSM 1
+#endif
 // A probe (bench-only, off; wrong outputs): the TMA path's O left out of its buffer (the stores
 // skipped, the TMA store of whatever the buffer holds kept), for the item boundary's share that
 // O's stores take (session 37's trace: 0.8-1.0 us an item between the store's barrier and its
@@ -1322,12 +1327,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       }
 
       // Normalise and store: o in the storage type, lse in natural log (the producer is loading
-      // the next item meanwhile). Where tma_o (above): into the item's Q slot by stmatrix (8
-      // stmatrix.x4 a thread at d 128, 128-byte swizzled, conflict-free: prefill v4.25; 32
-      // four-byte stores before, level to 1.7% slower on the short causal rows, session 37), then
-      // one thread's TMA store of the 64 rows, which runs on while the warpgroup takes its next
-      // item (the store from registers took 1.1-1.2 us an item at d 128 and held up the next
-      // item's loads: session 17's trace). Else from registers: where o allows
+      // the next item meanwhile). Where tma_o (above): into the item's Q slot (by stmatrix, below;
+      // or 4-byte stores in the accumulators' layout, 128-byte swizzled: a warp's 32 lanes on 32
+      // banks), then one thread's TMA store of the 64 rows, which runs on while the warpgroup
+      // takes its next item (the store from registers took 1.1-1.2 us an item at d 128 and held
+      // up the next item's loads: session 17's trace). Else from registers: where o allows
       // (o16), 16 bytes a store (quad_transpose: thread tig writes columns 8·(4g + tig) .. + 7 of
       // each column block, g = 0, 1; a quad 64 contiguous bytes), else 4 bytes a store.
       // FP8: o in the call's dtype (bf16 or fp16; T is the MMAs' fp16).
@@ -1349,38 +1353,53 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         named_barrier_sync(bar_o, 128);
       }
       stamp_fine(1);
-      if (tma_o) {
-        float inv2[2];
+      // FLASHSERVE_PREFILL_WS_O_STSM (default 1, prefill v4.25): O into its buffer by stmatrix, 8 a
+      // thread at d 128 instead of 32 four-byte stores (the same bytes, swizzle and banks); 0: the
+      // four-byte stores (v4.24's SASS, for A/B).
+      constexpr bool kStsm = FLASHSERVE_PREFILL_WS_O_STSM != 0;
+      if constexpr (kStsm) {
+        if (tma_o) {
+          float inv2[2];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          float lse;
-          inv2[i] = finish_row(m_run[i], l_run[i], &lse) * v_mul;
-          const int r = wrow0 + gid + 8 * i;
-          const int64_t row = cta.q0 + cta.row0 + r;
-          if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
-        }
-        // Lane l: row l % 8 of matrix l / 8 = (rows + 8·(j % 2), chunk n0 + j / 2).
-        const int j = lane / 8, q = lane % 8;
-        T* mrow = o_wg + (wrow0 - 64 * cw + 8 * (j % 2) + q) * 64;
-#pragma unroll
-        for (int c = 0; c < Tr::kBlocks && !FLASHSERVE_PREFILL_WS_PROBE_NO_O; ++c)
-#pragma unroll
-          for (int n0 = 0; n0 < 8; n0 += 2) {
-            const uint32_t r4[4] = {pk(o[c][4 * n0] * inv2[0], o[c][4 * n0 + 1] * inv2[0]),
-                                    pk(o[c][4 * n0 + 2] * inv2[1], o[c][4 * n0 + 3] * inv2[1]),
-                                    pk(o[c][4 * n0 + 4] * inv2[0], o[c][4 * n0 + 5] * inv2[0]),
-                                    pk(o[c][4 * n0 + 6] * inv2[1], o[c][4 * n0 + 7] * inv2[1])};
-            stmatrix_x4(mrow + c * Tr::kBlockM * 64 + ((n0 + j / 2) ^ q) * 8, r4);
+          for (int i = 0; i < 2; ++i) {
+            float lse;
+            inv2[i] = finish_row(m_run[i], l_run[i], &lse) * v_mul;
+            const int r = wrow0 + gid + 8 * i;
+            const int64_t row = cta.q0 + cta.row0 + r;
+            if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
           }
+          // Lane l: row l % 8 of matrix l / 8 = (rows + 8·(j % 2), chunk n0 + j / 2).
+          const int j = lane / 8, q = lane % 8;
+          T* mrow = o_wg + (wrow0 - 64 * cw + 8 * (j % 2) + q) * 64;
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks && !FLASHSERVE_PREFILL_WS_PROBE_NO_O; ++c)
+#pragma unroll
+            for (int n0 = 0; n0 < 8; n0 += 2) {
+              const uint32_t r4[4] = {pk(o[c][4 * n0] * inv2[0], o[c][4 * n0 + 1] * inv2[0]),
+                                      pk(o[c][4 * n0 + 2] * inv2[1], o[c][4 * n0 + 3] * inv2[1]),
+                                      pk(o[c][4 * n0 + 4] * inv2[0], o[c][4 * n0 + 5] * inv2[0]),
+                                      pk(o[c][4 * n0 + 6] * inv2[1], o[c][4 * n0 + 7] * inv2[1])};
+              stmatrix_x4(mrow + c * Tr::kBlockM * 64 + ((n0 + j / 2) ^ q) * 8, r4);
+            }
+        }
       }
 #pragma unroll
-      for (int i = 0; i < 2 && !tma_o; ++i) {
+      for (int i = 0; i < 2 && !(kStsm && tma_o); ++i) {
         float lse;
         const float inv = finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
-        if (!o16) {
+        if (tma_o) {
+          // Row r - 64·cw of the warpgroup's box; its 16-byte chunk n at n ^ (r % 8) (r % 8 = gid).
+          T* orow = o_wg + (r - 64 * cw) * 64 + tig * 2;
+#pragma unroll
+          for (int c = 0; c < Tr::kBlocks; ++c)
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+              *reinterpret_cast<uint32_t*>(orow + c * Tr::kBlockM * 64 + (n ^ gid) * 8) =
+                  pk(o[c][4 * n + 2 * i] * inv, o[c][4 * n + 2 * i + 1] * inv);
+        } else if (!o16) {
           if (r < cta.block_rows) {
 #pragma unroll
             for (int c = 0; c < Tr::kBlocks; ++c)

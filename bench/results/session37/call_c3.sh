@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Session 37, call 3 (issue 22): build-c3/ from prep_c3.sh.
-#  - prefill v4.25 (O into its TMA buffer by stmatrix, the default now; SASS = call 1's stsm
-#    variant but for 258 constant moves' unit, MOV against IMAD.MOV, in the 4 d 128 128-key
-#    instances): the grid and skewed batches, then an ab against base (6830482) on the short
+#  - prefill v4.25 (O into its TMA buffer by stmatrix, the default now; its SASS call 1's stsm
+#    variant's, md5): the grid and skewed batches, then an ab against base (6830482) on the short
 #    rows, 4 passes. Prediction: call 1's stsm column, level to +1.7%;
 #  - the probe noo (O's stores left out: wrong outputs) in the same ab and traced with the finer
 #    stamps beside the tree's trace: what O's stores cost an item (call 1: ssts 0.8-1.0 us of the
