@@ -44,6 +44,53 @@ TEST(PrefillWorkOrder, GridOrderVisitsEveryItemOnceLongestFirstAndIndexInvertsIt
   }
 }
 
+// WsFastDiv: x / d exactly for 0 <= x < 2^31 and 1 <= d < 2^31 (the edges of each divisor's
+// multiples, the range's ends, random dividends), and the fast work order item for item as the
+// plain one with the pair's head and sequence.
+TEST(PrefillWorkOrder, FastDivisionIsExactAndTheFastOrderIsTheOrder) {
+  std::mt19937 rng(22);
+  std::vector<int> divisors;
+  for (int d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int k = 2; k <= 30; ++k)
+    for (int e : {-1, 0, 1}) divisors.push_back((1 << k) + e);
+  for (int d : {1000003, 65537, 46341, 2147483647, 1073741823, 7 * 128, 176 * 3}) divisors.push_back(d);
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int>(rng() % 2147483647u));
+  for (int d : divisors) {
+    const WsFastDiv f(d);
+    std::vector<int> xs = {0, 1, 2147483647, 2147483646, d - 1, d, d + 1};
+    for (int k : {2, 3, 1000, 123457}) {
+      const int64_t m = static_cast<int64_t>(d) * k;
+      if (m + 1 > 2147483647) continue;
+      for (int64_t e = -1; e <= 1; ++e) xs.push_back(static_cast<int>(m + e));
+    }
+    for (int i = 0; i < 200; ++i) xs.push_back(static_cast<int>(rng() % 2147483648u));
+    for (int x : xs) {
+      if (x < 0) continue;
+      const int q = f.div(x);
+      ASSERT_EQ(q, x / d) << x << " / " << d;
+      ASSERT_EQ(f.mod(x, q), x % d) << x << " % " << d;
+    }
+  }
+  for (int num_m : {1, 3, 8}) {
+    for (int pairs : {1, 5, 12, 33, 96}) {
+      for (int section : {1, 2, 5, 7, pairs}) {
+        if (section > pairs) continue;
+        for (int heads : {1, 3, 16}) {
+          const WsWorkOrder order{num_m, pairs, section};
+          const WsWorkOrderFast fast(order, heads);
+          for (int w = 0; w < num_m * pairs; ++w) {
+            int m = -1, pair = -1, fm = -1, fpair = -1, h = -1, b = -1;
+            order.item(w, m, pair);
+            fast.item(w, fm, fpair, h, b);
+            ASSERT_EQ(std::make_tuple(fm, fpair, h, b), std::make_tuple(m, pair, pair % heads, pair / heads))
+                << "num_m " << num_m << " pairs " << pairs << " section " << section << " heads " << heads << " w " << w;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The kernel's prefix (a scan of ws_q_tiles), written plainly.
 std::vector<int> tile_prefix(const std::vector<int>& q_lens, int block_m, int num_m) {
   std::vector<int> tiles(q_lens.size() + 1, 0);

@@ -460,6 +460,9 @@ struct WsFp8Dst {
 // pair's divisions, the sequence's offsets, the rows' ranges) between its last P·V's issue and
 // its wait, under the tensor core's work, instead of after the store (the trace: 0.6-0.7 us an
 // item of view on every row, after 0.2-0.4 us of wait for the slot).
+#ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
+#define FLASHSERVE_PREFILL_WS_FAST_DIV 0
+#endif
 #ifndef FLASHSERVE_PREFILL_WS_VIEW_AHEAD
 #define FLASHSERVE_PREFILL_WS_VIEW_AHEAD 0
 #endif
@@ -621,11 +624,19 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
   // the sequence's own, masked like any other).
+  // FLASHSERVE_PREFILL_WS_FAST_DIV=1 (bench-only, off): the work order's and the pair's divisions
+  // by multiply-highs (WsWorkOrderFast; the same items), their divisors made once a CTA.
+  constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && kHeadDim > 0;  // (dependent: if constexpr)
+  const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
-    order.item(w, m_tile, pair);
-    h = pair % p.num_heads;
-    b = pair / p.num_heads;
+    if constexpr (kFastDiv) {
+      order_fast.item(w, m_tile, pair, h, b);
+    } else {
+      order.item(w, m_tile, pair);
+      h = pair % p.num_heads;
+      b = pair / p.num_heads;
+    }
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;

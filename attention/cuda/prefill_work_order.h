@@ -3,6 +3,8 @@
 // host and device alike, so that tests/test_prefill_work_order.cc checks them without a GPU.
 #pragma once
 
+#include <cstdint>
+
 #include "common/host_device.h"
 
 namespace flashserve::cuda {
@@ -39,6 +41,50 @@ struct WsWorkOrder {
     const int sec = pair / section, first = sec * section;
     const int n = ws_min(section, pairs - first);
     return sec * section * num_m + (num_m - 1 - m_tile) * n + (pair - first);
+  }
+};
+
+// x / d and x % d for 0 <= x < 2^31 and 1 <= d < 2^31 by a multiply-high and a shift (the
+// round-up method of Granlund and Montgomery: m = floor(2^32 (2^s - d) / d) + 1 with s = ceil(log2
+// d), q = (mulhi(x, m) + x) >> s, exact over that range), where d is fixed for many x: a run-time
+// integer division is ~20 dependent instructions (I2F, MUFU.RCP, F2I and fix-ups), this three.
+struct WsFastDiv {
+  uint32_t d = 1, m = 1, s = 0;
+  WsFastDiv() = default;
+  FS_HOST_DEVICE explicit WsFastDiv(int div) : d(static_cast<uint32_t>(div)) {
+    while ((uint32_t{1} << s) < d) ++s;
+    m = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << s) - d) / d + 1);
+  }
+  FS_HOST_DEVICE int div(int x) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(static_cast<uint32_t>(x), m);
+#else
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(static_cast<uint32_t>(x)) * m) >> 32);
+#endif
+    return static_cast<int>((hi + static_cast<uint32_t>(x)) >> s);
+  }
+  FS_HOST_DEVICE int mod(int x, int q) const { return x - q * static_cast<int>(d); }  // q = div(x)
+};
+
+// WsWorkOrder::item by WsFastDiv (FLASHSERVE_PREFILL_WS_FAST_DIV): the same items; the divisors
+// (a section's items, a full section's pairs, the last section's, the heads) made once.
+struct WsWorkOrderFast {
+  WsWorkOrder order;
+  WsFastDiv per_section, full, last, heads;
+  WsWorkOrderFast() = default;
+  FS_HOST_DEVICE WsWorkOrderFast(const WsWorkOrder& o, int num_heads)
+      : order(o), per_section(o.section * o.num_m), full(o.section),
+        last(ws_min(o.section, o.pairs - (o.pairs - 1) / o.section * o.section)), heads(num_heads) {}
+  // Item w's q tile, pair, and the pair's head and sequence (pair = b · heads + h).
+  FS_HOST_DEVICE void item(int w, int& m_tile, int& pair, int& h, int& b) const {
+    const int sec = per_section.div(w), first = sec * order.section;
+    const int within = w - sec * (order.section * order.num_m);
+    const WsFastDiv& n = order.pairs - first < order.section ? last : full;  // the last section may be short
+    const int q = n.div(within);
+    m_tile = order.num_m - 1 - q;
+    pair = first + n.mod(within, q);
+    b = heads.div(pair);
+    h = heads.mod(pair, b);
   }
 };
 
