@@ -455,14 +455,15 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_PROBE_NO_O
 #define FLASHSERVE_PREFILL_WS_PROBE_NO_O 0
 #endif
+// The view's divisions by multiply-highs (bench-only, off; session 37): WsWorkOrderFast in item().
+#ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
+#define FLASHSERVE_PREFILL_WS_FAST_DIV 0
+#endif
 // The next item's view ahead (bench-only, off; session 37): in the dynamic walk a consumer
 // warpgroup reads the next item's slot and makes its view (item(): the work order's and the
 // pair's divisions, the sequence's offsets, the rows' ranges) between its last P·V's issue and
 // its wait, under the tensor core's work, instead of after the store (the trace: 0.6-0.7 us an
 // item of view on every row, after 0.2-0.4 us of wait for the slot).
-#ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
-#define FLASHSERVE_PREFILL_WS_FAST_DIV 0
-#endif
 #ifndef FLASHSERVE_PREFILL_WS_VIEW_AHEAD
 #define FLASHSERVE_PREFILL_WS_VIEW_AHEAD 0
 #endif
@@ -1053,7 +1054,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (w >= grid_items) break;
         if (!viewed && !item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       } else {
-        if (dynamic) {
+        if (dynamic) {  // (read_slot's steps written out: the SASS measured, md5)
           pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
           int slot = 0;
           if (lane == 0) slot = item_slot[sq.index];
