@@ -57,7 +57,8 @@ TEST(PrefillWorkOrder, FastDivisionIsExactAndTheFastOrderIsTheOrder) {
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<int>(rng() % 2147483647u));
   for (int d : divisors) {
     const WsFastDiv f(d);
-    std::vector<int> xs = {0, 1, 2147483647, 2147483646, d - 1, d, d + 1};
+    std::vector<int> xs = {0, 1, 2147483647, 2147483646, d - 1, d};
+    if (d < 2147483647) xs.push_back(d + 1);
     for (int k : {2, 3, 1000, 123457}) {
       const int64_t m = static_cast<int64_t>(d) * k;
       if (m + 1 > 2147483647) continue;
