@@ -78,7 +78,7 @@ struct WsWorkOrderFast {
   // Item w's q tile, pair, and the pair's head and sequence (pair = b · heads + h).
   FS_HOST_DEVICE void item(int w, int& m_tile, int& pair, int& h, int& b) const {
     const int sec = per_section.div(w), first = sec * order.section;
-    const int within = w - sec * (order.section * order.num_m);
+    const int within = per_section.mod(w, sec);
     const WsFastDiv& n = order.pairs - first < order.section ? last : full;  // the last section may be short
     const int q = n.div(within);
     m_tile = order.num_m - 1 - q;

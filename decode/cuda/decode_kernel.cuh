@@ -97,6 +97,11 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 template <typename T, typename KV>
 inline constexpr bool kFp8Pages = !std::is_same_v<T, KV>;
 
+// The floats of decode_finish's scratch for kPassRows rows a pass: each warp's o rows (kHeadDim
+// + 8 of padding) and its m and l.
+template <int kPassRows, int kHeadDim>
+inline constexpr int kDecodeFinishFloats = kDecodeWarps * kPassRows * (kHeadDim + 8 + 2);
+
 template <int kHeadDim, typename T, typename KV = T>
 struct DecodeTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "decode: head_dim 64 or 128");
@@ -114,7 +119,7 @@ struct DecodeTraits {
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ + (kFp8 ? 16 : 0);  // FP8: the warps' max |q|
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
-  static_assert(kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2) * 4 <= kSmemKV, "merge scratch");
+  static_assert(kDecodeFinishFloats<kRowsPerBlock, kHeadDim> * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the q swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -463,9 +468,6 @@ __device__ __forceinline__ void decode_tile(const KV* sk, const KV* sv, int wkey
 // kernel's own scratch), then normalised and written: o in the storage type (one split) or the
 // fp32 partial state and its lse (the workspace, for merge_states). The caller has every warp
 // done with `red`'s previous use.
-template <int kPassRows, int kHeadDim>
-inline constexpr int kDecodeFinishFloats = kDecodeWarps * kPassRows * (kHeadDim + 8 + 2);
-
 template <int kHeadDim, typename T, typename KV, int kPassRows>
 __device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red, float (&acc)[kHeadDim / 8][4],
                                               const float (&m_run)[2], float (&l_run)[2], int b, int kv_head,
