@@ -137,17 +137,6 @@ struct WsTrace {
 template <int kHeadDim, int kBlockN>
 struct WsRowGather;  // below
 
-// The dynamic walk's next item read ahead (FLASHSERVE_PREFILL_WS_VIEW_AHEAD): its index (-1: none
-// yet) and view; nothing without the switch.
-template <bool kOn>
-struct WsViewAhead {
-  int w = -1;
-  PrefillCta cta;
-  int h = 0, b = 0, key_base = 0, num_tiles = 0;
-};
-template <>
-struct WsViewAhead<false> {};
-
 // Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and, at
 // d 128, whether the call takes the wide key tile (`wide`: see prefill_cuda.cu):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
@@ -448,24 +437,10 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
-// A probe (bench-only, off; wrong outputs): the TMA path's O left out of its buffer (the stores
-// skipped, the TMA store of whatever the buffer holds kept), for the item boundary's share that
-// O's stores take (session 37's trace: 0.8-1.0 us an item between the store's barrier and its
-// fence, of ~2.2 us an item outside the tiles).
-#ifndef FLASHSERVE_PREFILL_WS_PROBE_NO_O
-#define FLASHSERVE_PREFILL_WS_PROBE_NO_O 0
-#endif
-// The view's divisions by multiply-highs (bench-only, off; session 37): WsWorkOrderFast in item().
+// The view's divisions by multiply-highs (prefill v4.26, session 38): WsWorkOrderFast in item();
+// =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
-#define FLASHSERVE_PREFILL_WS_FAST_DIV 0
-#endif
-// The next item's view ahead (bench-only, off; session 37): in the dynamic walk a consumer
-// warpgroup reads the next item's slot and makes its view (item(): the work order's and the
-// pair's divisions, the sequence's offsets, the rows' ranges) between its last P·V's issue and
-// its wait, under the tensor core's work, instead of after the store (the trace: 0.6-0.7 us an
-// item of view on every row, after 0.2-0.4 us of wait for the slot).
-#ifndef FLASHSERVE_PREFILL_WS_VIEW_AHEAD
-#define FLASHSERVE_PREFILL_WS_VIEW_AHEAD 0
+#define FLASHSERVE_PREFILL_WS_FAST_DIV 1
 #endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
@@ -624,9 +599,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // the grid order (WsVarlenOrder's walk too).
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
-  // the sequence's own, masked like any other).
-  // FLASHSERVE_PREFILL_WS_FAST_DIV=1 (bench-only, off): the work order's and the pair's divisions
-  // by multiply-highs (WsWorkOrderFast; the same items), their divisors made once a CTA.
+  // the sequence's own, masked like any other). The work order's and the pair's divisions by
+  // multiply-highs (WsWorkOrderFast; the same items), their divisors made once a CTA; =0 (A/B):
+  // run-time divisions.
   constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && kHeadDim > 0;  // (dependent: if constexpr)
   const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
@@ -1019,51 +994,22 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // with three, the third's own stamps take words 16-23)
     if (kConsumers == 2 && stamper) trace.stamp(traced, 16 + 4 * cw + step);
   };
-  constexpr bool kViewAhead = FLASHSERVE_PREFILL_WS_VIEW_AHEAD != 0 && kHeadDim > 0;  // (dependent: if constexpr discards)
-  // The dynamic walk's next item (kViewAhead): its index (-1: not read yet) and view.
-  WsViewAhead<kViewAhead> ahead;
-  // The item of the Q stage sq (dynamic walk): lane 0 reads the slot, the one lane whose release
-  // of the stage (below) lets the producer rewrite it: so the read is ordered before that rewrite
-  // in every lane's own program order.
-  auto read_slot = [&] {
-    pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-    int slot = 0;
-    if (lane == 0) slot = item_slot[sq.index];
-    return __shfl_sync(0xffffffffu, slot, 0);
-  };
   auto walk = [&](auto fenced) {
     for (int w = blockIdx.x;; w += gridDim.x) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
-      if constexpr (kViewAhead) {
-        bool viewed = false;
-        if (dynamic) {
-          if (ahead.w >= 0) {
-            w = ahead.w;
-            ahead.w = -1;
-            if (w < grid_items) {
-              cta = ahead.cta;
-              h = ahead.h, b = ahead.b, key_base = ahead.key_base, num_tiles = ahead.num_tiles;
-              viewed = true;
-            }
-          } else {
-            w = read_slot();
-          }
-          stamp_fine(0);
-        }
-        if (w >= grid_items) break;
-        if (!viewed && !item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
-      } else {
-        if (dynamic) {  // (read_slot's steps written out: the SASS measured, md5)
-          pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-          int slot = 0;
-          if (lane == 0) slot = item_slot[sq.index];
-          w = __shfl_sync(0xffffffffu, slot, 0);
-          stamp_fine(0);
-        }
-        if (w >= grid_items) break;
-        if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      // The item of the Q stage sq (dynamic walk): lane 0 reads the slot, the one lane whose
+      // release of the stage (below) lets the producer rewrite it: so the read is ordered
+      // before that rewrite in every lane's own program order.
+      if (dynamic) {
+        pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+        int slot = 0;
+        if (lane == 0) slot = item_slot[sq.index];
+        w = __shfl_sync(0xffffffffu, slot, 0);
+        stamp_fine(0);
       }
+      if (w >= grid_items) break;
+      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
@@ -1322,14 +1268,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wgmma_fence();
         issue_pv(sv.index);
         sched_arrive();
-        if constexpr (kViewAhead) {
-          // The next item's slot and view under the last P·V (sq is its Q stage already). Its
-          // Q was issued 1-2.7 us before this item's store ends (the trace): the wait is short.
-          if (dynamic) {
-            ahead.w = read_slot();
-            if (ahead.w < grid_items) item(ahead.w, ahead.cta, ahead.h, ahead.b, ahead.key_base, ahead.num_tiles);
-          }
-        }
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
@@ -1384,7 +1322,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           const int j = lane / 8, q = lane % 8;
           T* mrow = o_wg + (wrow0 - 64 * cw + 8 * (j % 2) + q) * 64;
 #pragma unroll
-          for (int c = 0; c < Tr::kBlocks && !FLASHSERVE_PREFILL_WS_PROBE_NO_O; ++c)
+          for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
             for (int n0 = 0; n0 < 8; n0 += 2) {
               const uint32_t r4[4] = {pk(o[c][4 * n0] * inv2[0], o[c][4 * n0 + 1] * inv2[0]),
