@@ -142,10 +142,8 @@ TEST(Fp8DecodeCuda, MatchesFloat64OverTheDequantizedValuesAndTheCpu) {
 }
 
 // More items (sequence, kv head, split, row block) than the device holds CTAs at once, of
-// uneven lengths, some splits empty. In FLASHSERVE_DECODE_FP8_PERSISTENT builds the planner's one
-// split of the first two cases takes the persistent kernel (a CTA takes several items through one
-// ring of stages, their copies running on from one item into the next; 16-row blocks: two passes
-// of the warps' merge); 3 splits and the two row blocks of 24 rows take the per-item kernel.
+// uneven lengths, some splits empty (written for session 37's persistent kernel, removed in
+// session 38: more than a wave of items, several splits, row blocks of 16 and 24 rows).
 TEST(Fp8DecodeCuda, MoreItemsThanResidentCtas) {
   FS_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(37);

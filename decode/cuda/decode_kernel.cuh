@@ -126,7 +126,7 @@ struct DecodeTraits {
 
 // This thread's piece of the first tiles (FLASHSERVE_DECODE_PREFETCH_TILES) of K/V of the item at
 // linear index cta (split + splits · (y + ys · b), y = kv head · row blocks + row block: the
-// per-item kernel's launch index, blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
+// kernel's launch index, blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), for
 // the length and the block table as they read now (L2 loads, no L1 line): bytes from addr, to
 // prefetch into L2 (0 bytes: none). Only for a prefetch: a stale length or page id (a previous
 // kernel may still be appending) costs bandwidth, never a value. One piece a thread: a page's
@@ -330,8 +330,7 @@ __device__ __forceinline__ void decode_q_fragments(const DecodeParams& p, T* sme
 // One tile of kTileKeys keys for a CTA's 16 query rows (this warp's kWarpKeys of them, keys key0
 // ..): S = Q·Kᵀ, the logits, mask and online softmax, then O += P·V. sk, sv: the tile's stage;
 // qf: q's fragments; la, row_pos, row_lo, row_hi: the lane's two rows (gid, gid + 8); lo_max ..
-// hi_min: the keys every row sees (tiles inside need no mask). Shared by the per-item and the
-// persistent kernels.
+// hi_min: the keys every row sees (tiles inside need no mask).
 template <int kHeadDim, typename T, typename KV>
 __device__ __forceinline__ void decode_tile(const KV* sk, const KV* sv, int wkey0, int key0, int tile, int lane,
                                             const uint32_t (&qf)[kHeadDim / 16][4], const LogitArgs (&la)[2],
@@ -463,11 +462,10 @@ __device__ __forceinline__ void decode_tile(const KV* sk, const KV* sv, int wkey
 }
 
 // The end of an item: the four warps' states (disjoint keys of the same rows) merged through the
-// shared scratch `red`, kPassRows rows a pass (16, one pass, in the per-item kernel, whose
-// scratch is its stages; 8, two passes where a block has more than 8 rows, in the persistent
-// kernel's own scratch), then normalised and written: o in the storage type (one split) or the
-// fp32 partial state and its lse (the workspace, for merge_states). The caller has every warp
-// done with `red`'s previous use.
+// shared scratch `red`, kPassRows rows a pass (the kernel below: 16, one pass, its scratch the
+// stages), then normalised and written: o in the storage type (one split) or the fp32 partial
+// state and its lse (the workspace, for merge_states). The caller has every warp done with
+// `red`'s previous use.
 template <int kHeadDim, typename T, typename KV, int kPassRows>
 __device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red, float (&acc)[kHeadDim / 8][4],
                                               const float (&m_run)[2], float (&l_run)[2], int b, int kv_head,
@@ -773,213 +771,6 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
                        t_first, t_loop);
 }
 
-// The persistent kernel (FP8 pages; issue 25, session 37): a CTA an SM slot, each taking items
-// blockIdx.x, + gridDim.x, ... (the per-item kernel's launch order), with one ring of stages
-// across its items: the copies run kStages - 1 tiles ahead of the compute through item ends, so
-// the next item's first tiles (and its length, page ids and q, loaded an item ahead) are in flight
-// while an item ends (its warps' merge and stores) and the next begins, instead of each CTA's
-// start (the length, the page ids, the first copies' latency: 4-5 us a CTA on the trace) lying
-// between items. FP8 pages halve an item's bytes but not that start, so the short-context rows
-// fell short of twice bf16's token rate on the H200 ((256,1k) 1.59x, (128,2k) 1.72x, session 33).
-// An item with no keys to read takes one zero-filled tile (its compute skipped): every item
-// takes at least one tile of the ring, so its end always follows a barrier after the last one.
-// The warps' merge has its own scratch (the stages hold the next tiles), 8 rows a pass. No
-// clusters: q8-style row blocks of one head are not paired. An A/B build's
-// (-DFLASHSERVE_DECODE_FP8_PERSISTENT=1): the FP8 instances launch it instead of one CTA an item.
-#ifndef FLASHSERVE_DECODE_FP8_PERSISTENT
-#define FLASHSERVE_DECODE_FP8_PERSISTENT 0
-#endif
-
-template <typename T, typename KV>
-inline constexpr bool kDecodePersistent = FLASHSERVE_DECODE_FP8_PERSISTENT != 0 && kFp8Pages<T, KV>;
-
-template <int kHeadDim, typename T, typename KV>
-struct DecodePersistentLayout {
-  using Tr = DecodeTraits<kHeadDim, T, KV>;
-  static constexpr int kPassRows = 8;
-  static constexpr int kRedOffset = Tr::kSmemKV + Tr::kSmemQ + 16;  // after the stages, q and its warps' max
-  static constexpr int kSmemBytes = kRedOffset + kDecodeFinishFloats<kPassRows, kHeadDim> * 4;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
-};
-
-template <int kHeadDim, typename T, typename KV>
-__global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>::kMinBlocks))
-    decode_persistent_kernel(const __grid_constant__ DecodeParams p, const int row_blocks, const int num_items) {
-  using Tr = DecodeTraits<kHeadDim, T, KV>;
-  using Layout = DecodePersistentLayout<kHeadDim, T, KV>;
-  constexpr int kStages = Tr::kStages;
-  constexpr int kKSteps = kHeadDim / 16;
-  constexpr int kNTiles = kHeadDim / 8;
-  constexpr int kWarpKeys = kTileKeys / kDecodeWarps;
-  constexpr int kQPasses = kRowsPerBlock * Tr::kChunks / kDecodeThreads;
-  static_assert(kQPasses * kDecodeThreads == kRowsPerBlock * Tr::kChunks, "q chunks");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  KV* smem_k = reinterpret_cast<KV*>(smem_raw);
-  KV* smem_v = smem_k + kStages * Tr::kTileElems;
-  T* smem_q = reinterpret_cast<T*>(smem_v + kStages * Tr::kTileElems);  // [16][kHeadDim], swizzled
-  float* red = reinterpret_cast<float*>(smem_raw + Layout::kRedOffset);
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the merge kernel (as above)
-#endif
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int rows = p.q_len * group;
-  const int ys = p.num_kv_heads * row_blocks;
-  const int stride = gridDim.x;
-  const KVPageView& pv = p.pages;
-  struct Item {
-    int b, kv_head, split, row0, block_rows;
-  };
-  auto item_at = [&](int i) {  // split fastest, then kv head and row block, then the sequence
-    Item it;
-    it.split = i % p.num_splits;
-    const int y = (i / p.num_splits) % ys;
-    it.b = i / (p.num_splits * ys);
-    it.kv_head = y / row_blocks;
-    it.row0 = (y % row_blocks) * kRowsPerBlock;
-    it.block_rows = min(kRowsPerBlock, rows - it.row0);
-    return it;
-  };
-  // This thread's q chunks of an item into registers (rows past the block: zero), loaded an item
-  // ahead; stored into smem_q (swizzled) as the item begins.
-  const bool q_vec = decode_q_vec<T>(p);
-  auto load_q = [&](const Item& it, uint4 (&qv)[kQPasses]) {
-#pragma unroll
-    for (int k = 0; k < kQPasses; ++k) {
-      const int i = tid + k * kDecodeThreads;
-      const int r = i / Tr::kChunks, c = i % Tr::kChunks;
-      qv[k] = make_uint4(0, 0, 0, 0);
-      if (r < it.block_rows) {
-        const T* q = decode_q_chunk<T>(p, it.b, it.kv_head, group, it.row0 + r, c);
-        if (q_vec) {
-          qv[k] = *reinterpret_cast<const uint4*>(q);
-        } else {
-          T tmp[Tr::kElemsPerChunk];
-#pragma unroll
-          for (int e = 0; e < Tr::kElemsPerChunk; ++e) tmp[e] = q[e];
-          qv[k] = *reinterpret_cast<const uint4*>(tmp);
-        }
-      }
-    }
-  };
-
-#if FLASHSERVE_DECODE_PREFETCH_TILES > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  {  // the first item's first tiles into L2 before the wait, as the per-item kernel's first wave
-    const char* addr;
-    uint32_t bytes;
-    first_tiles_piece<kHeadDim, KV>(p, blockIdx.x, p.num_splits, ys, tid, addr, bytes);
-    if (bytes > 0) prefetch_l2(addr, bytes);
-  }
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // nothing the previous kernel writes is read before
-#endif
-
-  // The issue side: the item whose tiles are copied next (is_item; past num_items: none left),
-  // its source, keys and tiles (at least one), the tile, and the next item's length.
-  using Copier = KVTileCopier<kDecodeThreads, kTileKeys, Tr::kKvChunks>;
-  const uint64_t kv_policy = FLASHSERVE_DECODE_KV_EVICT_FIRST && !Tr::kFp8 ? l2_evict_first_policy() : 0;
-  const Item first = item_at(blockIdx.x);
-  uint4 q_next[kQPasses];
-  load_q(first, q_next);  // q first: ahead of the K/V stream in the memory queue
-  int c_len = pv.seq_lens[first.b];
-  int is_item = blockIdx.x, is_tile = 0, is_tiles = 1, is_lo = 0, is_hi = 0, is_stage = 0;
-  int is_next_len = is_item + stride < num_items ? pv.seq_lens[item_at(is_item + stride).b] : 0;
-  KVSource is_src;
-  Copier kv;
-  auto enter = [&](int i, int len) {
-    const Item it = item_at(i);
-    is_src.init_paged(pv, it.b, it.kv_head, sizeof(KV));
-    const DecodeItemKeys keys = decode_item_keys(p, len, it.split, it.row0, it.block_rows, group);
-    is_lo = keys.lo;
-    is_hi = keys.hi;
-    is_tiles = max(keys.num_tiles, 1);
-    is_tile = 0;
-  };
-  enter(is_item, c_len);
-  kv.fetch_ids(is_src, is_lo, is_hi, is_tiles, 0, tid);
-  auto issue = [&]() {  // the next tile of the stream (all threads), one commit group
-    if (is_item < num_items) {
-      decode_copy_tile<kHeadDim, T, KV>(kv, is_src, is_lo, is_hi, is_tile, smem_k + is_stage * Tr::kTileElems,
-                                        smem_v + is_stage * Tr::kTileElems, tid, kv_policy);
-      is_stage = is_stage + 1 == kStages ? 0 : is_stage + 1;
-      if (++is_tile == is_tiles) {
-        is_item += stride;
-        if (is_item < num_items) {
-          enter(is_item, is_next_len);
-          if (is_item + stride < num_items) is_next_len = pv.seq_lens[item_at(is_item + stride).b];
-        }
-      }
-      if (is_item < num_items) kv.fetch_ids(is_src, is_lo, is_hi, is_tiles, is_tile, tid);  // a tile ahead
-    }
-    cp_async_commit();
-  };
-#pragma unroll 1
-  for (int s = 0; s < kStages - 1; ++s) issue();
-
-  // The compute side: the item (its coordinates, keys, q's fragments, its rows, the running
-  // state), the tile and its stage; the tiles come in the order they were issued.
-  Item cur = first;
-  int c_item = blockIdx.x, c_tile = 0, c_tiles = 1, c_real = 0, c_stage = 0, c_lo = 0, c_next_len = 0;
-  int64_t c_lo_max = 0, c_hi_min = 0;
-  uint32_t qf[kKSteps][4];
-  LogitArgs la[2] = {LogitArgs(p.mask, 0), LogitArgs(p.mask, 0)};
-  int row_lo[2], row_hi[2], row_pos[2];
-  float m_run[2], l_run[2], acc[kNTiles][4];
-#pragma unroll 1
-  while (c_item < num_items) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // the tile has landed for everyone; the stage read last iteration is free
-    issue();
-    if (c_tile == 0) {  // the item begins
-      cur = item_at(c_item);
-      const DecodeItemKeys keys = decode_item_keys(p, c_len, cur.split, cur.row0, cur.block_rows, group);
-      c_lo = keys.lo;
-      c_lo_max = keys.lo_max;
-      c_hi_min = keys.hi_min;
-      c_real = keys.num_tiles;
-      c_tiles = max(c_real, 1);
-      // Every warp read the last item's q (its fragments) before barriers since.
-#pragma unroll
-      for (int k = 0; k < kQPasses; ++k) {
-        const int i = tid + k * kDecodeThreads;
-        *reinterpret_cast<uint4*>(smem_q + swz<kHeadDim, T>(i / Tr::kChunks, i % Tr::kChunks)) = q_next[k];
-      }
-      if (c_item + stride < num_items) {  // the next item's q and length, in flight through this one
-        const Item next = item_at(c_item + stride);
-        load_q(next, q_next);
-        c_next_len = pv.seq_lens[next.b];
-      }
-      __syncthreads();  // smem_q written
-      decode_lane_rows(p, keys, cur.kv_head, group, cur.row0, cur.block_rows, gid, la, row_pos, row_lo, row_hi);
-      decode_q_fragments<kHeadDim, T, KV>(p, smem_q, cur.kv_head, tid, warp, lane, qf, la);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        m_run[i] = -INFINITY;
-        l_run[i] = 0.f;
-      }
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-    }
-    if (c_tile < c_real) {
-      const int wkey0 = warp * kWarpKeys;  // this warp's 16 keys of the tile
-      decode_tile<kHeadDim, T, KV>(smem_k + c_stage * Tr::kTileElems, smem_v + c_stage * Tr::kTileElems, wkey0,
-                                   c_lo + c_tile * kTileKeys + wkey0, c_tile, lane, qf, la, row_pos, row_lo, row_hi,
-                                   c_lo_max, c_hi_min, cur.block_rows, m_run, l_run, acc);
-    }
-    c_stage = c_stage + 1 == kStages ? 0 : c_stage + 1;
-    if (++c_tile == c_tiles) {  // the item ends: its own scratch, the next tiles in flight meanwhile
-      decode_finish<kHeadDim, T, KV, Layout::kPassRows>(p, red, acc, m_run, l_run, cur.b, cur.kv_head, group,
-                                                        cur.split, cur.row0, cur.block_rows, warp, lane);
-      c_item += stride;
-      c_tile = 0;
-      c_len = c_next_len;
-    }
-  }
-  cp_async_wait<0>();  // (only empty groups are left)
-}
-
 // Row blocks (CTAs) of one item (sequence, kv head, split) of `rows` query rows (q_len × group).
 inline int row_blocks_of(int rows) { return (rows + kRowsPerBlock - 1) / kRowsPerBlock; }
 
@@ -996,14 +787,6 @@ cudaError_t prepare_decode_split(int* ctas_per_sm) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kDecodeThreads, Tr::kSmemBytes);
-  if constexpr (kDecodePersistent<T, KV>) {  // both kernels launch (launch_decode_split): the fewer CTAs an SM
-    auto persistent = decode_persistent_kernel<kHeadDim, T, KV>;
-    constexpr int kBytes = DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes;
-    if (err == cudaSuccess) err = cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    int ctas = 0;
-    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, persistent, kDecodeThreads, kBytes);
-    if (err == cudaSuccess) *ctas_per_sm = std::min(*ctas_per_sm, ctas);
-  }
   return err;
 }
 
@@ -1017,23 +800,6 @@ cudaError_t launch_decode_split(const DecodeParams& p, cudaStream_t stream, bool
   using Tr = DecodeTraits<kHeadDim, T, KV>;
   const int group = p.num_heads / p.num_kv_heads;
   const int row_blocks = row_blocks_of(p.q_len * group);
-  if constexpr (kDecodePersistent<T, KV>) {
-    // A CTA an SM slot (first_wave: the CTAs the device holds at once), where the items are more
-    // than a wave, alike (one split: the planner splits uneven batches; session 37's mixed batch
-    // of 13 splits lost 26% to the static stride) and unpaired (an odd count of row blocks: pairs
-    // take the per-item kernel's clusters); otherwise the per-item kernel (one wave: its start
-    // reads the page ids before the length).
-    const int num_items = p.num_splits * p.num_kv_heads * row_blocks * p.batch;
-    if (num_items > first_wave && p.num_splits == 1 && row_blocks % 2 == 1) {
-      const bool pdl = dependent_launch && binary_version<decode_persistent_kernel<kHeadDim, T, KV>>() >= 90;
-      LaunchConfig launch(dim3(first_wave), dim3(kDecodeThreads), DecodePersistentLayout<kHeadDim, T, KV>::kSmemBytes,
-                          stream, pdl);
-      cudaError_t err = cudaLaunchKernelEx(&launch.config, decode_persistent_kernel<kHeadDim, T, KV>, p, row_blocks,
-                                           num_items);
-      if (err != cudaSuccess) return err;
-      return cudaGetLastError();
-    }
-  }
   auto kernel = decode_split_kernel<kHeadDim, T, KV>;
   const int version = binary_version<decode_split_kernel<kHeadDim, T, KV>>();  // the instance's architecture
   dependent_launch = dependent_launch && version >= 90;
