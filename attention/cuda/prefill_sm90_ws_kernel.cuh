@@ -437,8 +437,8 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
-// The view's divisions by multiply-highs (prefill v4.26, session 38): WsWorkOrderFast in item();
-// =0 gives the run-time divisions back, for A/B.
+// The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38): WsWorkOrderFast in
+// item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
 #define FLASHSERVE_PREFILL_WS_FAST_DIV 1
 #endif
@@ -599,10 +599,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // the grid order (WsVarlenOrder's walk too).
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
-  // the sequence's own, masked like any other). The work order's and the pair's divisions by
-  // multiply-highs (WsWorkOrderFast; the same items), their divisors made once a CTA; =0 (A/B):
-  // run-time divisions.
-  constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && kHeadDim > 0;  // (dependent: if constexpr)
+  // the sequence's own, masked like any other). At d 128 the work order's and the pair's
+  // divisions by multiply-highs (WsWorkOrderFast; the same items), their divisors made once a
+  // CTA; =0 (A/B): run-time divisions. d 64 and d 256 keep those: d 64 4x4k causal read -2.7%
+  // (session 38, one 4-pass ab), d 256 (items of ~100 tiles) was not measured.
+  constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && kHeadDim == 128;
   const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
