@@ -433,6 +433,13 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     err = p.head_dim == 64 ? launch_prefill<64, __half, true>(p, stream) : launch_prefill<128, __half, true>(p, stream);
     return cuda_status(err, "prefill kernel (FP8 pages)");
   };
+#if FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD
+  // (The bench switch's ws kernel at that head dim has no transform code: such calls take v3,
+  // or over FP8 pages the mma.sync kernel's FP8 instance.)
+  if (p.head_dim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD && kernel == Kernel::kWs &&
+      (p.mask.softcap > 0.f || p.mask.alibi_slopes != nullptr || !(p.mask.softmax_scale > 0.f)))
+    kernel = Kernel::kWgmma;
+#endif
   if (fp8 && (kernel != Kernel::kWs || p.head_dim != 128)) return prefill_fp8_mma();
   // d 256: the warp-specialized kernel where sm_90a runs (there is no v3 kernel: =wgmma takes
   // it too), else mma.sync.

@@ -442,6 +442,23 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
 #define FLASHSERVE_PREFILL_WS_FAST_DIV 1
 #endif
+// The general tile loop without the transform's code (bench-only, off; session 38): at head dim
+// FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD (64 or 128; 0: none) the loop that masked tiles take
+// (tile 0, the causal diagonal, a window's edges) keeps the mask and drops softcap and ALiBi
+// (and a scale <= 0); the host gives that head dim's calls with a transform to the v3 kernel
+// (prefill_cuda.cu). At d 64 that code, with the plain run beside it, held the consumers (160
+// registers) at 25 local loads a general tile; a short causal item's tiles are mostly general
+// (session 38's peers table: d 64 16x1k causal by ws 186 TFLOP/s against v3's 249 and
+// non-causal 338). d 128 has no plain run: every tile takes the general loop (2619
+// instructions, no local memory).
+#ifndef FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD
+#define FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD 0
+#endif
+// The plain run at d 128 too (bench-only, off; session 38; with the switch above at 128: a plain
+// loop and a masked one, no transform loop).
+#ifndef FLASHSERVE_PREFILL_WS_PLAIN_D128
+#define FLASHSERVE_PREFILL_WS_PLAIN_D128 0
+#endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
 // chunk and a copy of the tile loop for diagnosis 3 went, and ptxas predicates the loads instead
@@ -1111,8 +1128,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         constexpr TileKind kKind = decltype(kind)::value;
         const int key0 = key_base + tile * kBN;
         constexpr bool kAll = kKind == TileKind::kGeneral;
+        constexpr bool kNoTransform = kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
         const bool masked = kAll && cta.masked(key0, kBN);
-        softmax_row_pair<kBN / 8, kAll, kAll>(
+        softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll>(
             [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
             row_hi, masked, m_run, l_run, f);
       };
@@ -1210,7 +1228,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         // 2-5% under v4.18's one loop, the plain run or not (the second loop changed ptxas's
         // schedule of the first), and d 256 came out even. maps.plain 0: every tile in the
         // general loop (A/B).
-        constexpr bool kPlainRun = kHeadDim == 64;
+        constexpr bool kPlainRun = kHeadDim == 64 || (FLASHSERVE_PREFILL_WS_PLAIN_D128 != 0 && kHeadDim == 128);
         int plain_lo = num_tiles, plain_hi = num_tiles;
         if (kPlainRun && maps.plain != 0 && !la.transform) {
           const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
