@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 39's first call (issue 22), written in session 38: build-s39/ from next_prep.sh.
+# The general tile loop without the transform's code (session 38's SASS: d 64 kernel 8928 ->
+# 5112 instructions, local loads 107 -> 59; d 128 tile loop 2603 -> 807 with the mask by
+# selects on every tile; with the plain run at d 128, plain 517 and masked ~800).
+# Predictions (session 38, before any run):
+#  - nt64, ws forced: d 64 16x1k causal 186 -> 230-260 TFLOP/s (most of a short causal item's
+#    tiles are general), 4x4k causal +5-10%, 1x16k causal +1-3%, non-causal +0-3%; if 16x1k
+#    causal passes v3 (249), the d 64 default moves to ws there too;
+#  - nt128: the masked loop's selects on every tile: long non-causal rows -3..+2%, the short
+#    causal rows +2-5%;
+#  - nt128p: +2-5% on the short causal rows, level to +2% on the long ones.
+B=build-s39
+source bench/results/call_prologue.sh
+for v in nt64 nt128 nt128p; do
+  prefill_grid $B/$v/test_prefill_cuda
+  mv "$out/test_prefill.log" "$out/test_prefill_$v.log"
+done
+timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 7,18,15,16,17,8,27,19 \
+  --config ws=FLASHSERVE_PREFILL_KERNEL=ws --config nt64=@$B/nt64/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=ws \
+  > "$out/ab_d64.log" 2>&1
+echo "$(el) ab d64 rc $?"; cat "$out/ab_d64.log"
+timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 0,1,3,21,24,2,4,5,6,29,31 \
+  --config nt128=@$B/nt128/libflashserve_c.so --config nt128p=@$B/nt128p/libflashserve_c.so > "$out/ab_d128.log" 2>&1
+echo "$(el) ab d128 rc $?"; cat "$out/ab_d128.log"
+pack_out
