@@ -52,6 +52,33 @@ def row_lens(lens):
     return lens
 
 
+def row_name(row):
+    """A row's name for --only: d<dim>-<shape>[+<prefix>k][-c][-p<block size>][-<fp8 dtype>], e.g.
+    d64-16x1k-c, d128-4x4k-c-p16, d128-1x2k+30k-c-p16-e4m3, d128-skew-c."""
+    dim, lens, causal, bs = row[:4]
+    prefix = row[4] if len(row) > 4 else 0
+    fp8 = row[5] if len(row) > 5 else None
+    shape = lens if isinstance(lens, str) else f"{len(lens)}x{lens[0] // 1024}k"
+    return (f"d{dim}-{shape}" + (f"+{prefix // 1024}k" if prefix else "") + ("-c" if causal else "") +
+            (f"-p{bs}" if bs else "") + (f"-{fp8}" if fp8 else ""))
+
+
+def pick_rows(spec):
+    """--only's rows: comma-separated indices into ROWS or row names (row_name), as (index, row)."""
+    if not spec:
+        return list(enumerate(ROWS))
+    names = {row_name(r): i for i, r in enumerate(ROWS)}
+    picked = []
+    for tok in spec.split(","):
+        if tok.isdigit():
+            picked.append(int(tok))
+        elif tok in names:
+            picked.append(names[tok])
+        else:
+            sys.exit(f"--only: no row {tok!r}; rows: " + ", ".join(f"{i} {n}" for n, i in names.items()))
+    return [(i, ROWS[i]) for i in picked]
+
+
 def setup_row(row, libs, gen):
     """A row's inputs (random, from gen) and our call over them for each library in libs: (runs by
     the libs' keys, FLOPs, label, the tensors to keep alive)."""
@@ -90,7 +117,7 @@ def main():
                     help="NAME=VAR=VAL[,VAR=VAL], or NAME=@PATH[,VAR=VAL...]: another build of the library (e.g. "
                          "the last commit's), with the overrides given; 'default' = this --lib, no override")
     ap.add_argument("--passes", type=int, default=2)
-    ap.add_argument("--only", help="comma-separated indices into ROWS")
+    ap.add_argument("--only", help="comma-separated indices into ROWS or row names (row_name: d64-16x1k-c, ...)")
     args = ap.parse_args()
     libs = {None: fsc.load(args.lib)}
     configs = [("default", {}, None)]  # (name, environment, library path or None)
@@ -105,7 +132,7 @@ def main():
             configs.append((name, dict(kv.split("=", 1) for kv in rest.split(",")), None))
     gen = torch.Generator(device="cuda").manual_seed(5)
     print(f"{'d':>4} {'shape':<8}{'causal':>7}{'paged':>6}" + "".join(f"{n:>12}" for n, _, _ in configs), flush=True)
-    rows = [ROWS[int(i)] for i in args.only.split(",")] if args.only else ROWS
+    rows = [r for _, r in pick_rows(args.only)]
     for row in rows:
         dim, lens, causal, bs = row[:4]
         runs, flops, label, keep = setup_row(row, libs, gen)

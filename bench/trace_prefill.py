@@ -153,7 +153,7 @@ COLS = [("span", "span", 8, 1), ("busy", "busy", 6, 2), ("tail", "tail", 6, 1), 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
-    ap.add_argument("--only", help="comma-separated indices into ab_prefill.ROWS")
+    ap.add_argument("--only", help="comma-separated indices into ab_prefill.ROWS or row names (ab_prefill.row_name)")
     ap.add_argument("--config", action="append", default=[], help="NAME=VAR=VAL[,VAR=VAL]")
     ap.add_argument("--dump", metavar="DIR", help="keep each traced call's records there")
     args = ap.parse_args()
@@ -161,7 +161,7 @@ def main():
     configs = [("default", {})] + [(c.partition("=")[0], dict(kv.split("=", 1) for kv in c.partition("=")[2].split(",")))
                                    for c in args.config]
     gen = torch.Generator(device="cuda").manual_seed(5)
-    rows = [(int(i), ab.ROWS[int(i)]) for i in args.only.split(",")] if args.only else list(enumerate(ab.ROWS))
+    rows = ab.pick_rows(args.only)
     tmp = tempfile.mkdtemp()
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)

@@ -16,11 +16,13 @@ for v in nt64 nt128 nt128p; do
   prefill_grid $B/$v/test_prefill_cuda
   mv "$out/test_prefill.log" "$out/test_prefill_$v.log"
 done
-timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 7,18,15,16,17,8,27,19 \
+timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 \
+  --only d64-16x1k,d64-16x1k-c,d64-4x4k,d64-4x4k-c,d64-1x16k,d64-1x16k-c,d64-skew-c,d64-4x4k-c-p16 \
   --config ws=FLASHSERVE_PREFILL_KERNEL=ws --config nt64=@$B/nt64/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=ws \
   > "$out/ab_d64.log" 2>&1
 echo "$(el) ab d64 rc $?"; cat "$out/ab_d64.log"
-timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --only 0,1,3,21,24,2,4,5,6,29,31 \
+timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 \
+  --only d128-16x1k,d128-16x1k-c,d128-4x4k-c,d128-8x2k-c,d128-skew-c,d128-4x4k,d128-1x16k,d128-1x16k-c,d128-4x4k-c-p16,d128-1x2k+30k-c-p16-e4m3,d128-1x2k+30k-c-p16-e5m2 \
   --config nt128=@$B/nt128/libflashserve_c.so --config nt128p=@$B/nt128p/libflashserve_c.so > "$out/ab_d128.log" 2>&1
 echo "$(el) ab d128 rc $?"; cat "$out/ab_d128.log"
 pack_out
