@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 39's first call (issue 22), written in session 38: build-s39/ from next_prep.sh.
+# Session 39's first call (issue 22), written in session 38: build-s39/ from next_prep.sh (~45 MB).
 # The general tile loop without the transform's code (session 38's SASS: d 64 kernel 8928 ->
 # 5112 instructions, local loads 107 -> 59; d 128 tile loop 2603 -> 807 with the mask by
 # selects on every tile; with the plain run at d 128, plain 517 and masked ~800).
@@ -25,4 +25,9 @@ timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 \
   --only d128-16x1k,d128-16x1k-c,d128-4x4k-c,d128-8x2k-c,d128-skew-c,d128-4x4k,d128-1x16k,d128-1x16k-c,d128-4x4k-c-p16,d128-1x2k+30k-c-p16-e4m3,d128-1x2k+30k-c-p16-e5m2 \
   --config nt128=@$B/nt128/libflashserve_c.so --config nt128p=@$B/nt128p/libflashserve_c.so > "$out/ab_d128.log" 2>&1
 echo "$(el) ab d128 rc $?"; cat "$out/ab_d128.log"
+for v in trace64 trace_nt64; do  # ws forced (d 64 16x1k takes v3 by default: its default row has no trace)
+  timeout 60 python3 bench/trace_prefill.py --lib $B/$v/libflashserve_c.so --only d64-16x1k,d64-16x1k-c,d64-4x4k-c \
+    --config ws=FLASHSERVE_PREFILL_KERNEL=ws > "$out/$v.log" 2>&1
+  echo "$(el) $v rc $?"; head -8 "$out/$v.log"
+done
 pack_out
