@@ -214,23 +214,28 @@ TEST(PrefillCuda, MaskOptions) {
   const Opt opts[] = {{false, 32, -1, false, 0}, {false, 17, 9, false, 0}, {true, 40, -1, false, 0},
                       {true, 0, -1, false, 0},   {false, -1, -1, true, 0}, {true, -1, -1, true, 0},
                       {false, -1, -1, false, 5}, {true, -1, -1, false, 30}, {true, 50, -1, true, 20}};
+  // d 128 first (seeds 900..917 as before), then d 64: at both, the calls with softcap or ALiBi
+  // take the instances with the transform's code and the others those without
+  // (prefill_ws_split_logits).
   int seed = 900;
-  for (const Opt& o : opts) {
-    for (int bs : {0, 16}) {
-      Problem p;
-      p.num_heads = 21;
-      p.num_kv_heads = 3;
-      p.head_dim = 128;
-      p.dtype = DType::kBFloat16;
-      p.causal = o.causal;
-      p.window_left = o.wl;
-      p.window_right = o.wr;
-      p.alibi = o.alibi;
-      p.softcap = o.softcap;
-      p.block_size = bs;
-      p.seed = seed++;
-      p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {64, 64}, {200, 200}};
-      check_problem(p);
+  for (int head_dim : {128, 64}) {
+    for (const Opt& o : opts) {
+      for (int bs : {0, 16}) {
+        Problem p;
+        p.num_heads = 21;
+        p.num_kv_heads = 3;
+        p.head_dim = head_dim;
+        p.dtype = DType::kBFloat16;
+        p.causal = o.causal;
+        p.window_left = o.wl;
+        p.window_right = o.wr;
+        p.alibi = o.alibi;
+        p.softcap = o.softcap;
+        p.block_size = bs;
+        p.seed = seed++;
+        p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {64, 64}, {200, 200}};
+        check_problem(p);
+      }
     }
   }
 }

@@ -16,6 +16,12 @@ namespace flashserve::cuda {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
+// Whether a call's logits need the transform (softcap, ALiBi, or a scale <= 0): LogitArgs below,
+// and the host's choice of a prefill instance with or without its code.
+__host__ __device__ __forceinline__ bool logit_transform(const MaskParams& m) {
+  return m.softcap > 0.f || m.alibi_slopes != nullptr || !(m.softmax_scale > 0.f);
+}
+
 // Per-row constants of the logit transform.
 struct LogitArgs {
   float scale2;    // softmax_scale · log2 e (the plain path)
@@ -33,7 +39,7 @@ struct LogitArgs {
     softcap = m.softcap;
     inv_cap = m.softcap > 0.f ? 1.f / m.softcap : 0.f;
     slope2 = m.alibi_slopes != nullptr ? m.alibi_slopes[h] * kLog2e : 0.f;
-    transform = m.softcap > 0.f || m.alibi_slopes != nullptr || !(m.softmax_scale > 0.f);
+    transform = logit_transform(m);
   }
 };
 

@@ -40,21 +40,29 @@ extern template cudaError_t launch_prefill_sm90<64, __nv_bfloat16>(const Prefill
 extern template cudaError_t launch_prefill_sm90<128, __half>(const PrefillParams&, cudaStream_t);
 extern template cudaError_t launch_prefill_sm90<128, __nv_bfloat16>(const PrefillParams&, cudaStream_t);
 cudaError_t prefill_sm90_runs_here(bool* runs);
-// Each (head dim, tiles, dtype) has an instance for packed K/V and one for pages (WsKv).
-#define FS_WS_INSTANCE(D, M, N, T)                                                                             \
-  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPacked>(                              \
+// Each (head dim, tiles, dtype) has an instance for packed K/V and one for pages (WsKv), and at
+// the head dims of prefill_ws_split_logits each of those without the logit transform's code and
+// with it (TF); elsewhere one with it.
+#define FS_WS_INSTANCE(D, M, N, T, TF)                                                                         \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPacked, TF>(                          \
       const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);                                         \
-  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages>(const PrefillParams&,          \
-                                                                               const PrefillTmaMaps&, int, cudaStream_t);
-FS_WS_INSTANCE(64, 192, 128, __half)
-FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16)
-FS_WS_INSTANCE(128, 128, 128, __half)
-FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16)
-FS_WS_INSTANCE(128, 128, 176, __half)
-FS_WS_INSTANCE(128, 128, 176, __nv_bfloat16)
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages, TF>(                           \
+      const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __half, false)
+FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __nv_bfloat16, false)
+FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __half, true)
+FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __nv_bfloat16, true)
+FS_WS_INSTANCE(128, 128, 128, __half, false)
+FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16, false)
+FS_WS_INSTANCE(128, 128, 128, __half, true)
+FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16, true)
+FS_WS_INSTANCE(128, 128, 176, __half, false)
+FS_WS_INSTANCE(128, 128, 176, __nv_bfloat16, false)
+FS_WS_INSTANCE(128, 128, 176, __half, true)
+FS_WS_INSTANCE(128, 128, 176, __nv_bfloat16, true)
 #if FLASHSERVE_PREFILL_HD256
-FS_WS_INSTANCE(256, 128, 80, __half)
-FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16)
+FS_WS_INSTANCE(256, 128, 80, __half, true)
+FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16, true)
 #endif
 #undef FS_WS_INSTANCE
 // FP8 pages, d 128, bf16/fp16 calls: e4m3 by the copy path (prefill_sm90_ws_hd128_fp8.cu), e5m2 by
@@ -434,11 +442,10 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     return cuda_status(err, "prefill kernel (FP8 pages)");
   };
 #if FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD
-  // (The bench switch's ws kernel at that head dim has no transform code: such calls take v3,
-  // or over FP8 pages the mma.sync kernel's FP8 instance.)
-  if (p.head_dim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD && kernel == Kernel::kWs &&
-      (p.mask.softcap > 0.f || p.mask.alibi_slopes != nullptr || !(p.mask.softmax_scale > 0.f)))
-    kernel = Kernel::kWgmma;
+  // (The bench switch's ws instances at that head dim have no transform code: such calls take
+  // v3, at d 256 mma.sync.)
+  if (p.head_dim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD && kernel == Kernel::kWs && logit_transform(p.mask))
+    kernel = p.head_dim == 256 ? Kernel::kMma : Kernel::kWgmma;
 #endif
   if (fp8 && (kernel != Kernel::kWs || p.head_dim != 128)) return prefill_fp8_mma();
   // d 256: the warp-specialized kernel where sm_90a runs (there is no v3 kernel: =wgmma takes
@@ -502,11 +509,20 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
         using T = cuda_storage_t<decltype(dt)::value>;
-        // An instance for packed K/V and one for pages (WsKv), of the narrow or the wide tile.
+        // An instance for packed K/V and one for pages (WsKv), of the narrow or the wide tile, and
+        // where the head dim has two, the one for the call's logits (prefill_ws_split_logits).
         auto launch = [&](auto wide_c) {
           constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(wide_c)::value);
-          err = p.paged ? launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPages>(p, maps, sms, stream)
-                        : launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPacked>(p, maps, sms, stream);
+          auto run = [&](auto transform_c) {
+            constexpr bool kTf = decltype(transform_c)::value;
+            err = p.paged
+                      ? launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPages, kTf>(p, maps, sms, stream)
+                      : launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPacked, kTf>(p, maps, sms, stream);
+          };
+          if constexpr (prefill_ws_split_logits(kD)) {
+            if (!logit_transform(p.mask)) return run(std::false_type{});
+          }
+          run(std::true_type{});
         };
         if constexpr (prefill_ws_tiles(kD, true).block_n != prefill_ws_tiles(kD, false).block_n) {
           if (wide) return launch(std::true_type{});

@@ -150,12 +150,28 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+// d 64's query rows (bench-only: 128, two consumer warpgroups, for A/B on the short causal rows,
+// where 192-row items cover more of the diagonal's masked keys).
+#ifndef FLASHSERVE_PREFILL_WS_D64_ROWS
+#define FLASHSERVE_PREFILL_WS_D64_ROWS 192
+#endif
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && wide      ? PrefillWsTiles{128, 176, 2}
-         : head_dim == 64               ? PrefillWsTiles{192, 128, 2}
+         : head_dim == 64               ? PrefillWsTiles{FLASHSERVE_PREFILL_WS_D64_ROWS, 128, 2}
                                         : PrefillWsTiles{128, 128, 2};
 }
+// Head dims whose warp-specialized instances come in two forms by the logits' code (prefill
+// v4.27, session 39): a call without a transform (logit_transform: softcap, ALiBi, a scale <= 0)
+// takes an instance without the transform's code (kTransform false: the plain run, tiles without
+// a mask, and a masked loop with the mask only), a call with one the instance with it (the
+// `_transform` instance files: one loop, every tile general). Elsewhere (d 256, FP8 pages) one
+// instance with the transform's code takes both. Against one instance for both (session 39 call
+// 1, H100, 6 passes, paired medians): d 64 (which had the plain run beside the transform's code:
+// 8928 instructions, 107 local loads; split, 5112 and 59) +1-4% on every row by ws, d 128 (no
+// plain run before: the plain run beside the transform's code cost the long rows 2-5% in session
+// 32) +1..+6.5% (1x16k +5.9%, causal +6.5%, 4x4k +5.6%; bench/history/prefill.md "Session 39").
+constexpr bool prefill_ws_split_logits(int head_dim) { return head_dim == 64 || head_dim == 128; }
 // kFp8: FP8 pages (issue 25; T = __half, the MMAs' and the stages' type, the call's q and o bf16 or
 // fp16 at run time), d 128 and 128-key tiles only: the row gather copies the codes into a slot of
 // their own (K and V, kFp8StageBytes), each producer thread converts the chunks it copied into the
@@ -442,22 +458,12 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
 #define FLASHSERVE_PREFILL_WS_FAST_DIV 1
 #endif
-// The general tile loop without the transform's code (bench-only, off; session 38): at head dim
-// FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD (64 or 128; 0: none) the loop that masked tiles take
-// (tile 0, the causal diagonal, a window's edges) keeps the mask and drops softcap and ALiBi
-// (and a scale <= 0); the host gives that head dim's calls with a transform to the v3 kernel
-// (prefill_cuda.cu). At d 64 that code, with the plain run beside it, held the consumers (160
-// registers) at 25 local loads a general tile; a short causal item's tiles are mostly general
-// (session 38's peers table: d 64 16x1k causal by ws 186 TFLOP/s against v3's 249 and
-// non-causal 338). d 128 has no plain run: every tile takes the general loop (2619
-// instructions, no local memory).
+// A head dim's instances without the transform's code, as the split ones' (bench-only, 0: none;
+// for a head dim prefill_ws_split_logits does not split, d 256): the plain run and a masked loop
+// without softcap and ALiBi; the host gives that head dim's calls with a transform to v3 (d 256:
+// mma.sync) (prefill_cuda.cu).
 #ifndef FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD
 #define FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD 0
-#endif
-// The plain run at d 128 too (bench-only, off; session 38; with the switch above at 128: a plain
-// loop and a masked one, no transform loop).
-#ifndef FLASHSERVE_PREFILL_WS_PLAIN_D128
-#define FLASHSERVE_PREFILL_WS_PLAIN_D128 0
 #endif
 // The register path's lean producer (prefill FP8 v6, session 36; written in sessions 34-35 as three
 // bench switches): no diagnosis branches (PrefillTmaMaps::fp8_diag reads 0 there: one branch a
@@ -533,7 +539,8 @@ enum class TileKind { kPlain, kGeneral };
 template <TileKind kKind>
 using kind_c = std::integral_constant<TileKind, kKind>;
 
-template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
+// kTransform false: no code for the logit transform (launch_prefill_sm90_ws refuses calls with one).
+template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv, bool kTransform>
 __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>::kThreads, 1)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1128,7 +1135,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         constexpr TileKind kKind = decltype(kind)::value;
         const int key0 = key_base + tile * kBN;
         constexpr bool kAll = kKind == TileKind::kGeneral;
-        constexpr bool kNoTransform = kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
+        constexpr bool kNoTransform = !kTransform || kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
         const bool masked = kAll && cta.masked(key0, kBN);
         softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll>(
             [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
@@ -1226,9 +1233,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         // the plain run took the ws kernel +12-14% (session 32 call 5, 1x16k and 4x4k, against
         // the general loop for all tiles); at d 128 both loops in the kernel ran the long rows
         // 2-5% under v4.18's one loop, the plain run or not (the second loop changed ptxas's
-        // schedule of the first), and d 256 came out even. maps.plain 0: every tile in the
-        // general loop (A/B).
-        constexpr bool kPlainRun = kHeadDim == 64 || (FLASHSERVE_PREFILL_WS_PLAIN_D128 != 0 && kHeadDim == 128);
+        // schedule of the first), and d 256 came out even. Since v4.27 the instances without the
+        // transform's code have it (d 64 and 128: prefill_ws_split_logits), the others not (a
+        // call with a transform never takes it). maps.plain 0: every tile in the general loop (A/B).
+        constexpr bool kPlainRun = !kTransform || kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
         int plain_lo = num_tiles, plain_hi = num_tiles;
         if (kPlainRun && maps.plain != 0 && !la.transform) {
           const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
@@ -1426,13 +1434,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #endif
 }
 
-// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items).
-template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
+// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items). kTransform:
+// as the kernel's (prefill_ws_split_logits).
+template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv, bool kTransform = true>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
                                    cudaStream_t stream) {
   using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
-  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kKv>;
+  auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kKv, kTransform>;
   if (p.paged != (kKv != WsKv::kPacked)) return cudaErrorInvalidValue;  // the instance for the call's K/V
+  if (!kTransform && logit_transform(p.mask)) return cudaErrorInvalidValue;  // ... and for its logits
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
