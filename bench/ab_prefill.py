@@ -38,6 +38,8 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [2048], True, 16, 30720, "e4m3"), (128, [4096] * 4, True, 16, 0, "e4m3"),
     # 31: e5m2 pages (converted by byte placement, no F2FP), 2k over 30k
     (128, [2048], True, 16, 30720, "e5m2"),
+    # 32-: d 64 16×1k in 16-token pages, causal and not (where v3 or ws is the paged default at d 64)
+    (64, [1024] * 16, True, 16), (64, [1024] * 16, False, 16),
 ]
 
 

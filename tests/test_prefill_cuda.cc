@@ -76,7 +76,8 @@ void check_problem(const Problem& p) {
   if (!sm90) return;
   // The warp-specialized kernel runs under the overrides that pick its variants (each read at
   // every call): at d 128 both key tiles (FLASHSERVE_PREFILL_WS_BLOCK_N 128 and the wide 176; the
-  // default picks one by the mask), and once with a work order of 5-pair sections
+  // default picks one by the mask), at d 64 both row tiles (FLASHSERVE_PREFILL_WS_BLOCK_M 192 and
+  // 128), and once with a work order of 5-pair sections
   // (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small problem one
   // section). Paged K/V come by the row gather (its own instance, WsKv::kPages), at every page
   // size; packed or paged, once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs
@@ -90,7 +91,15 @@ void check_problem(const Problem& p) {
     bool paged_only = false;  // the same as another run without pages
   };
   std::vector<Run> runs;
-  if (p.head_dim == 64) runs = {{"wgmma", {}}, {"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  if (p.head_dim == 64)
+    runs = {{"wgmma", {}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "192"}, {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "128"}}},
+            // The 128-row tile on a 3-CTA persistent grid.
+            {"ws",
+             {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "128"},
+              {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+              {"FLASHSERVE_PREFILL_WS_GRID", "3"}}}};
   if (p.head_dim == 128)
     runs = {{"wgmma", {}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}},

@@ -48,10 +48,14 @@ cudaError_t prefill_sm90_runs_here(bool* runs);
       const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);                                         \
   extern template cudaError_t launch_prefill_sm90_ws<D, M, N, T, WsKv::kPages, TF>(                           \
       const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
-FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __half, false)
-FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __nv_bfloat16, false)
-FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __half, true)
-FS_WS_INSTANCE(64, prefill_ws_tiles(64, false).block_m, 128, __nv_bfloat16, true)
+FS_WS_INSTANCE(64, 192, 128, __half, false)
+FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16, false)
+FS_WS_INSTANCE(64, 192, 128, __half, true)
+FS_WS_INSTANCE(64, 192, 128, __nv_bfloat16, true)
+FS_WS_INSTANCE(64, 128, 128, __half, false)
+FS_WS_INSTANCE(64, 128, 128, __nv_bfloat16, false)
+FS_WS_INSTANCE(64, 128, 128, __half, true)
+FS_WS_INSTANCE(64, 128, 128, __nv_bfloat16, true)
 FS_WS_INSTANCE(128, 128, 128, __half, false)
 FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16, false)
 FS_WS_INSTANCE(128, 128, 128, __half, true)
@@ -115,17 +119,21 @@ bool ws_row_gather(const PrefillParams& p) {
 // measurements (bench/history/prefill.md, "prefill v4.0" to "prefill v4.4"), bf16 TFLOP/s:
 //  - head_dim 256: always (there is no v3 kernel, only mma.sync);
 //  - packed at d 128: 1.1-1.5× v3;
-//  - packed at d 64 with 2k keys or more a sequence (192-row tiles): 1×16k 456/450 causal
-//    against v3's 401/393, 4×4k 419/365 against 391/353; at 16×1k v3 wins (342/249 against
-//    314/194: two v3 CTAs an SM);
+//  - packed at d 64: 1×16k 456/450 causal against v3's 401/393, 4×4k 419/365 against 391/353
+//    (v4.4, 192-row tiles); at 16×1k since v4.28 (the instances without the transform's code and
+//    128-row tiles for short causal calls: ws_alt_tile) 354/260 against v3's 338/252 (session 39
+//    call 2, H100, 6 passes; v3 had won there before: 342/249 against 314/194);
 //  - paged, by the row gather: at d 128 whatever the pages, 2k over 30k in
 //    16-token pages 585 against v3's 447, 4×4k causal 489-496 against 355-375; at d 64 where the
-//    sequences are long (queries of 2k or more: the keys are not known on the host), 4×4k causal
-//    in 16-token pages 339 against 320 (16×1k unmeasured paged; packed, v3 wins there).
+//    sequences are long (queries of 2k or more), 4×4k causal in 16-token pages 339 against 320;
+//    without a causal mask, 16×1k in 16-token pages 322 against 309 (192 rows); causal and
+//    short where the caller's total_k hint says so (the 128-row tile: ws_alt_tile), 16×1k 239
+//    against 236 (session 39 call 3, H100, 6 passes); causal, short queries and no hint (the keys
+//    may be a long prefix's): v3 (192 rows there: 183).
+bool ws_alt_tile(const PrefillParams& p);  // (below, with the tiles' other choices)
 bool ws_by_default(const PrefillParams& p) {
   if (p.head_dim == 256) return true;
-  if (p.paged) return p.head_dim != 64 || p.max_seqlen_q >= 2048;
-  if (p.head_dim == 64) return p.total_k >= 2048ll * std::max(1, p.batch);
+  if (p.paged) return p.head_dim != 64 || p.max_seqlen_q >= 2048 || !p.mask.causal || ws_alt_tile(p);
   return true;
 }
 
@@ -200,24 +208,36 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Whether the call takes the wide key tile (d 128: 176 keys, else 128; prefill_ws_tiles): without a
-// window (a window sees fewer keys), and only where sequences have on average 2k keys or more
-// (non-causal) or 8k or more (causal: the diagonal costs a 176-key tile more; with fewer items an
-// SM, the 128-key tile's finer grain balances better). Packed: by total_k. Paged: by the caller's
-// total_k hint (the keys of all sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16
-// TFLOP/s, 176 against 128, two passes (bench/history/prefill.md, "prefill v4.10"; session 18 calls
-// 3 and 1): 1×16k 609/608 against 558/568, causal 577 against 532; 4×4k 565/509 against 539/486,
-// causal 470 against 497; 8×2k 532/519 against 513/513, causal 400/399 against 440/437; 16×1k
-// 477/438 against 497/454, causal 303 against 342; GQA 32/8 128k causal 616 against 566.
-// FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128 (A/B benchmarks,
-// cross-checks), read at every call.
-bool ws_wide(const PrefillParams& p) {
+// Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
+// d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
+// only where sequences have on average 2k keys or more (non-causal) or 8k or more (causal: the
+// diagonal costs a 176-key tile more; with fewer items an SM, the 128-key tile's finer grain
+// balances better). Packed: by total_k. Paged: by the caller's total_k hint (the keys of all
+// sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16 TFLOP/s, 176 against 128,
+// two passes (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608
+// against 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497;
+// 8×2k 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
+// causal 303 against 342; GQA 32/8 128k causal 616 against 566.
+// d 64: 128 query rows (else 192) where the mask is causal, without a window, and sequences have
+// on average fewer than 8k keys (total_k; paged without the hint: 192 rows); the measurements at
+// prefill_ws_tiles.
+// FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128,
+// FLASHSERVE_PREFILL_WS_BLOCK_M=128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
+// call.
+bool ws_alt_tile(const PrefillParams& p) {
+  const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
+  if (p.head_dim == 64) {
+    const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
+    if (force != nullptr && std::strcmp(force, "128") == 0) return true;
+    if (force != nullptr && std::strcmp(force, "192") == 0) return false;
+    return p.mask.causal && !window && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
+  }
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
-  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
+  if (window) return false;
   if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
@@ -398,7 +418,7 @@ struct WsTraceDump {
 
 int prefill_ws_key_tile(const PrefillParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
-  return prefill_ws_tiles(p.head_dim, ws_wide(p)).block_n;
+  return prefill_ws_tiles(p.head_dim, ws_alt_tile(p)).block_n;
 }
 
 Status validate_prefill_cuda(const PrefillParams& p) {
@@ -482,8 +502,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       if (const char* cap = std::getenv("FLASHSERVE_PREFILL_WS_GRID"); cap != nullptr && std::atoi(cap) > 0)
         sms = std::min(sms, std::atoi(cap));
     }
-    const bool wide = ws_wide(p);
-    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, wide), &maps)) {
+    const bool alt = ws_alt_tile(p);
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, alt), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
@@ -509,10 +529,11 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
         using T = cuda_storage_t<decltype(dt)::value>;
-        // An instance for packed K/V and one for pages (WsKv), of the narrow or the wide tile, and
-        // where the head dim has two, the one for the call's logits (prefill_ws_split_logits).
-        auto launch = [&](auto wide_c) {
-          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(wide_c)::value);
+        // An instance for packed K/V and one for pages (WsKv), of the head dim's first or second
+        // tile (ws_alt_tile), and where the head dim has two, the one for the call's logits
+        // (prefill_ws_split_logits).
+        auto launch = [&](auto alt_c) {
+          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(alt_c)::value);
           auto run = [&](auto transform_c) {
             constexpr bool kTf = decltype(transform_c)::value;
             err = p.paged
@@ -524,13 +545,14 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
           }
           run(std::true_type{});
         };
-        if constexpr (prefill_ws_tiles(kD, true).block_n != prefill_ws_tiles(kD, false).block_n) {
-          if (wide) return launch(std::true_type{});
+        constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kD, false), kSecond = prefill_ws_tiles(kD, true);
+        if constexpr (kFirst.block_m != kSecond.block_m || kFirst.block_n != kSecond.block_n) {
+          if (alt) return launch(std::true_type{});
         }
         launch(std::false_type{});
       }));
 #ifdef FLASHSERVE_PREFILL_TRACE
-      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, wide), sms != INT_MAX, p.mask.causal);
+      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, alt), sms != INT_MAX, p.mask.causal);
 #endif
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }

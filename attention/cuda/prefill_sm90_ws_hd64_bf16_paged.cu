@@ -1,11 +1,10 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, three consumer
-// warpgroups (prefill_ws_tiles: 192 query rows) × 128-key tiles, bf16; K/V in pages of the call's
-// dtype; calls without a logit transform (softcap, ALiBi, a scale <= 0), the `_transform` instance
-// those with one (prefill_ws_split_logits).
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 192 query rows (three
+// consumer warpgroups) × 128-key tiles, bf16; K/V in pages of the call's dtype; calls without a
+// logit transform (softcap, ALiBi, a scale <= 0), the `_transform` instance those with one
+// (prefill_ws_split_logits).
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 
 namespace flashserve::cuda {
-constexpr int kRows = prefill_ws_tiles(64, false).block_m;
-template cudaError_t launch_prefill_sm90_ws<64, kRows, 128, __nv_bfloat16, WsKv::kPages, false>(
+template cudaError_t launch_prefill_sm90_ws<64, 192, 128, __nv_bfloat16, WsKv::kPages, false>(
     const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
 }  // namespace flashserve::cuda

@@ -137,28 +137,27 @@ struct WsTrace {
 template <int kHeadDim, int kBlockN>
 struct WsRowGather;  // below
 
-// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and, at
-// d 128, whether the call takes the wide key tile (`wide`: see prefill_cuda.cu):
+// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and
+// whether the call takes the head dim's second tile (`alt`: ws_alt_tile in prefill_cuda.cu says
+// when):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
 //    registers a thread, so the S tile stays narrow);
-//  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; wide 128 × 176, 32 + 2 × (44 + 44) = 208 KB;
+//  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; alt, the wide key tile, 128 × 176, 32 + 2 ×
+//    (44 + 44) = 208 KB;
 //  - d 64: 192 × 128 (three consumer warpgroups, FA3's shape: a K/V tile serves 192 rows),
-//    24 + 2 × (16 + 16) = 88 KB. Same-run A/B against 128 × 128 with two
-//    (bench/history/prefill.md, "prefill v4.4"):
-//    1×16k 456/450 causal against 444/411, 4×4k 419/365 against 388/353, 16×1k 314/194
-//    against 298/204.
+//    24 + 2 × (16 + 16) = 88 KB; alt 128 × 128 (two), for causal calls of short sequences, whose
+//    192-row items compute more masked scores (16x1k: 67% of the scores a 192-row item computes
+//    are in the causal triangle, 89% of a 128-row one's). Same-run A/B, 192 rows against 128
+//    (bench/history/prefill.md "Session 39", call 2, H100, v4.27, 6 passes): 1×16k 483/445
+//    causal against 422/413, 4×4k 440/356 against 402/368, 16×1k 354/194 against 358/260, the
+//    skewed batch causal 319 against 328, 4×4k causal in 16-token pages 335 against 354.
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
-// d 64's query rows (bench-only: 128, two consumer warpgroups, for A/B on the short causal rows,
-// where 192-row items cover more of the diagonal's masked keys).
-#ifndef FLASHSERVE_PREFILL_WS_D64_ROWS
-#define FLASHSERVE_PREFILL_WS_D64_ROWS 192
-#endif
-constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool wide) {
+constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
-         : head_dim == 128 && wide      ? PrefillWsTiles{128, 176, 2}
-         : head_dim == 64               ? PrefillWsTiles{FLASHSERVE_PREFILL_WS_D64_ROWS, 128, 2}
+         : head_dim == 128 && alt       ? PrefillWsTiles{128, 176, 2}
+         : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, 2}
                                         : PrefillWsTiles{128, 128, 2};
 }
 // Head dims whose warp-specialized instances come in two forms by the logits' code (prefill
@@ -205,8 +204,9 @@ struct PrefillWsTraits {
   static_assert(sizeof(T) == 2, "16-bit storage");
   static_assert(!kFp8 || (std::is_same_v<T, __half> && kHeadDim == 128 && kRows == 128 && kKeyTile == 128),
                 "FP8 pages: fp16 MMAs, d 128, 128 x 128 tiles");
+  static constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kHeadDim, false);
   static constexpr PrefillWsTiles kTiles =
-      prefill_ws_tiles(kHeadDim, kKeyTile != prefill_ws_tiles(kHeadDim, false).block_n);
+      prefill_ws_tiles(kHeadDim, kKeyTile != kFirst.block_n || kRows != kFirst.block_m);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == kRows && kBlockN == kKeyTile, "a tile of prefill_ws_tiles");
   static constexpr int kConsumers = kBlockM / 64;  // warpgroups of 64 query rows
