@@ -6,7 +6,8 @@
 // Work item = (sequence, query head, tile of kBlockM query rows); a CTA takes one item, or on a
 // persistent grid walks items (the dynamic walk, item by item claimed by an atomic add, or where
 // the host has no counters for it the static walk; see the kernel's walk comment). One instance
-// for packed K/V and one for pages (WsKv). 128 threads a warpgroup:
+// for packed K/V and one for pages (WsKv), and at d 64 and 128 one without the logit transform's
+// code and one with it (prefill_ws_split_logits). 128 threads a warpgroup:
 //  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
 //    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
 //    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
@@ -198,6 +199,11 @@ inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 #define FLASHSERVE_PREFILL_WS_FP8_REG_REGS 88
 #endif
 inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
+// The 16-bit producer's registers beside two consumer warpgroups (24; bench-only for A/B, e.g. 40
+// for the paged instances, whose row gather spills at 24: d 128, 49 local loads and 43 stores).
+#ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
+#define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
+#endif
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
@@ -221,7 +227,8 @@ struct PrefillWsTraits {
   // threads): setmaxnreg only moves registers between the warpgroups, and an increase past that
   // pool waits for registers that never come (producer 32 with consumers 240 at d 128: 1024 over).
   static constexpr int kProducerRegs =
-      kConsumers == 3 ? 32 : (kFp8 ? (kFp8Reg ? kFp8RegProducerRegs : kFp8ProducerRegs) : 24);
+      kConsumers == 3 ? 32
+                      : (kFp8 ? (kFp8Reg ? kFp8RegProducerRegs : kFp8ProducerRegs) : FLASHSERVE_PREFILL_WS_PRODUCER_REGS);
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs =
       std::min(240, (kThreads * kLaunchRegs / 128 - kProducerRegs) / kConsumers / 8 * 8);
