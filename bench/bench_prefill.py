@@ -260,7 +260,7 @@ def main():
             alt = "128" if r["ws_n"] == 176 else "176"
             r["alt_n"] = int(alt)
             entries.append(("ws_alt", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_BLOCK_N": alt}))
-        if r["head_dim"] == 64:  # v3 by default there
+        if r["head_dim"] == 64:  # (v3 was the default on the short rows before v4.28)
             entries.append(("ws", run, {"FLASHSERVE_PREFILL_KERNEL": "ws"}))
         if r["shape"] != "2k over 30k":
             entries.append(("ws_order0", run, {"FLASHSERVE_PREFILL_KERNEL": "ws", "FLASHSERVE_PREFILL_WS_SECTION": "0"}))
