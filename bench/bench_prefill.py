@@ -128,6 +128,8 @@ def to_pages(k, v, lens, heads, dim, bs, gen, pool="interleaved"):
         kp = torch.zeros(nb, heads, bs, dim, dtype=k.dtype, device="cuda")
         vp = torch.zeros_like(kp)
     perm = (torch.randperm(nb - 1, generator=gen, device="cuda") + 1).to(torch.int32)
+    if os.environ.get("FLASHSERVE_BENCH_PAGES_IN_ORDER") == "1":  # (diagnosis: ids 1, 2, ... in order)
+        perm = torch.arange(1, nb, dtype=torch.int32, device="cuda")
     table = torch.zeros(len(lens), max(pages), dtype=torch.int32, device="cuda")
     at, start = 0, 0
     for b, (l, n) in enumerate(zip(lens, pages)):

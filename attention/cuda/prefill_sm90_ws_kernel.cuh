@@ -155,11 +155,16 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+// The 128 × 128 tiles' ring depth (bench-only, 2; 3 fits beside one Q slot without the O buffer:
+// 224 KB of Q and stages at d 128).
+#ifndef FLASHSERVE_PREFILL_WS_STAGES_128
+#define FLASHSERVE_PREFILL_WS_STAGES_128 2
+#endif
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && alt       ? PrefillWsTiles{128, 176, 2}
          : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, 2}
-                                        : PrefillWsTiles{128, 128, 2};
+                                        : PrefillWsTiles{128, 128, FLASHSERVE_PREFILL_WS_STAGES_128};
 }
 // Head dims whose warp-specialized instances come in two forms by the logits' code (prefill
 // v4.27, session 39): a call without a transform (logit_transform: softcap, ALiBi, a scale <= 0)
