@@ -227,24 +227,25 @@ TEST(PrefillCuda, MaskOptions) {
   // take the instances with the transform's code and the others those without
   // (prefill_ws_split_logits).
   int seed = 900;
-  for (int head_dim : {128, 64}) {
-    for (const Opt& o : opts) {
-      for (int bs : {0, 16}) {
-        Problem p;
-        p.num_heads = 21;
-        p.num_kv_heads = 3;
-        p.head_dim = head_dim;
-        p.dtype = DType::kBFloat16;
-        p.causal = o.causal;
-        p.window_left = o.wl;
-        p.window_right = o.wr;
-        p.alibi = o.alibi;
-        p.softcap = o.softcap;
-        p.block_size = bs;
-        p.seed = seed++;
-        p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {64, 64}, {200, 200}};
-        check_problem(p);
-      }
+  constexpr int kOpts = sizeof(opts) / sizeof(opts[0]);
+  for (int i = 0; i < 2 * kOpts; ++i) {
+    const Opt& o = opts[i % kOpts];
+    const int head_dim = i < kOpts ? 128 : 64;
+    for (int bs : {0, 16}) {
+      Problem p;
+      p.num_heads = 21;
+      p.num_kv_heads = 3;
+      p.head_dim = head_dim;
+      p.dtype = DType::kBFloat16;
+      p.causal = o.causal;
+      p.window_left = o.wl;
+      p.window_right = o.wr;
+      p.alibi = o.alibi;
+      p.softcap = o.softcap;
+      p.block_size = bs;
+      p.seed = seed++;
+      p.seqs = {{77, 257}, {1, 7}, {7, 7}, {130, 300}, {64, 64}, {200, 200}};
+      check_problem(p);
     }
   }
 }

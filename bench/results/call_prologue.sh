@@ -10,11 +10,34 @@ B=${B:-build-gpu}
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
-# sanitize TOOL SECONDS BINARY FILTER: compute-sanitizer's TOOL over the gtest cases FILTER, its
-# log in $out/san_TOOL.log, its summary line printed (the caller's environment passes through).
+# sanitize TOOL SECONDS BINARY FILTER [NAME]: compute-sanitizer's TOOL over the gtest cases FILTER,
+# its log in $out/san_NAME.log (NAME: TOOL), its summary line printed (the caller's environment
+# passes through; SAN_KERNELS=SUBSTRING instruments only the kernels whose names hold it).
 sanitize() {
-  timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" "$3" --gtest_filter="$4" > "$out/san_$1.log" 2>&1
-  echo "$(el) $1 rc $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/san_$1.log" | tail -1)"
+  local log="$out/san_${5:-$1}.log"
+  timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" ${SAN_KERNELS:+--kernel-name kns=$SAN_KERNELS} "$3" \
+    --gtest_filter="$4" > "$log" 2>&1
+  echo "$(el) $1 ${5:-} rc $? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
+}
+# ws_sanitize TEST MEMCHECK_FILTER SYNCCHECK_FILTER CASE...: the warp-specialized prefill kernels
+# alone instrumented, test_prefill_cuda at TEST: memcheck (90 s) and synccheck (60 s) over the
+# filters, racecheck (60 s) over each grid case CASE (logs san_memcheck, san_synccheck, san_raceCASE).
+ws_sanitize() {
+  local t=$1 mem=$2 sync=$3 c
+  shift 3
+  SAN_KERNELS=prefill_sm90_ws sanitize memcheck 90 "$t" "$mem" memcheck
+  SAN_KERNELS=prefill_sm90_ws sanitize synccheck 60 "$t" "$sync" synccheck
+  for c in "$@"; do
+    SAN_KERNELS=prefill_sm90_ws sanitize racecheck 60 "$t" "Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/$c" "race$c"
+  done
+}
+# suite BINARY [SECONDS] [NAME]: a gtest binary whole, its log in $out/NAME.log (NAME: the
+# binary's), the summary and the first failures printed.
+suite() {
+  local log="$out/${3:-$(basename "$1")}.log"
+  timeout "${2:-170}" "$1" --gtest_brief=1 > "$log" 2>&1
+  echo "$(el) $(basename "$log" .log) rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED" "$log" | head -6
 }
 # pack_out: a call returns at most 8 files from $out (the rest are left out, session 32 lost a
 # run's CSVs that way): with more, everything goes into $out/out.tgz. Call it last.
@@ -26,11 +49,12 @@ pack_out() {
     echo "$(el) $n files packed into out.tgz"
   fi
 }
-# prefill_grid TEST: the GPU prefill grid and the skewed batches (test_prefill_cuda at TEST), log in
-# $out/test_prefill.log, the summary and the first failures printed.
+# prefill_grid TEST [NAME]: the GPU prefill grid and the skewed batches (test_prefill_cuda at TEST),
+# log in $out/test_prefill.log (test_prefill_NAME.log), the summary and the first failures printed.
 prefill_grid() {
+  local log="$out/test_prefill${2:+_$2}.log"
   timeout 90 "$1" --gtest_brief=1 --gtest_filter='Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches' \
-    > "$out/test_prefill.log" 2>&1
-  echo "$(el) prefill rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill.log" | tr '\n' ' ')"
-  grep -E "Failure|FAILED" "$out/test_prefill.log" | head -6
+    > "$log" 2>&1
+  echo "$(el) prefill ${2:-} rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
+  grep -E "Failure|FAILED" "$log" | head -6
 }

@@ -10,13 +10,8 @@
 # non-causal -3..+2%, short causal +2-5%; nt128p short causal +2-5%, long level..+2%.
 B=build-s39
 source bench/results/call_prologue.sh
-timeout 170 $B/tf/test_prefill_cuda --gtest_brief=1 > "$out/test_prefill_tf.log" 2>&1
-echo "$(el) tf test_prefill_cuda rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill_tf.log" | tr '\n' ' ')"
-grep -E "Failure|FAILED" "$out/test_prefill_tf.log" | head -6
-for v in nt128 nt128p; do
-  prefill_grid $B/$v/test_prefill_cuda
-  mv "$out/test_prefill.log" "$out/test_prefill_$v.log"
-done
+suite $B/tf/test_prefill_cuda 170 test_prefill_tf
+for v in nt128 nt128p; do prefill_grid $B/$v/test_prefill_cuda $v; done
 timeout 150 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 \
   --only d64-16x1k,d64-16x1k-c,d64-4x4k,d64-4x4k-c,d64-1x16k,d64-1x16k-c,d64-skew-c,d64-4x4k-c-p16 \
   --config ws=FLASHSERVE_PREFILL_KERNEL=ws --config tf=@$B/tf/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=ws \

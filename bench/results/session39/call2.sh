@@ -14,13 +14,8 @@
 # serves 128 rows, not 192); nt256 +2-5% on both d 256 rows.
 B=build-s39b
 source bench/results/call_prologue.sh
-for t in test_prefill_cuda test_fp8_cuda; do
-  timeout 170 "$B/$t" --gtest_brief=1 > "$out/$t.log" 2>&1
-  echo "$(el) $t rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')"
-  grep -E "Failure|FAILED" "$out/$t.log" | head -6
-done
-prefill_grid $B/m128/test_prefill_cuda
-mv "$out/test_prefill.log" "$out/test_prefill_m128.log"
+for t in test_prefill_cuda test_fp8_cuda; do suite $B/$t; done
+prefill_grid $B/m128/test_prefill_cuda m128
 D64=d64-16x1k,d64-16x1k-c,d64-4x4k,d64-4x4k-c,d64-1x16k,d64-1x16k-c,d64-skew-c,d64-4x4k-c-p16
 D128=d128-16x1k,d128-16x1k-c,d128-4x4k-c,d128-8x2k-c,d128-skew-c,d128-4x4k,d128-1x16k,d128-1x16k-c,d128-4x4k-c-p16,d128-1x2k+30k-c-p16
 timeout 200 python3 bench/ab_prefill.py --lib $B/base/libflashserve_c.so --passes 6 --only $D128,$D64,d256-1x16k,d256-1x16k-c \
@@ -33,14 +28,6 @@ echo "$(el) ab var rc $?"; cat "$out/ab_var.log"
 # Sanitizers on v4.27's ws kernels (only they instrumented): grid cases 9 / 10 (d 64 bf16 causal,
 # packed / 16-token pages, heads 1/1) and 21 / 22 (d 128 alike); MaskOptions (d 64 and d 128,
 # softcap and ALiBi: the transform instances) under memcheck.
-san() {  # TOOL SECONDS FILTER NAME
-  timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" --kernel-name kns=prefill_sm90_ws \
-    $B/test_prefill_cuda --gtest_filter="$3" > "$out/san_$4.log" 2>&1
-  echo "$(el) $1 $4 rc $? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED' "$out/san_$4.log" | tr '\n' ' ')"
-}
 G=Gpu/PrefillCudaGrid.MatchesReferenceAndCpu
-san memcheck 90 "$G/9:$G/22:PrefillCuda.MaskOptions" memcheck
-san synccheck 60 "$G/10:$G/21" synccheck
-san racecheck 60 "$G/9" race9
-san racecheck 60 "$G/22" race22
+ws_sanitize $B/test_prefill_cuda "$G/9:$G/22:PrefillCuda.MaskOptions" "$G/10:$G/21" 9 22
 pack_out

@@ -9,25 +9,13 @@
 # against v3 unmeasured, a guess of ws ahead by 0-10%.
 B=build-s39c
 source bench/results/call_prologue.sh
-for t in test_prefill_cuda test_fp8_cuda; do
-  timeout 170 "$B/$t" --gtest_brief=1 > "$out/$t.log" 2>&1
-  echo "$(el) $t rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')"
-  grep -E "Failure|FAILED" "$out/$t.log" | head -6
-done
+for t in test_prefill_cuda test_fp8_cuda; do suite $B/$t; done
 D64=d64-16x1k,d64-16x1k-c,d64-4x4k,d64-4x4k-c,d64-1x16k,d64-1x16k-c,d64-skew-c,d64-4x4k-c-p16,d64-16x1k-c-p16,d64-16x1k-p16
 timeout 150 python3 bench/ab_prefill.py --lib $B/base/libflashserve_c.so --passes 6 --only $D64 \
   --config v428=@$B/libflashserve_c.so --config v3=@$B/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=wgmma \
   --config ws192=@$B/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_BLOCK_M=192 \
   --config ws128=@$B/libflashserve_c.so,FLASHSERVE_PREFILL_KERNEL=ws,FLASHSERVE_PREFILL_WS_BLOCK_M=128 > "$out/ab_d64.log" 2>&1
 echo "$(el) ab d64 rc $?"; cat "$out/ab_d64.log"
-san() {  # TOOL SECONDS FILTER NAME
-  timeout "$2" /usr/local/cuda/bin/compute-sanitizer --tool "$1" --kernel-name kns=prefill_sm90_ws \
-    $B/test_prefill_cuda --gtest_filter="$3" > "$out/san_$4.log" 2>&1
-  echo "$(el) $1 $4 rc $? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED' "$out/san_$4.log" | tr '\n' ' ')"
-}
 G=Gpu/PrefillCudaGrid.MatchesReferenceAndCpu
-san memcheck 90 "$G/9:$G/10:PrefillCuda.MaskOptions" memcheck
-san synccheck 60 "$G/9:$G/10" synccheck
-san racecheck 60 "$G/9" race9
-san racecheck 60 "$G/10" race10
+ws_sanitize $B/test_prefill_cuda "$G/9:$G/10:PrefillCuda.MaskOptions" "$G/9:$G/10" 9 10
 pack_out

@@ -9,13 +9,8 @@
 # causal in pages reads 0.86-0.90 of packed), level on packed rows (same objects).
 B=build-s39d
 source bench/results/call_prologue.sh
-timeout 170 $B/test_prefill_cuda --gtest_brief=1 > "$out/test_prefill_cuda.log" 2>&1
-echo "$(el) test_prefill_cuda rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/test_prefill_cuda.log" | tr '\n' ' ')"
-grep -E "Failure|FAILED" "$out/test_prefill_cuda.log" | head -6
-for v in p40 p56; do
-  prefill_grid $B/$v/test_prefill_cuda
-  mv "$out/test_prefill.log" "$out/test_prefill_$v.log"
-done
+suite $B/test_prefill_cuda
+for v in p40 p56; do prefill_grid $B/$v/test_prefill_cuda $v; done
 timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 \
   --only d128-4x4k-c-p16,d128-4x4k-p16,d128-1x2k+30k-c-p16,d128-skew-c-p16,d128-1x16k-c-p16,d128-4x4k-c-p64,d128-mix-c-p16,d128-4x4k-c \
   --config p40=@$B/p40/libflashserve_c.so --config p56=@$B/p56/libflashserve_c.so > "$out/ab_paged.log" 2>&1
