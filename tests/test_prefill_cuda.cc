@@ -223,20 +223,20 @@ TEST(PrefillCuda, MaskOptions) {
   const Opt opts[] = {{false, 32, -1, false, 0}, {false, 17, 9, false, 0}, {true, 40, -1, false, 0},
                       {true, 0, -1, false, 0},   {false, -1, -1, true, 0}, {true, -1, -1, true, 0},
                       {false, -1, -1, false, 5}, {true, -1, -1, false, 30}, {true, 50, -1, true, 20}};
-  // d 128 first (seeds 900..917 as before), then d 64: at both, the calls with softcap or ALiBi
-  // take the instances with the transform's code and the others those without
-  // (prefill_ws_split_logits).
+  // d 128 first (seeds 900..917 as before), then d 64, in bf16, then both in fp16: the calls
+  // with softcap or ALiBi take the instances with the transform's code and the others those
+  // without (prefill_ws_split_logits), each in both dtypes.
   int seed = 900;
   constexpr int kOpts = sizeof(opts) / sizeof(opts[0]);
-  for (int i = 0; i < 2 * kOpts; ++i) {
+  for (int i = 0; i < 4 * kOpts; ++i) {
     const Opt& o = opts[i % kOpts];
-    const int head_dim = i < kOpts ? 128 : 64;
+    const int head_dim = (i / kOpts) % 2 == 0 ? 128 : 64;
     for (int bs : {0, 16}) {
       Problem p;
       p.num_heads = 21;
       p.num_kv_heads = 3;
       p.head_dim = head_dim;
-      p.dtype = DType::kBFloat16;
+      p.dtype = i < 2 * kOpts ? DType::kBFloat16 : DType::kFloat16;
       p.causal = o.causal;
       p.window_left = o.wl;
       p.window_right = o.wr;

@@ -130,10 +130,10 @@ bool ws_row_gather(const PrefillParams& p) {
 //    short where the caller's total_k hint says so (the 128-row tile: ws_alt_tile), 16×1k 239
 //    against 236 (session 39 call 3, H100, 6 passes); causal, short queries and no hint (the keys
 //    may be a long prefix's): v3 (192 rows there: 183).
-bool ws_alt_tile(const PrefillParams& p);  // (below, with the tiles' other choices)
+bool ws_d64_short_causal(const PrefillParams& p);  // (below, with the tiles' other choices)
 bool ws_by_default(const PrefillParams& p) {
   if (p.head_dim == 256) return true;
-  if (p.paged) return p.head_dim != 64 || p.max_seqlen_q >= 2048 || !p.mask.causal || ws_alt_tile(p);
+  if (p.paged) return p.head_dim != 64 || p.max_seqlen_q >= 2048 || !p.mask.causal || ws_d64_short_causal(p);
   return true;
 }
 
@@ -224,20 +224,25 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
 // FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128,
 // FLASHSERVE_PREFILL_WS_BLOCK_M=128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
 // call.
-bool ws_alt_tile(const PrefillParams& p) {
+// (d 64's rule without the override: ws_by_default reads it too, so that forcing the tile does not
+// move a call between kernels.)
+bool ws_d64_short_causal(const PrefillParams& p) {
   const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
+  return p.mask.causal && !window && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
+}
+bool ws_alt_tile(const PrefillParams& p) {
   if (p.head_dim == 64) {
     const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
     if (force != nullptr && std::strcmp(force, "128") == 0) return true;
     if (force != nullptr && std::strcmp(force, "192") == 0) return false;
-    return p.mask.causal && !window && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
+    return ws_d64_short_causal(p);
   }
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
-  if (window) return false;
+  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
   if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the

@@ -62,7 +62,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // slot and O's buffer apart (v4.17's walk, for A/B).
   int q_slots = 2;
   int section = 1;  // (query head, sequence) pairs a section of the work order (WsWorkOrder)
-  int plain = 1;    // 1: the consumers' plain tile run (prefill v4.20, d 64); 0: every tile by the general loop
+  int plain = 1;    // 1: the plain tile run (v4.20; the instances without the transform's code); 0: none
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
   // conversion into the fp16 stages, 2 the copies of the codes (the copy path only), 3 converts
@@ -155,16 +155,18 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
-// The 128 × 128 tiles' ring depth (bench-only, 2; 3 fits beside one Q slot without the O buffer:
-// 224 KB of Q and stages at d 128).
+// d 128's 128 × 128 tile's ring depth (bench-only, 2): 3 fits in the 16-bit instances beside one
+// Q slot without the O buffer (224 KB of Q and stages); compile only those with it
+// (bench/variant_lib.sh): the FP8 instances take the same tile and have no room for a third stage.
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_128
 #define FLASHSERVE_PREFILL_WS_STAGES_128 2
 #endif
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && alt       ? PrefillWsTiles{128, 176, 2}
+         : head_dim == 128              ? PrefillWsTiles{128, 128, FLASHSERVE_PREFILL_WS_STAGES_128}
          : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, 2}
-                                        : PrefillWsTiles{128, 128, FLASHSERVE_PREFILL_WS_STAGES_128};
+                                        : PrefillWsTiles{128, 128, 2};
 }
 // Head dims whose warp-specialized instances come in two forms by the logits' code (prefill
 // v4.27, session 39): a call without a transform (logit_transform: softcap, ALiBi, a scale <= 0)
@@ -256,7 +258,8 @@ struct PrefillWsTraits {
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
   // swizzled) for the TMA store of O, where shared memory has room: d 128 at 128 × 128 (198 KB
-  // with it) and d 64 (113 KB); not the 176-key tile (208 KB of stages), d 256 (224 KB), FP8.
+  // with it) and d 64 (192 rows 113 KB, 128 rows 97 KB); not the 176-key tile (208 KB of
+  // stages), d 256 (224 KB), FP8.
   // It is Q's second slot (prefill v4.18): a warpgroup writes its O into its own rows of the slot
   // its item's Q came in (dead after its last S), so the next item's Q loads into the other slot
   // during this item, not after its last S.
