@@ -13,7 +13,17 @@ server=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
-check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi; }
+# (A failure prints the last server's ready status and exit code and its stderr's tail: session
+# 39's CI saw one "http: 82" check fail under ASan and pass on three reruns.)
+check() {
+  if eval "$2"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAILED: $1 (last server: ready rc ${rc_ready:-none}, exit ${rc:-none}; its stderr's tail below)"
+    tail -n 5 "$tmp/err" 2>/dev/null | sed 's/^/  | /'
+  fi
+}
 
 # refused NAME WHAT ENV... -- ARGS...: the server must exit non-zero without listening, and say
 # NAME (the flag) on stderr, not as an unknown one. The environment is set with env(1) so each
@@ -32,7 +42,7 @@ refused() {
 }
 
 base=(--metrics-port -1 --http-port -1)
-ready_s=10
+ready_s=30  # (an ASan build beside the rest of CI's tests: the wait ends as soon as "ready" comes)
 # served ENV... -- ARGS...: starts the server, waits up to $ready_s seconds for "ready" (rc_ready
 # 0 if it came), sends SIGTERM and waits; rc is its exit status, $tmp/out and $tmp/err what it wrote.
 served() {
