@@ -561,6 +561,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // kPaged: p.paged (launch_prefill_sm90_ws checks).
   constexpr bool kFp8 = ws_fp8(kKv), kFp8RegPath = kKv == WsKv::kFp8RegPages, kPaged = kKv != WsKv::kPacked;
+  // No code for the logit transform, and the plain tile run (the bench switch gives its head dim
+  // the same).
+  constexpr bool kNoTransform = !kTransform || kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
   using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
@@ -1150,7 +1153,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         constexpr TileKind kKind = decltype(kind)::value;
         const int key0 = key_base + tile * kBN;
         constexpr bool kAll = kKind == TileKind::kGeneral;
-        constexpr bool kNoTransform = !kTransform || kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
         const bool masked = kAll && cta.masked(key0, kBN);
         softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll>(
             [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
@@ -1251,9 +1253,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         // schedule of the first), and d 256 came out even. Since v4.27 the instances without the
         // transform's code have it (d 64 and 128: prefill_ws_split_logits), the others not (a
         // call with a transform never takes it). maps.plain 0: every tile in the general loop (A/B).
-        constexpr bool kPlainRun = !kTransform || kHeadDim == FLASHSERVE_PREFILL_WS_NO_TRANSFORM_HD;
         int plain_lo = num_tiles, plain_hi = num_tiles;
-        if (kPlainRun && maps.plain != 0 && !la.transform) {
+        if (kNoTransform && maps.plain != 0 && !la.transform) {
           const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
           plain_lo = max(1, static_cast<int>(first > 0 ? (first + kBN - 1) / kBN : 0));
           plain_hi = end <= 0 ? 0 : end / kBN < num_tiles ? static_cast<int>(end / kBN) : num_tiles;
@@ -1294,7 +1295,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           pack_p();
         };
         for (int t = 1; t < num_tiles; ++t) {
-          if constexpr (kPlainRun) {
+          if constexpr (kNoTransform) {
             if (t == plain_lo) {
               for (; t < plain_hi; ++t) tile(t, kind_c<TileKind::kPlain>{});
               if (t == num_tiles) break;
