@@ -423,7 +423,7 @@ struct WsTraceDump {
 
 int prefill_ws_key_tile(const PrefillParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
-  return prefill_ws_tiles(p.head_dim, ws_alt_tile(p)).block_n;
+  return prefill_ws_tiles(p.head_dim, ws_alt_tile(p), p.paged).block_n;
 }
 
 Status validate_prefill_cuda(const PrefillParams& p) {
@@ -508,7 +508,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         sms = std::min(sms, std::atoi(cap));
     }
     const bool alt = ws_alt_tile(p);
-    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, alt), &maps)) {
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, alt, p.paged), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
@@ -526,7 +526,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         err = reg ? launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(p, maps, sms, stream)
                   : launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
 #ifdef FLASHSERVE_PREFILL_TRACE
-        if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(128, false), sms != INT_MAX, p.mask.causal);  // 128 x 128
+        if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(128, false, true), sms != INT_MAX, p.mask.causal);  // 128 x 128
 #endif
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
       }
@@ -538,7 +538,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         // tile (ws_alt_tile), and where the head dim has two, the one for the call's logits
         // (prefill_ws_split_logits).
         auto launch = [&](auto alt_c) {
-          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(alt_c)::value);
+          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(alt_c)::value, false);  // block_m, block_n
           auto run = [&](auto transform_c) {
             constexpr bool kTf = decltype(transform_c)::value;
             err = p.paged
@@ -550,14 +550,14 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
           }
           run(std::true_type{});
         };
-        constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kD, false), kSecond = prefill_ws_tiles(kD, true);
+        constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kD, false, false), kSecond = prefill_ws_tiles(kD, true, false);
         if constexpr (kFirst.block_m != kSecond.block_m || kFirst.block_n != kSecond.block_n) {
           if (alt) return launch(std::true_type{});
         }
         launch(std::false_type{});
       }));
 #ifdef FLASHSERVE_PREFILL_TRACE
-      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, alt), sms != INT_MAX, p.mask.causal);
+      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, alt, p.paged), sms != INT_MAX, p.mask.causal);
 #endif
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }

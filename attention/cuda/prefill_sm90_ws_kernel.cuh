@@ -143,8 +143,8 @@ struct WsRowGather;  // below
 // when):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
 //    registers a thread, so the S tile stays narrow);
-//  - d 128: 128 × 128, 32 + 2 × (32 + 32) = 160 KB; alt, the wide key tile, 128 × 176, 32 + 2 ×
-//    (44 + 44) = 208 KB;
+//  - d 128: 128 × 128, packed 32 + 3 × (32 + 32) = 224 KB, pages 32 + 2 × (32 + 32) = 160 KB
+//    (the ring's depth below); alt, the wide key tile, 128 × 176, 32 + 2 × (44 + 44) = 208 KB;
 //  - d 64: 192 × 128 (three consumer warpgroups, FA3's shape: a K/V tile serves 192 rows),
 //    24 + 2 × (16 + 16) = 88 KB; alt 128 × 128 (two), for causal calls of short sequences, whose
 //    192-row items compute more masked scores (16x1k: 67% of the scores a 192-row item computes
@@ -155,18 +155,29 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
-// d 128's 128 × 128 tile's ring depth (bench-only, 2): 3 fits in the 16-bit instances beside one
-// Q slot without the O buffer (224 KB of Q and stages); compile only those with it
-// (bench/variant_lib.sh): the FP8 instances take the same tile and have no room for a third stage.
+// The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
+// KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
+// Q's second slot in the O buffer). Three against two, same run (bench/history/prefill.md
+// "Session 40", call 1, H100, 8 passes, paired medians): packed 16x1k +3.6%, causal +1.0%, 4x4k
+// causal +4.7%, 8x2k causal +2.5%, the skewed batch causal +3.0%; pages level (4x4k causal in
+// 16-token pages -0.1%). FLASHSERVE_PREFILL_WS_STAGES_128 (bench-only) sets the packed depth
+// (2 for A/B); the FP8 instances take the pages' depth (no room for a third stage beside the
+// codes' slots). FLASHSERVE_PREFILL_WS_STAGES_64 (bench-only, 2): d 64's depth at both tiles,
+// packed and pages.
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_128
-#define FLASHSERVE_PREFILL_WS_STAGES_128 2
+#define FLASHSERVE_PREFILL_WS_STAGES_128 3
 #endif
-constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt) {
+#ifndef FLASHSERVE_PREFILL_WS_STAGES_64
+#define FLASHSERVE_PREFILL_WS_STAGES_64 2
+#endif
+// The tile of a call by its head dim, whether it takes the head dim's second tile and whether K/V
+// are paged (block_m and block_n do not depend on it).
+constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt, bool paged) {
   return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && alt       ? PrefillWsTiles{128, 176, 2}
-         : head_dim == 128              ? PrefillWsTiles{128, 128, FLASHSERVE_PREFILL_WS_STAGES_128}
-         : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, 2}
-                                        : PrefillWsTiles{128, 128, 2};
+         : head_dim == 128              ? PrefillWsTiles{128, 128, paged ? 2 : FLASHSERVE_PREFILL_WS_STAGES_128}
+         : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, FLASHSERVE_PREFILL_WS_STAGES_64}
+                                        : PrefillWsTiles{128, 128, FLASHSERVE_PREFILL_WS_STAGES_64};
 }
 // Head dims whose warp-specialized instances come in two forms by the logits' code (prefill
 // v4.27, session 39): a call without a transform (logit_transform: softcap, ALiBi, a scale <= 0)
@@ -211,15 +222,16 @@ inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
 #ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
 #define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
 #endif
-template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kFp8 = false, bool kFp8Reg = false>
+template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kPaged, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
   static_assert(sizeof(T) == 2, "16-bit storage");
   static_assert(!kFp8 || (std::is_same_v<T, __half> && kHeadDim == 128 && kRows == 128 && kKeyTile == 128),
                 "FP8 pages: fp16 MMAs, d 128, 128 x 128 tiles");
-  static constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kHeadDim, false);
+  static_assert(kPaged || !kFp8, "FP8 K/V come in pages");
+  static constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kHeadDim, false, kPaged);
   static constexpr PrefillWsTiles kTiles =
-      prefill_ws_tiles(kHeadDim, kKeyTile != kFirst.block_n || kRows != kFirst.block_m);
+      prefill_ws_tiles(kHeadDim, kKeyTile != kFirst.block_n || kRows != kFirst.block_m, kPaged);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == kRows && kBlockN == kKeyTile, "a tile of prefill_ws_tiles");
   static constexpr int kConsumers = kBlockM / 64;  // warpgroups of 64 query rows
@@ -257,9 +269,9 @@ struct PrefillWsTraits {
   static constexpr int kFp8StageBytes = kFp8 ? 4 * kBlockN * kHeadDim : 0;
   static constexpr int kFp8ScratchBytes = kFp8 ? 16 * kConsumers : 0;
   // The O buffer (Q's size and layout: a consumer warpgroup's 64 rows a column block, 128-byte
-  // swizzled) for the TMA store of O, where shared memory has room: d 128 at 128 × 128 (198 KB
-  // with it) and d 64 (192 rows 113 KB, 128 rows 97 KB); not the 176-key tile (208 KB of
-  // stages), d 256 (224 KB), FP8.
+  // swizzled) for the TMA store of O, where shared memory has room: d 128's pages at 128 × 128
+  // (198 KB with it) and d 64 (192 rows 113 KB, 128 rows 97 KB); not d 128's packed 128 × 128
+  // (three stages) nor its 176-key tile (208 KB of stages), d 256 (224 KB), FP8.
   // It is Q's second slot (prefill v4.18): a warpgroup writes its O into its own rows of the slot
   // its item's Q came in (dead after its last S), so the next item's Q loads into the other slot
   // during this item, not after its last S.
@@ -544,7 +556,8 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
 enum class WsKv { kPacked, kPages, kFp8Pages, kFp8RegPages };
 __host__ __device__ constexpr bool ws_fp8(WsKv kv) { return kv == WsKv::kFp8Pages || kv == WsKv::kFp8RegPages; }
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
-using WsTraitsOf = PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, ws_fp8(kKv), kKv == WsKv::kFp8RegPages>;
+using WsTraitsOf =
+    PrefillWsTraits<kHeadDim, kRows, kKeyTile, T, kKv != WsKv::kPacked, ws_fp8(kKv), kKv == WsKv::kFp8RegPages>;
 
 // The consumers' tile loops by the code a tile needs (prefill v4.20): kPlain no mask and no
 // transform, kGeneral both where the tile and the call have them. (A third loop for masked
