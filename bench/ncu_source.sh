@@ -2,14 +2,15 @@
 # Per-SASS-instruction warp stall samples of one warp-specialized prefill launch (ncu source
 # page), to see where the producer and consumer warps wait. Usage:
 #   bash bench/ncu_source.sh OUTDIR NAME "<profile_prefill.py args>" [VAR=VAL ...]
-# writes OUTDIR/src_NAME.csv and prints the 25 instructions with the most samples.
+# writes OUTDIR/src_NAME.csv and prints the 25 instructions with the most samples. LIB: another
+# library (build-gpu's by default).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="$1" name="$2" shape="$3"; shift 3
 command -v ncu >/dev/null || { echo "ncu_source: no ncu here"; exit 0; }
 env "$@" timeout 200 ncu --clock-control none -k "regex:prefill_sm90_ws" --launch-skip 2 --launch-count 1 \
   --section SourceCounters --section WarpStateStats -f -o "$out/rep_$name" \
-  python3 bench/profile_prefill.py --lib build-gpu/libflashserve_c.so $shape > "$out/ncu_src_$name.log" 2>&1
+  python3 bench/profile_prefill.py --lib "${LIB:-build-gpu/libflashserve_c.so}" $shape > "$out/ncu_src_$name.log" 2>&1
 ncu -i "$out/rep_$name.ncu-rep" --page source --csv --print-source sass > "$out/src_$name.csv" 2>/dev/null
 rm -f "$out/rep_$name.ncu-rep"
 python3 - "$out/src_$name.csv" <<'PY'

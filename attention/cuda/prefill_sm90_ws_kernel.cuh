@@ -158,8 +158,8 @@ struct PrefillWsTiles {
 // The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
 // KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
 // Q's second slot in the O buffer). Three against two, same run (bench/history/prefill.md
-// "Session 40", call 1, H100, 8 passes, paired medians): packed 16x1k +3.6%, causal +1.0%, 4x4k
-// causal +4.7%, 8x2k causal +2.5%, the skewed batch causal +3.0%; pages level (4x4k causal in
+// "Session 40", call 1, H100, 8 passes, paired medians): packed 16x1k +3.8%, causal +1.0%, 4x4k
+// causal +5.0%, 8x2k causal +1.9%, the skewed batch causal +3.0%; pages level (4x4k causal in
 // 16-token pages -0.1%). FLASHSERVE_PREFILL_WS_STAGES_128 (bench-only) sets the packed depth
 // (2 for A/B); the FP8 instances take the pages' depth (no room for a third stage beside the
 // codes' slots). FLASHSERVE_PREFILL_WS_STAGES_64 (bench-only, 2): d 64's depth at both tiles,
@@ -480,8 +480,8 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
-// The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38): WsWorkOrderFast in
-// item(); =0 gives the run-time divisions back, for A/B.
+// The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
+// session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
 #define FLASHSERVE_PREFILL_WS_FAST_DIV 1
 #endif
@@ -656,9 +656,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
   // the sequence's own, masked like any other). At d 128 the work order's and the pair's
   // divisions by multiply-highs (WsWorkOrderFast; the same items), their divisors made once a
-  // CTA; =0 (A/B): run-time divisions. d 64 and d 256 keep those: d 64 4x4k causal read -2.7%
-  // (session 38, one 4-pass ab), d 256 (items of ~100 tiles) was not measured.
-  constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && kHeadDim == 128;
+  // CTA; =0 (A/B): run-time divisions. At d 64 too since v4.30 (session 40 call 4, 8 passes,
+  // paired, against run-time divisions: 16x1k causal +1.9%, 16x1k +2.1%, skew causal +1.2%, 4x4k
+  // causal +0.8%, 1x16k causal +0.8%, 16x1k causal in pages +1.8%; session 38's one 4-pass ab had
+  // read 4x4k causal -2.7%). d 256 keeps run-time divisions (items of ~100 tiles; not measured).
+  constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && (kHeadDim == 128 || kHeadDim == 64);
   const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
