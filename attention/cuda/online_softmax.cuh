@@ -174,8 +174,9 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
 // running max and its exp, then each element's FFMA and EX2) interleave: one after the other,
 // each row's shuffles and the exps that wait on them were exposed in turn, with only two
 // consumer warps a scheduler to cover them (prefill v4.12). The same arithmetic as two
-// softmax_row calls. kTransform, kMask: as logits_row's.
-template <int kNTiles, bool kTransform = true, bool kMask = true, typename At>
+// softmax_row calls. kTransform, kMask: as logits_row's. kLazy: as softmax_row's (the running
+// maxima move only by more than kLazyMargin; f is then exactly 1 on most tiles).
+template <int kNTiles, bool kTransform = true, bool kMask = true, bool kLazy = false, typename At>
 __device__ __forceinline__ void softmax_row_pair(At at, const LogitArgs& a, int key0, int tig, const int (&row_pos)[2],
                                                  const int (&row_lo)[2], const int (&row_hi)[2], bool masked,
                                                  float (&m_run)[2], float (&l_run)[2], float (&f)[2]) {
@@ -191,7 +192,7 @@ __device__ __forceinline__ void softmax_row_pair(At at, const LogitArgs& a, int 
 #pragma unroll
   for (int i = 0; i < 2; ++i) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));  // quad_max, in step
 #pragma unroll
-  for (int i = 0; i < 2; ++i) f[i] = running_max_step<false>(m_run[i], mx[i], to_log2[i], m_use[i]);
+  for (int i = 0; i < 2; ++i) f[i] = running_max_step<kLazy>(m_run[i], mx[i], to_log2[i], m_use[i]);
 #pragma unroll
   for (int i = 0; i < 2; ++i)
     l_run[i] = l_run[i] * f[i] +

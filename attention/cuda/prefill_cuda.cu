@@ -316,8 +316,9 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
   if (p.paged) return ws_row_gather(p);
-  return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, tiles.block_n) &&
-         encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, tiles.block_n);
+  const int kv_box = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : tiles.block_n;
+  return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, kv_box) &&
+         encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, kv_box);
 }
 
 // d 256 by the mma.sync kernel, which needs more shared memory than some devices allow.

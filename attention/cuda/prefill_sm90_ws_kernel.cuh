@@ -480,6 +480,20 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
+// The lazy rescale (bench-only, 0; FA4's): FLASHSERVE_PREFILL_WS_LAZY=1 moves a row's running max
+// only when a tile's max exceeds it by more than kLazyMargin (online_softmax.cuh; p <= 2^8), and
+// a consumer warp skips O's rescale where the factors of all its rows are 1 (a vote): at d 64 the
+// rescale is 32 of a plain tile's 466 instructions a warp, at d 128 64. (v4.1 had a lazy rescale
+// at d 128, level, and dropped it: bench/history/prefill.md "prefill v4.1".)
+#ifndef FLASHSERVE_PREFILL_WS_LAZY
+#define FLASHSERVE_PREFILL_WS_LAZY 0
+#endif
+// Packed K/V's TMA boxes (bench-only, 0: one box a tile's column block): FLASHSERVE_PREFILL_WS_KV_BOX_ROWS=16
+// loads a tile as boxes of 16 rows, as TMA boxes of 16-token pages would, to time the TMA unit's
+// cost of small boxes apart from the pages (compile prefill_cuda.cu with it too: the maps' box).
+#ifndef FLASHSERVE_PREFILL_WS_KV_BOX_ROWS
+#define FLASHSERVE_PREFILL_WS_KV_BOX_ROWS 0
+#endif
 // The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
 // session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
@@ -580,6 +594,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
+  constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
+  constexpr int kKvBoxRows = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : kBN;
+  static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
   using RowGather = WsRowGather<kFp8 ? 64 : kHeadDim, kBN>;
   static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "the row slots' size does not depend on the head dim");
@@ -985,7 +1002,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           const int row = p.cu_seqlens_k[b] + key_base + tile * kBN;
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c)
-            tma_load_3d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row);
+#pragma unroll
+            for (int j = 0; j < kBN; j += kKvBoxRows)
+              tma_load_3d(dst + c * kBN * 64 + j * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row + j);
           st.advance();
         };
         for (int t = 0; t <= num_tiles; ++t) {  // K(t) and V(t - 1)
@@ -1169,7 +1188,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         const int key0 = key_base + tile * kBN;
         constexpr bool kAll = kKind == TileKind::kGeneral;
         const bool masked = kAll && cta.masked(key0, kBN);
-        softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll>(
+        softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll, kLazyRescale>(
             [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
             row_hi, masked, m_run, l_run, f);
       };
@@ -1304,7 +1323,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           // v4.20, FA3's place): between S(t)'s and P(t-1)·V(t-1)'s issues, as it was, ptxas put
           // the 64 FMULs (d 128) before S(t)'s first wgmma, inside the ping-pong's window after
           // the barrier, where the other warpgroup waits. The same products in the same order.
-          rescale_o();
+          if (!kLazyRescale || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) rescale_o();
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);  // not sunk below the next barrier
           pack_p();
