@@ -97,10 +97,10 @@ inline constexpr int kStages = FLASHSERVE_DECODE_STAGES;
 template <typename T, typename KV>
 inline constexpr bool kFp8Pages = !std::is_same_v<T, KV>;
 
-// The floats of decode_finish's scratch for kPassRows rows a pass: each warp's o rows (kHeadDim
-// + 8 of padding) and its m and l.
-template <int kPassRows, int kHeadDim>
-inline constexpr int kDecodeFinishFloats = kDecodeWarps * kPassRows * (kHeadDim + 8 + 2);
+// The floats of decode_finish's scratch: each warp's kRowsPerBlock o rows (kHeadDim + 8 of
+// padding) and their m and l.
+template <int kHeadDim>
+inline constexpr int kDecodeFinishFloats = kDecodeWarps * kRowsPerBlock * (kHeadDim + 8 + 2);
 
 template <int kHeadDim, typename T, typename KV = T>
 struct DecodeTraits {
@@ -119,7 +119,7 @@ struct DecodeTraits {
   static constexpr int kSmemQ = kRowsPerBlock * kHeadDim * sizeof(T);
   static constexpr int kSmemBytes = kSmemKV + kSmemQ + (kFp8 ? 16 : 0);  // FP8: the warps' max |q|
   // The end-of-CTA merge of the warps' states reuses the K/V stages.
-  static_assert(kDecodeFinishFloats<kRowsPerBlock, kHeadDim> * 4 <= kSmemKV, "merge scratch");
+  static_assert(kDecodeFinishFloats<kHeadDim> * 4 <= kSmemKV, "merge scratch");
   static_assert(kChunks >= 8, "the q swizzle needs 8 chunks per row");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -462,18 +462,16 @@ __device__ __forceinline__ void decode_tile(const KV* sk, const KV* sv, int wkey
 }
 
 // The end of an item: the four warps' states (disjoint keys of the same rows) merged through the
-// shared scratch `red`, kPassRows rows a pass (the kernel below: 16, one pass, its scratch the
-// stages), then normalised and written: o in the storage type (one split) or the fp32 partial
-// state and its lse (the workspace, for merge_states). The caller has every warp done with
-// `red`'s previous use.
-template <int kHeadDim, typename T, typename KV, int kPassRows>
+// shared scratch `red` (the stages: kDecodeFinishFloats), then normalised and written: o in the
+// storage type (one split) or the fp32 partial state and its lse (the workspace, for
+// merge_states). The caller has every warp done with `red`'s previous use.
+template <int kHeadDim, typename T, typename KV>
 __device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red, float (&acc)[kHeadDim / 8][4],
                                               const float (&m_run)[2], float (&l_run)[2], int b, int kv_head,
                                               int group, int split, int row0, int block_rows, int warp, int lane) {
   using Tr = DecodeTraits<kHeadDim, T, KV>;
   constexpr bool kFp8 = Tr::kFp8;
   constexpr int kNTiles = kHeadDim / 8;
-  static_assert(kRowsPerBlock % kPassRows == 0 && kPassRows % 8 == 0, "passes of whole fragment row groups");
   const int gid = lane / 4, tig = lane % 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -483,9 +481,10 @@ __device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red,
   // red_o rows are kRedStride floats apart (8 of padding: a warp's float2 stores of 8 rows
   // then take the two wavefronts 256 bytes need, not eight).
   constexpr int kRedStride = kHeadDim + 8;
-  float* red_o = red;                                               // [warps][kPassRows][kRedStride]
-  float* red_m = red_o + kDecodeWarps * kPassRows * kRedStride;     // [warps][kPassRows]
-  float* red_l = red_m + kDecodeWarps * kPassRows;                  // [warps][kPassRows]
+  constexpr int kRows = kRowsPerBlock;
+  float* red_o = red;                                          // [warps][kRows][kRedStride]
+  float* red_m = red_o + kDecodeWarps * kRows * kRedStride;    // [warps][kRows]
+  float* red_l = red_m + kDecodeWarps * kRows;                 // [warps][kRows]
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.q_len * p.num_heads;
   float* ws_o = static_cast<float*>(p.workspace);
   float* ws_lse = ws_o + static_cast<int64_t>(p.num_splits) * total_rows * kHeadDim;
@@ -494,84 +493,74 @@ __device__ __forceinline__ void decode_finish(const DecodeParams& p, float* red,
   using VecF = std::conditional_t<kV == 4, float4, float2>;
   const int d0 = lane * kV;
 #pragma unroll
-  for (int pass = 0; pass < kRowsPerBlock / kPassRows; ++pass) {
-    const int pr0 = pass * kPassRows;  // the pass's first row
-    if (pass > 0) {
-      if (pr0 >= block_rows) break;  // (uniform)
-      __syncthreads();               // the last pass's reads of red done
-    }
+  for (int i = 0; i < 2; ++i) {
+    const int r = gid + 8 * i;
+    if (r >= block_rows) continue;  // padding rows are never written out
+    const int rr = warp * kRows + r;
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = gid + 8 * i;
-      if (r < pr0 || r >= pr0 + kPassRows) continue;  // another pass's row
-      if (r >= block_rows) continue;  // padding rows are never written out
-      const int rr = warp * kPassRows + r - pr0;
-      if constexpr (!kFp8) {
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n) {
-          const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
-          *reinterpret_cast<float2*>(red_o + rr * kRedStride + n * 8 + tig * 2) = v;
-        }
-      } else {
-        // n-tiles 2·c (even dims) and 2·c + 1 (odd) of chunk c: this lane's dims 16·c + 4·tig .. + 3.
-#pragma unroll
-        for (int c = 0; c < Tr::kKvChunks; ++c) {
-          const float4 v = make_float4(acc[2 * c][2 * i], acc[2 * c + 1][2 * i], acc[2 * c][2 * i + 1],
-                                       acc[2 * c + 1][2 * i + 1]);
-          *reinterpret_cast<float4*>(red_o + rr * kRedStride + 16 * c + 4 * tig) = v;
-        }
+      for (int n = 0; n < kNTiles; ++n) {
+        const float2 v = make_float2(acc[n][2 * i], acc[n][2 * i + 1]);
+        *reinterpret_cast<float2*>(red_o + rr * kRedStride + n * 8 + tig * 2) = v;
       }
-      if (tig == 0) {
-        red_m[rr] = m_run[i];
-        red_l[rr] = l_run[i];
+    } else {
+      // n-tiles 2·c (even dims) and 2·c + 1 (odd) of chunk c: this lane's dims 16·c + 4·tig .. + 3.
+#pragma unroll
+      for (int c = 0; c < Tr::kKvChunks; ++c) {
+        const float4 v = make_float4(acc[2 * c][2 * i], acc[2 * c + 1][2 * i], acc[2 * c][2 * i + 1],
+                                     acc[2 * c + 1][2 * i + 1]);
+        *reinterpret_cast<float4*>(red_o + rr * kRedStride + 16 * c + 4 * tig) = v;
       }
     }
-    __syncthreads();
+    if (tig == 0) {
+      red_m[rr] = m_run[i];
+      red_l[rr] = l_run[i];
+    }
+  }
+  __syncthreads();
 
-    // Warp w finishes rows w, w + 4, ... of the pass: lane l holds dims l·kV .. l·kV + kV - 1
-    // (contiguous, vector loads without bank conflicts; v2.7 had one thread a 16-dim slice,
-    // 4-way conflicts, 64 scalar loads, ~1.4 us of epilogue on the trace).
-    for (int r = pr0 + warp; r < min(block_rows, pr0 + kPassRows); r += kDecodeWarps) {
-      const int rr = r - pr0;
-      float mx = -INFINITY;
+  // Warp w finishes rows w, w + 4, ...: lane l holds dims l·kV .. l·kV + kV - 1
+  // (contiguous, vector loads without bank conflicts; v2.7 had one thread a 16-dim slice,
+  // 4-way conflicts, 64 scalar loads, ~1.4 us of epilogue on the trace).
+  for (int r = warp; r < block_rows; r += kDecodeWarps) {
+    float mx = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kPassRows + rr]);
-      float wgt[kDecodeWarps], l = 0.f;
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, red_m[w * kRows + r]);
+    float wgt[kDecodeWarps], l = 0.f;
 #pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const float mw = red_m[w * kPassRows + rr];
-        wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
-        l += wgt[w] * red_l[w * kPassRows + rr];
-      }
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
-      float out[kV] = {};
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float mw = red_m[w * kRows + r];
+      wgt[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - mx);  // states in base 2
+      l += wgt[w] * red_l[w * kRows + r];
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float lse = l > 0.f ? (mx + __log2f(l)) * 0.6931471805599453f : -INFINITY;  // natural log out
+    float out[kV] = {};
 #pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kPassRows + rr) * kRedStride + d0);
-        const float* xs = reinterpret_cast<const float*>(&x);
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const VecF x = *reinterpret_cast<const VecF*>(red_o + (w * kRows + r) * kRedStride + d0);
+      const float* xs = reinterpret_cast<const float*>(&x);
 #pragma unroll
-        for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
-      }
-      const float norm = kFp8 ? inv * v_mul : inv;
+      for (int d = 0; d < kV; ++d) out[d] += wgt[w] * xs[d];
+    }
+    const float norm = kFp8 ? inv * v_mul : inv;
 #pragma unroll
-      for (int d = 0; d < kV; ++d) out[d] *= norm;
-      const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
-      const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
-      if (p.num_splits == 1) {
-        T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
+    for (int d = 0; d < kV; ++d) out[d] *= norm;
+    const int t = (row0 + r) / group, h = kv_head * group + (row0 + r) % group;
+    const int64_t token_row = static_cast<int64_t>(b) * p.q_len + t;
+    if (p.num_splits == 1) {
+      T* o = static_cast<T*>(p.o) + token_row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride + d0;
 #pragma unroll
-        for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
-        if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
-      } else {
-        const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
-        VecF v;
-        float* vs = reinterpret_cast<float*>(&v);
+      for (int d = 0; d < kV; ++d) o[d] = from_f<T>(out[d]);
+      if (p.lse != nullptr && lane == 0) p.lse[token_row * p.num_heads + h] = lse;
+    } else {
+      const int64_t wrow = static_cast<int64_t>(split) * total_rows + token_row * p.num_heads + h;
+      VecF v;
+      float* vs = reinterpret_cast<float*>(&v);
 #pragma unroll
-        for (int d = 0; d < kV; ++d) vs[d] = out[d];
-        *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
-        if (lane == 0) ws_lse[wrow] = lse;
-      }
+      for (int d = 0; d < kV; ++d) vs[d] = out[d];
+      *reinterpret_cast<VecF*>(ws_o + wrow * kHeadDim + d0) = v;
+      if (lane == 0) ws_lse[wrow] = lse;
     }
   }
 }
@@ -765,7 +754,7 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
-  decode_finish<kHeadDim, T, KV, kRowsPerBlock>(p, reinterpret_cast<float*>(smem_raw), acc, m_run, l_run, b, kv_head,
+  decode_finish<kHeadDim, T, KV>(p, reinterpret_cast<float*>(smem_raw), acc, m_run, l_run, b, kv_head,
                                                 group, split, row0, block_rows, warp, lane);
   FS_DECODE_STAMPS_OUT(p, static_cast<int64_t>(p.batch) * p.q_len * p.num_heads, kHeadDim, tid, t_start, t_issued,
                        t_first, t_loop);
