@@ -40,6 +40,9 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [2048], True, 16, 30720, "e5m2"),
     # 32-: d 64 16×1k in 16-token pages, causal and not (where v3 or ws is the paged default at d 64)
     (64, [1024] * 16, True, 16), (64, [1024] * 16, False, 16),
+    # 34-: 200 prompts of 64-511 tokens, d 128 packed, causal and not (more sequences than the
+    # 128-key instance caches, PrefillWsTraits::kSeqCache)
+    (128, "many", True, 0), (128, "many", False, 0),
 ]
 
 
@@ -51,6 +54,9 @@ def row_lens(lens):
     if lens == "mix":
         g = torch.Generator().manual_seed(6)
         return [int(x) for x in torch.randint(17, 4001, (32,), generator=g)]
+    if lens == "many":  # more prompts than d 128's packed 128-key instance caches (158)
+        g = torch.Generator().manual_seed(8)
+        return [int(x) for x in torch.randint(64, 512, (200,), generator=g)]
     return lens
 
 

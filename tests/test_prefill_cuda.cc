@@ -125,7 +125,7 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 0 ? "1" : "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "dynamic" : "static"}}});
   // O from registers (FLASHSERVE_PREFILL_WS_TMA_O=0), where by default the instances with an O
-  // buffer (d 64, d 128 at 128 keys) store a warpgroup's whole 64-row blocks by TMA, on a
+  // buffer (d 64, d 128's paged 128-key ones) store a warpgroup's whole 64-row blocks by TMA, on a
   // 3-CTA grid (the buffer reused from item to item); every other case with every tile by the
   // consumers' general loop (FLASHSERVE_PREFILL_WS_PLAIN=0: no plain run).
   runs.push_back({"ws",
@@ -264,10 +264,11 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
 
 // Varlen batches whose q lengths are far apart (one long sequence among short ones, a sequence
 // without queries, one query), packed and paged, every head dim, both masks, and batches of
-// more sequences than a persistent CTA caches (257 at d 64 and 128, 74 at d 256: their views
-// then read the offsets from global memory, and the walk keeps the grid order). The dynamic walk
-// takes only the q tiles that exist (WsVarlenOrder). Every run of check_problem, against the
-// reference, mma.sync and the CPU.
+// more sequences than a persistent CTA caches (PrefillWsTraits::kSeqCache: 257 at d 64 and in
+// d 128's pages, 162 in d 256's packed instances: their views then read the offsets from global memory, and
+// the walk keeps the grid order; d 128's packed 128-key instance caches 158, its 176-key one
+// 256, so a packed batch of 200 runs both ways). The dynamic walk takes only the q tiles that
+// exist (WsVarlenOrder). Every run of check_problem, against the reference, mma.sync and the CPU.
 TEST(PrefillCuda, SkewedVarlenBatches) {
   FS_SKIP_WITHOUT_CUDA();
   int seed = 1600;
@@ -286,18 +287,23 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
       check_problem(p);
     }
   }
-  // More sequences than the cache: 300 (d 128), 120 (d 256), lengths 1 to 40.
-  for (int dim : {128, 256}) {
-    if (dim == 256 && !kHeadDim256Built) continue;
+  // More sequences than the cache: 300 (d 128, 16-token pages), 200 (d 128 packed, causal and
+  // not), 170 (d 256 packed), lengths 1 to 40.
+  struct Big {
+    int dim, block_size, seqs;
+    bool causal;
+  };
+  for (const Big& c : {Big{128, 16, 300, true}, Big{128, 0, 200, true}, Big{128, 0, 200, false}, Big{256, 0, 170, true}}) {
+    if (c.dim == 256 && !kHeadDim256Built) continue;
     Problem p;
     p.num_heads = 4;
     p.num_kv_heads = 1;
-    p.head_dim = dim;
+    p.head_dim = c.dim;
     p.dtype = DType::kBFloat16;
-    p.causal = true;
-    p.block_size = dim == 128 ? 16 : 0;
+    p.causal = c.causal;
+    p.block_size = c.block_size;
     p.seed = seed++;
-    for (int i = 0; i < (dim == 128 ? 300 : 120); ++i) {
+    for (int i = 0; i < c.seqs; ++i) {
       const int q = 1 + (i * 37) % 40;
       p.seqs.push_back({q, q + (i * 11) % 9});
     }
@@ -383,21 +389,26 @@ TEST(PrefillCuda, HeadDim256) {
 
 // o not 16-byte aligned, one way at a time (the pointer 4 bytes off, rows of H·D + 2 elements,
 // heads D + 2 apart): the warp-specialized kernel stores 4 bytes at a time there instead of 16,
-// into exactly the values of the packed call (bit for bit: the same kernel otherwise), which is
-// checked against the float64 reference; every element outside o's own stays as poisoned.
+// into exactly the values of the call with o packed (bit for bit: the same kernel otherwise),
+// which is checked against the float64 reference; every element outside o's own stays as
+// poisoned. K/V packed, and in pages.
 TEST(PrefillCuda, OutputsNot16ByteAligned) {
   FS_SKIP_WITHOUT_CUDA();
   if (wgmma_runs()) use_kernel("ws");  // else the mma.sync kernel (4-byte stores) takes both calls
   int seed = 1500;
   for (int dim : {64, 128, 256}) {
     if (dim == 256 && !kHeadDim256Built) continue;
-    for (bool causal : {false, true}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      // Packed non-causal and causal, and causal in 16-token pages (d 128's paged instances have
+      // the O buffer, the packed ones not: three stages).
+      const bool causal = variant > 0;
       Problem p;
       p.num_heads = 6;
       p.num_kv_heads = 2;
       p.head_dim = dim;
       p.dtype = causal ? DType::kFloat16 : DType::kBFloat16;
       p.causal = causal;
+      p.block_size = variant == 2 ? 16 : 0;
       p.seed = seed++;
       p.seqs = {{77, 257}, {1, 7}, {200, 200}, {130, 300}};
       ProblemData d = make_data(p);
@@ -415,8 +426,8 @@ TEST(PrefillCuda, OutputsNot16ByteAligned) {
       const Layout layouts[] = {{"o 4 bytes off", 2, H * dim, dim},
                                 {"rows of H*D + 2", 0, H * dim + 2, dim},
                                 {"heads D + 2 apart", 0, H * (dim + 2), dim + 2},
-                                // Padded by 16 bytes: the TMA store of O (d 64, d 128) with strides
-                                // of its own, nothing written in the pads.
+                                // Padded by 16 bytes: the TMA store of O (d 64, d 128's pages) with
+                                // strides of its own, nothing written in the pads.
                                 {"rows of H*D + 8", 0, H * dim + 8, dim},
                                 {"heads D + 8 apart", 0, H * (dim + 8), dim + 8}};
       for (const Layout& l : layouts) {
@@ -443,7 +454,8 @@ TEST(PrefillCuda, OutputsNot16ByteAligned) {
               bad += got[at] != want[(r * H + h) * dim + e];
             }
         for (size_t i = 0; i < got.size(); ++i) stray += !mine[i] && got[i] != 0xffff;
-        EXPECT_EQ(bad, 0) << "d " << dim << (causal ? " causal, " : ", ") << l.what << ": elements unlike the packed call's";
+        EXPECT_EQ(bad, 0) << "d " << dim << (causal ? " causal, " : ", ") << (p.block_size ? "pages, " : "") << l.what
+                          << ": elements unlike the aligned call's";
         EXPECT_EQ(stray, 0) << "d " << dim << ", " << l.what << ": elements outside o written";
       }
     }

@@ -33,6 +33,7 @@ struct LogitArgs {
   // the exponent: p = 2^(s·scale2 - m), one FFMA and one EX2 an element.
   bool transform;
 
+  LogitArgs() = default;  // (set before use)
   __device__ __forceinline__ LogitArgs(const MaskParams& m, int h) {
     scale = m.softmax_scale;
     scale2 = m.softmax_scale * kLog2e;
@@ -71,10 +72,10 @@ __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0,
     // lane's first key, each element is a compare against an immediate and a select (the keys
     // made one by one and compared with both bounds were 4.3 instructions an element: d 64's
     // masked tile 747 instructions a warp against the plain tile's 466). Measured against that
-    // (bench/history/prefill.md "Session 40", call 4): d 128's causal rows +0.2..+0.9%, d 64's
+    // (bench/history/prefill.md "Session 40", call 4): d 128's causal rows +0.4..+0.9%, d 64's
     // level, decode level. On tiles of 64 keys or more the lower bound only where some row of the
-    // warp starts inside the tile (a window; causal rows start at key 0): all 32 lanes call this
-    // there (the vote). Decode's 16-key tiles compare both bounds.
+    // warp starts past the lane's first key (a window; causal rows start at key 0): all 32 lanes
+    // call this there (the vote). Decode's 16-key tiles compare both bounds.
     const int base = key0 + tig * 2;
     const int lo = row_lo - base, hi = row_hi - base;
     if (kNTiles < 8 || __any_sync(0xffffffffu, lo > 0)) {
@@ -169,7 +170,7 @@ __device__ __forceinline__ float softmax_row(At at, const LogitArgs& a, int key0
   return f;
 }
 
-// softmax_row (not lazy) for a thread's two fragment rows at once (at(i, nt, e): row i), phase
+// softmax_row for a thread's two fragment rows at once (at(i, nt, e): row i), phase
 // by phase, so that the rows' dependency chains (the lane max, the quad's two shuffles, the
 // running max and its exp, then each element's FFMA and EX2) interleave: one after the other,
 // each row's shuffles and the exps that wait on them were exposed in turn, with only two

@@ -138,9 +138,9 @@ struct WsTrace {
 template <int kHeadDim, int kBlockN>
 struct WsRowGather;  // below
 
-// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim and
-// whether the call takes the head dim's second tile (`alt`: ws_alt_tile in prefill_cuda.cu says
-// when):
+// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim, whether
+// the call takes the head dim's second tile (`alt`: ws_alt_tile in prefill_cuda.cu says when) and
+// whether K/V are paged (the ring's depth at d 128, below):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
 //    registers a thread, so the S tile stays narrow);
 //  - d 128: 128 × 128, packed 32 + 3 × (32 + 32) = 224 KB, pages 32 + 2 × (32 + 32) = 160 KB
@@ -259,11 +259,12 @@ struct PrefillWsTraits {
   static constexpr int kQElems = kBlockM * kHeadDim;
   static constexpr int kTileElems = kBlockN * kHeadDim;
   static constexpr uint32_t kQBytes = kQElems * 2, kTileBytes = kTileElems * 2;
-  // The row gather's two slots of staged row offsets (WsRowGather), after the barriers.
-  static constexpr int kRowSlotBytes = WsRowGather<kHeadDim, kBlockN>::kSmemBytes;
+  // The row gather's two slots of staged row offsets (WsRowGather), after the barriers: pages
+  // only (packed K/V come by TMA; their instances give the room to the cached sequences).
+  static constexpr int kRowSlotBytes = kPaged ? WsRowGather<kHeadDim, kBlockN>::kSmemBytes : 0;
   // FP8: the codes of two K and two V tiles as the row gather lands them (slots by the tile's
   // parity: a tile's copy is issued two conversions before its own, session 27), and the
-  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest and 72 cached sequences
+  // consumer warps' maxima of |q| (4 a warpgroup). 227 KB with the rest and 71 cached sequences
   // (kSeqCache; one slot a ring left room for 257): FP8 batches of more sequences read their
   // offsets from global memory.
   static constexpr int kFp8StageBytes = kFp8 ? 4 * kBlockN * kHeadDim : 0;
@@ -287,8 +288,12 @@ struct PrefillWsTraits {
   static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
-  // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and 128, 74 at d 256, 72 FP8), so
-  // that an item's view is made without global loads (0.7 us an item on the trace).
+  // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and d 128's 176-key and paged
+  // instances, 159 at d 128's packed 128-key ones (three stages), 162 at d 256 packed and 74 in
+  // pages, 71 FP8), so that an item's view is made without global loads (0.7 us an item on the
+  // trace); a batch of more sequences reads them from global memory and walks every q tile (no
+  // varlen walk). 200 prompts of 64-511 tokens at d 128 run faster so on the 128-key tile than
+  // cached on the 176-key one (bench/history/prefill.md "Session 40", call 13: +3.7% causal).
   static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 12 < 257 ? (227 * 1024 - kBaseSmemBytes) / 12 : 257;
   static constexpr int kSmemBytes = kBaseSmemBytes + 12 * kSeqCache;
   static_assert(kSeqCache >= 64, "the cached sequences' floor: a byte more of stages silently costs every item global loads");
@@ -480,7 +485,7 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
-// The lazy rescale (bench-only, 0; FA4's): FLASHSERVE_PREFILL_WS_LAZY=1 moves a row's running max
+// The lazy rescale (bench-only, 0; FA4's; not in the FP8 instances): FLASHSERVE_PREFILL_WS_LAZY=1 moves a row's running max
 // only when a tile's max exceeds it by more than kLazyMargin (online_softmax.cuh; p <= 2^8), and
 // a consumer warp skips O's rescale where the factors of all its rows are 1 (a vote): at d 64 the
 // rescale is 32 of a plain tile's 466 instructions a warp, at d 128 64. (v4.1 had a lazy rescale
@@ -599,7 +604,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
   using RowGather = WsRowGather<kFp8 ? 64 : kHeadDim, kBN>;
-  static_assert(RowGather::kSmemBytes == Tr::kRowSlotBytes, "the row slots' size does not depend on the head dim");
+  static_assert(!kPaged || RowGather::kSmemBytes == Tr::kRowSlotBytes,
+                "the row slots' size does not depend on the head dim");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_u32(smem_raw);
   // Q's slots (kQSlots: the second one O's buffer, kTmaO), 1024-byte aligned, then the K and V rings.
@@ -609,7 +615,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
   float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
   uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
-  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two
+  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two (pages)
   int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
   constexpr int kQ = Tr::kQSlots;
   const Pipeline<kQ> pipe_q{bars, bars + kQ};
@@ -1104,24 +1110,31 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         trace.value(traced, 24, w);
         trace.value(traced, 25, num_tiles);
       }
+      // The rows' key ranges and the logits' constants (ALiBi's slope a global load), which only
+      // the first softmax needs: made under S(0), after its issue (FP8: the constants before,
+      // its Q conversion folds into them). Made before S(0), they held its issue back by ~150
+      // instructions an item (d 64, bench/history/prefill.md "Session 40").
       int row_pos[2], row_lo[2], row_hi[2];
+      LogitArgs la;  // FP8: k_scale / 2^e folded into its scales below
+      auto init_rows = [&] {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = wrow0 + gid + 8 * i;
-        row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
-        int64_t lo = 0, hi = 0;
-        if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
-        row_lo[i] = static_cast<int>(lo);
-        row_hi[i] = static_cast<int>(hi);
-      }
+        for (int i = 0; i < 2; ++i) {
+          const int r = wrow0 + gid + 8 * i;
+          row_pos[i] = static_cast<int>(cta.pos0 + cta.row0 + r);
+          int64_t lo = 0, hi = 0;
+          if (r < cta.block_rows) visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
+          row_lo[i] = static_cast<int>(lo);
+          row_hi[i] = static_cast<int>(hi);
+        }
+        if constexpr (!kFp8) la = LogitArgs(p.mask, h);
+      };
       float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
       float o[Tr::kBlocks][32];
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
         for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
-      LogitArgs la(p.mask, h);  // FP8: k_scale / 2^e folded into its scales below
-      float v_mul = 1.f;         // FP8: the values' scale on the output
+      float v_mul = 1.f;  // FP8: the values' scale on the output
 
       float s[kBN / 2];
       // Descriptors from their low words (start address / 16, leading offset), made once: each
@@ -1213,6 +1226,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (last_wg) named_barrier_arrive(next_bar, 256);
         pipe_q.consumer_wait(sq);
         if constexpr (kFp8) {
+          la = LogitArgs(p.mask, h);
           // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
           // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
           // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
@@ -1267,6 +1281,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         issue_s(sk.index);
         sched_arrive();
         release_held();  // the last item's Q slot, under this S
+        init_rows();     // ... and the rows' ranges
         wgmma_wait<0>();
         fence_regs(s);
         pipe_k.consumer_release(sk, lane);

@@ -754,8 +754,8 @@ __global__ void __launch_bounds__(kDecodeThreads, (DecodeTraits<kHeadDim, T, KV>
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: reuse them for the merge
 
-  decode_finish<kHeadDim, T, KV>(p, reinterpret_cast<float*>(smem_raw), acc, m_run, l_run, b, kv_head,
-                                                group, split, row0, block_rows, warp, lane);
+  decode_finish<kHeadDim, T, KV>(p, reinterpret_cast<float*>(smem_raw), acc, m_run, l_run, b, kv_head, group, split,
+                                 row0, block_rows, warp, lane);
   FS_DECODE_STAMPS_OUT(p, static_cast<int64_t>(p.batch) * p.q_len * p.num_heads, kHeadDim, tid, t_start, t_issued,
                        t_first, t_loop);
 }
