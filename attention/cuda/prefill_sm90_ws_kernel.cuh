@@ -485,17 +485,20 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
-// The lazy rescale (bench-only, 0; FA4's; not in the FP8 instances): FLASHSERVE_PREFILL_WS_LAZY=1 moves a row's running max
-// only when a tile's max exceeds it by more than kLazyMargin (online_softmax.cuh; p <= 2^8), and
-// a consumer warp skips O's rescale where the factors of all its rows are 1 (a vote): at d 64 the
-// rescale is 32 of a plain tile's 466 instructions a warp, at d 128 64. (v4.1 had a lazy rescale
-// at d 128, level, and dropped it: bench/history/prefill.md "prefill v4.1".)
+// The lazy rescale (bench-only, 0; FA4's; not in the FP8 instances): FLASHSERVE_PREFILL_WS_LAZY=1
+// moves a row's running max only when a tile's max exceeds it by more than kLazyMargin
+// (online_softmax.cuh; p <= 2^8), and a consumer warp skips O's rescale where the factors of all
+// its rows are 1 (a vote): at d 64 the rescale is 32 of a plain tile's 466 instructions a warp,
+// at d 128 64. Session 40 call 9: -1..-5% at d 64, -3..+1% at d 128 (v4.1's lazy rescale at d 128
+// was level too: bench/history/prefill.md "prefill v4.1", "Session 40").
 #ifndef FLASHSERVE_PREFILL_WS_LAZY
 #define FLASHSERVE_PREFILL_WS_LAZY 0
 #endif
 // Packed K/V's TMA boxes (bench-only, 0: one box a tile's column block): FLASHSERVE_PREFILL_WS_KV_BOX_ROWS=16
 // loads a tile as boxes of 16 rows, as TMA boxes of 16-token pages would, to time the TMA unit's
 // cost of small boxes apart from the pages (compile prefill_cuda.cu with it too: the maps' box).
+// Session 40 call 8: d 128 -20..-27%, d 64 -3% (~120 cycles a 2 KB box): 16-token pages stay with
+// the row gather.
 #ifndef FLASHSERVE_PREFILL_WS_KV_BOX_ROWS
 #define FLASHSERVE_PREFILL_WS_KV_BOX_ROWS 0
 #endif
