@@ -72,7 +72,7 @@ __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0,
     // lane's first key, each element is a compare against an immediate and a select (the keys
     // made one by one and compared with both bounds were 4.3 instructions an element: d 64's
     // masked tile 747 instructions a warp against the plain tile's 466). Measured against that
-    // (bench/history/prefill.md "Session 40", call 4): d 128's causal rows +0.4..+0.9%, d 64's
+    // (bench/history/prefill.md "Session 40", call 4): d 128's causal rows +0.2..+0.9%, d 64's
     // level, decode level. On tiles of 64 keys or more the lower bound only where some row of the
     // warp starts past the lane's first key (a window; causal rows start at key 0): all 32 lanes
     // call this there (the vote). Decode's 16-key tiles compare both bounds.
