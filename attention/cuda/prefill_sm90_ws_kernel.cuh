@@ -222,6 +222,20 @@ inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
 #ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
 #define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
 #endif
+// The item's view from the producer (bench-only, 0; prefill v4.21's, session 32, level at d 128
+// in session 33, written again in session 40 for d 64, whose short rows gained 2-5% from each cut
+// to the consumers' item code): FLASHSERVE_PREFILL_WS_ITEM_DESC=1 has the producer, which makes
+// each item's view for its own loads, write what the consumers read of it (WsItemDesc) beside the
+// item's index in the dynamic walk; the consumer warps read it instead of making the view
+// themselves (the work order's divisions, PrefillCta::init's 64-bit ranges). The static walk
+// keeps making it.
+#ifndef FLASHSERVE_PREFILL_WS_ITEM_DESC
+#define FLASHSERVE_PREFILL_WS_ITEM_DESC 0
+#endif
+struct WsItemDesc {  // what the consumers read of an item's view (64 bytes)
+  int64_t q0, k_len, pos0, hi_first, lo_last;
+  int row0, block_rows, h, b, key_base, num_tiles;
+};
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kPaged, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
@@ -278,7 +292,12 @@ struct PrefillWsTraits {
   // during this item, not after its last S.
   // + 20: the dynamic walk's slots (the items the producer hands the consumers, one a Q slot; two
   // claims the producer threads share; the varlen walk's items).
-  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + 1024;
+  // The item descriptors (FLASHSERVE_PREFILL_WS_ITEM_DESC: one a Q slot, two at most; 16-byte
+  // multiples, so the row slots after them stay 16-byte aligned), at d 64 and d 128 without FP8
+  // (FP8 and d 256's pages keep 71 and 74 cached sequences, close to kSeqCache's floor).
+  static constexpr bool kItemDesc = FLASHSERVE_PREFILL_WS_ITEM_DESC != 0 && kHeadDim <= 128 && !kFp8;
+  static constexpr int kItemDescBytes = kItemDesc ? 2 * sizeof(WsItemDesc) : 0;
+  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kItemDescBytes + kRowSlotBytes + 20 + 1024;
   static constexpr bool kTmaO =
       !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= 227 * 1024;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
@@ -618,7 +637,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
   float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
   uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
-  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two (pages)
+  WsItemDesc* item_desc = reinterpret_cast<WsItemDesc*>(bars + Tr::kBarriers);  // one a Q slot (ITEM_DESC)
+  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers) + Tr::kItemDescBytes;  // WsRowGather's two (pages)
   int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
   constexpr int kQ = Tr::kQSlots;
   const Pipeline<kQ> pipe_q{bars, bars + kQ};
@@ -749,10 +769,31 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     PipeState<kQ> sq;
     // Q, into a slot the consumers are done with (its last item's S and, kTmaO, O store);
     // `traced`: the item's index for WsTrace.
-    auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
+    // The item's view for the consumers (FLASHSERVE_PREFILL_WS_ITEM_DESC; dynamic walk), into Q
+    // slot `slot`'s descriptor after the slot is acquired and before its arrival, as its index.
+    auto put_desc = [&](int slot, const PrefillCta& cta, int h, int b, int key_base, int num_tiles) {
+      if constexpr (Tr::kItemDesc) {
+        WsItemDesc& d = item_desc[slot];
+        d.q0 = cta.q0;
+        d.k_len = cta.k_len;
+        d.pos0 = cta.pos0;
+        d.hi_first = cta.hi_first;
+        d.lo_last = cta.lo_last;
+        d.row0 = cta.row0;
+        d.block_rows = cta.block_rows;
+        d.h = h;
+        d.b = b;
+        d.key_base = key_base;
+        d.num_tiles = num_tiles;
+      }
+    };
+    auto issue_q = [&](const PrefillCta& cta, int h, int b, int key_base, int num_tiles, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
-      if (dynamic) item_slot[sq.index] = w;
+      if (dynamic) {
+        item_slot[sq.index] = w;
+        put_desc(sq.index, cta, h, b, key_base, num_tiles);
+      }
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
       T* q_slot = smem_q + sq.index * Tr::kQElems;
@@ -792,10 +833,12 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     };
     // The dynamic walk's hand-over without a Q load (thread 0): an item without keys, or the end
     // (w >= total).
-    auto hand_over = [&](int w) {
+    // (cta: an item without keys, whose rows the consumers still write; null: the walk's end.)
+    auto hand_over = [&](int w, const PrefillCta* cta = nullptr, int h = 0, int b = 0) {
       if (!dynamic || tid != 0) return;
       pipe_q.producer_acquire(sq);
       item_slot[sq.index] = w;
+      if (cta != nullptr) put_desc(sq.index, *cta, h, b, 0, 0);
       MBarrier::arrive(pipe_q.full_barrier(sq));
       q_advance(sq);
     };
@@ -824,10 +867,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w, &cta, h, b);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
-        if (tid == 0) issue_q(cta, h, w, traced);
+        if (tid == 0) issue_q(cta, h, b, key_base, num_tiles, w, traced);
         ++traced;
         auto key0 = [&](int tile) { return key_base + tile * kBN; };
         const char* gk = RowGather::thread_base(cta.src.k_base, tid);
@@ -997,11 +1040,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w, &cta, h, b);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
         const int kv_head = h / (p.num_heads / p.num_kv_heads);
-        issue_q(cta, h, w, traced);
+        issue_q(cta, h, b, key_base, num_tiles, w, traced);
         ++traced;
         auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile) {
           pipe.producer_acquire(st);
@@ -1095,7 +1138,25 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         stamp_fine(0);
       }
       if (w >= grid_items) break;
-      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      if (Tr::kItemDesc && dynamic) {
+        // The producer's view of the item (put_desc), read by every lane before lane 0 may
+        // release the slot (below, or at the item's last S).
+        const WsItemDesc& d = item_desc[sq.index];
+        cta.q0 = d.q0;
+        cta.k_len = d.k_len;
+        cta.pos0 = d.pos0;
+        cta.hi_first = d.hi_first;
+        cta.lo_last = d.lo_last;
+        cta.row0 = d.row0;
+        cta.block_rows = d.block_rows;
+        h = d.h;
+        b = d.b;
+        key_base = d.key_base;
+        num_tiles = d.num_tiles;
+        __syncwarp();
+      } else if (!item(w, cta, h, b, key_base, num_tiles)) {
+        continue;  // never a handed-over item
+      }
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
