@@ -234,7 +234,7 @@ inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
 #endif
 struct WsItemDesc {  // what the consumers read of an item's view (64 bytes)
   int64_t q0, k_len, pos0, hi_first, lo_last;
-  int row0, block_rows, h, b, key_base, num_tiles;
+  int row0, block_rows, h, key_base, num_tiles, pad;
 };
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kPaged, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
@@ -771,7 +771,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // `traced`: the item's index for WsTrace.
     // The item's view for the consumers (FLASHSERVE_PREFILL_WS_ITEM_DESC; dynamic walk), into Q
     // slot `slot`'s descriptor after the slot is acquired and before its arrival, as its index.
-    auto put_desc = [&](int slot, const PrefillCta& cta, int h, int b, int key_base, int num_tiles) {
+    auto put_desc = [&](int slot, const PrefillCta& cta, int h, int key_base, int num_tiles) {
       if constexpr (Tr::kItemDesc) {
         WsItemDesc& d = item_desc[slot];
         d.q0 = cta.q0;
@@ -782,17 +782,16 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         d.row0 = cta.row0;
         d.block_rows = cta.block_rows;
         d.h = h;
-        d.b = b;
         d.key_base = key_base;
         d.num_tiles = num_tiles;
       }
     };
-    auto issue_q = [&](const PrefillCta& cta, int h, int b, int key_base, int num_tiles, int w, int traced) {
+    auto issue_q = [&](const PrefillCta& cta, int h, int key_base, int num_tiles, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
       if (dynamic) {
         item_slot[sq.index] = w;
-        put_desc(sq.index, cta, h, b, key_base, num_tiles);
+        put_desc(sq.index, cta, h, key_base, num_tiles);
       }
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
@@ -833,12 +832,13 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     };
     // The dynamic walk's hand-over without a Q load (thread 0): an item without keys, or the end
     // (w >= total).
-    // (cta: an item without keys, whose rows the consumers still write; null: the walk's end.)
-    auto hand_over = [&](int w, const PrefillCta* cta = nullptr, int h = 0, int b = 0) {
+    // (cta: an item without keys, whose rows the consumers still write; null: the walk's end,
+    // whose slot keeps its last descriptor: the consumers stop before reading one.)
+    auto hand_over = [&](int w, const PrefillCta* cta = nullptr, int h = 0) {
       if (!dynamic || tid != 0) return;
       pipe_q.producer_acquire(sq);
       item_slot[sq.index] = w;
-      if (cta != nullptr) put_desc(sq.index, *cta, h, b, 0, 0);
+      if (cta != nullptr) put_desc(sq.index, *cta, h, 0, 0);
       MBarrier::arrive(pipe_q.full_barrier(sq));
       q_advance(sq);
     };
@@ -867,10 +867,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w, &cta, h, b);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w, &cta, h);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
-        if (tid == 0) issue_q(cta, h, b, key_base, num_tiles, w, traced);
+        if (tid == 0) issue_q(cta, h, key_base, num_tiles, w, traced);
         ++traced;
         auto key0 = [&](int tile) { return key_base + tile * kBN; };
         const char* gk = RowGather::thread_base(cta.src.k_base, tid);
@@ -1040,11 +1040,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w, &cta, h, b);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w, &cta, h);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
         const int kv_head = h / (p.num_heads / p.num_kv_heads);
-        issue_q(cta, h, b, key_base, num_tiles, w, traced);
+        issue_q(cta, h, key_base, num_tiles, w, traced);
         ++traced;
         auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile) {
           pipe.producer_acquire(st);
@@ -1150,7 +1150,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         cta.row0 = d.row0;
         cta.block_rows = d.block_rows;
         h = d.h;
-        b = d.b;
         key_base = d.key_base;
         num_tiles = d.num_tiles;
         __syncwarp();
