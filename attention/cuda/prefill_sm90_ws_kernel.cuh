@@ -513,6 +513,15 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_LAZY
 #define FLASHSERVE_PREFILL_WS_LAZY 0
 #endif
+// The half diagonal (bench-only, 0; instances of 128-key tiles without FP8):
+// FLASHSERVE_PREFILL_WS_HALF_DIAG=1 runs an item's last tile at 64 keys in a consumer warpgroup
+// none of whose rows sees past the tile's first 64 keys (causal: the first warpgroup's on the
+// diagonal), S by m64n64 and P·V over 4 k-steps, the softmax over 64 columns: half the tile's
+// MMAs and exps. With one tile (S(0) issued before the rows' ranges are known) only P·V is
+// halved. Session 41 (bench/history/prefill.md "Session 41").
+#ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
+#define FLASHSERVE_PREFILL_WS_HALF_DIAG 0
+#endif
 // Packed K/V's TMA boxes (bench-only, 0: one box a tile's column block): FLASHSERVE_PREFILL_WS_KV_BOX_ROWS=16
 // loads a tile as boxes of 16 rows, as TMA boxes of 16-token pages would, to time the TMA unit's
 // cost of small boxes apart from the pages (compile prefill_cuda.cu with it too: the maps' box).
@@ -604,7 +613,7 @@ using WsTraitsOf =
 // transform, kGeneral both where the tile and the call have them. (A third loop for masked
 // tiles without the transform's code took the d 64 consumers from 25 local loads a general
 // tile to 234, and d 128's from 0 to 54: left out.)
-enum class TileKind { kPlain, kGeneral };
+enum class TileKind { kPlain, kGeneral, kHalf };  // kHalf: FLASHSERVE_PREFILL_WS_HALF_DIAG's last tile
 template <TileKind kKind>
 using kind_c = std::integral_constant<TileKind, kKind>;
 
@@ -622,6 +631,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
+  constexpr bool kHalfDiag = FLASHSERVE_PREFILL_WS_HALF_DIAG != 0 && kBN == 128 && !kFp8;
   constexpr int kKvBoxRows = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : kBN;
   static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
@@ -1179,7 +1189,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // instructions an item (d 64, bench/history/prefill.md "Session 40").
       int row_pos[2], row_lo[2], row_hi[2];
       LogitArgs la;  // FP8: k_scale / 2^e folded into its scales below
+      bool half_last = false;  // kHalfDiag: the last tile at 64 keys in this warpgroup
       auto init_rows = [&] {
+        if constexpr (kHalfDiag) {
+          // A row's high bound grows with the row: the warpgroup's last row has its highest.
+          const int r = min(64 * cw + 63, cta.block_rows - 1);
+          int64_t lo = 0, hi = 0;
+          visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
+          half_last = hi - (key_base + static_cast<int64_t>(num_tiles - 1) * kBN) <= kBN / 2;
+        }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int r = wrow0 + gid + 8 * i;
@@ -1200,13 +1218,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       float v_mul = 1.f;  // FP8: the values' scale on the output
 
       float s[kBN / 2];
+      using kFull = std::integral_constant<int, kBN>;  // a tile's columns (kHalfDiag: kBN / 2 on its last)
       // Descriptors from their low words (start address / 16, leading offset), made once: each
       // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
       // (prefill v4.11). Made at each issue from the address, a K or V descriptor took an add, a
       // mask, a shift and an or, a dependent chain before each wgmma inside the ping-pong's issue
       // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
       // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
-      auto issue_s = [&](int stage) {
+      auto issue_s_cols = [&](int stage, auto cols) {
+        constexpr int kCols = decltype(cols)::value;
         // K's (and V's, issue_pv) broadcast like Q's below (prefill v4.20): the stage index lives
         // in a vector register, so at d 128 (128 keys) and d 64 each descriptor's adds ran in
         // vector registers and 33 R2UR a tile (d 64: 25) moved them to uniform ones, most of
@@ -1226,27 +1246,28 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
         for (int ks = 0; ks < Tr::kKSteps; ++ks) {
           const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
-          wgmma_ss<kBN, T>(s, kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
-                           kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
+          wgmma_ss<kCols, T>(reinterpret_cast<float(&)[kCols / 2]>(s),
+                             kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
+                             kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
         }
         wgmma_commit();
       };
       uint32_t pa[Tr::kKeySteps][4];
-      auto pack_p = [&] {
+      auto pack_p_cols = [&](auto cols) {
 #pragma unroll
-        for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+        for (int kk = 0; kk < decltype(cols)::value / 16; ++kk) {
           pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
           pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
           pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
           pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
         }
       };
-      auto issue_pv = [&](int stage) {
+      auto issue_pv_cols = [&](int stage, auto cols) {
         const uint32_t v_lo = __shfl_sync(0xffffffffu, v_lo0 + stage * (Tr::kTileElems / 8), 0);  // (issue_s)
         // One wgmma a k-step over the whole head dim (N = kHeadDim: the column blocks of V are
         // kBN rows apart), not one a column block.
 #pragma unroll
-        for (int kk = 0; kk < Tr::kKeySteps; ++kk) {
+        for (int kk = 0; kk < decltype(cols)::value / 16; ++kk) {
           const uint64_t b = sw128_desc_from_lo(v_lo + kk * 16 * 64 / 8);
           if constexpr (Tr::kBlocks == 1) {
             wgmma_rs_n64<T>(o[0], pa[kk], b);
@@ -1262,9 +1283,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       auto softmax = [&](int tile, auto kind) {
         constexpr TileKind kKind = decltype(kind)::value;
         const int key0 = key_base + tile * kBN;
-        constexpr bool kAll = kKind == TileKind::kGeneral;
-        const bool masked = kAll && cta.masked(key0, kBN);
-        softmax_row_pair<kBN / 8, kAll && !kNoTransform, kAll, kLazyRescale>(
+        constexpr bool kAll = kKind != TileKind::kPlain, kHalf = kKind == TileKind::kHalf;
+        const bool masked = kHalf || (kAll && cta.masked(key0, kBN));
+        softmax_row_pair<(kHalf ? kBN / 2 : kBN) / 8, kAll && !kNoTransform, kAll, kLazyRescale>(
             [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
             row_hi, masked, m_run, l_run, f);
       };
@@ -1341,7 +1362,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         sched_wait();
         stamp(3);
         wgmma_fence();
-        issue_s(sk.index);
+        issue_s_cols(sk.index, kFull{});
         sched_arrive();
         release_held();  // the last item's Q slot, under this S
         init_rows();     // ... and the rows' ranges
@@ -1351,7 +1372,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         sk.advance();
         if (num_tiles == 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
         softmax(0, kind_c<TileKind::kGeneral>{});
-        pack_p();
+        pack_p_cols(kFull{});
         stamp(4);
         // The plain run (prefill v4.20): tiles [plain_lo, plain_hi) need no mask (no row's range
         // ends inside them: PrefillCta::masked) and, without a transform (softcap, ALiBi), take
@@ -1373,13 +1394,14 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           plain_hi = max(plain_hi, plain_lo);
         }
         auto tile = [&](int t, auto kind) {
+          constexpr int kCols = decltype(kind)::value == TileKind::kHalf ? kBN / 2 : kBN;
           wait_stage(pipe_k, sk, fenced);
           sched_wait();
           wgmma_fence();
-          issue_s(sk.index);
+          issue_s_cols(sk.index, std::integral_constant<int, kCols>{});
           wait_stage(pipe_v, sv, fenced);
           wgmma_fence();
-          issue_pv(sv.index);
+          issue_pv_cols(sv.index, kFull{});
           sched_arrive();
           wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
           fence_regs(s);
@@ -1404,16 +1426,21 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           if (!kLazyRescale || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) rescale_o();
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);  // not sunk below the next barrier
-          pack_p();
+          pack_p_cols(std::integral_constant<int, kCols>{});
         };
-        for (int t = 1; t < num_tiles; ++t) {
+        // (kHalfDiag: the last tile, where half_last, after the loop.)
+        const int t_end = kHalfDiag && half_last ? num_tiles - 1 : num_tiles;
+        for (int t = 1; t < t_end; ++t) {
           if constexpr (kNoTransform) {
             if (t == plain_lo) {
               for (; t < plain_hi; ++t) tile(t, kind_c<TileKind::kPlain>{});
-              if (t == num_tiles) break;
+              if (t == t_end) break;
             }
           }
           tile(t, kind_c<TileKind::kGeneral>{});
+        }
+        if constexpr (kHalfDiag) {
+          if (t_end < num_tiles && num_tiles > 1) tile(num_tiles - 1, kind_c<TileKind::kHalf>{});
         }
         stamp(5);
         q_advance(sq);
@@ -1421,7 +1448,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wait_stage(pipe_v, sv, fenced);
         sched_wait();
         wgmma_fence();
-        issue_pv(sv.index);
+        if constexpr (kHalfDiag) {
+          if (half_last) {
+            issue_pv_cols(sv.index, std::integral_constant<int, kBN / 2>{});  // P's other half is zeros
+          } else {
+            issue_pv_cols(sv.index, kFull{});
+          }
+        } else {
+          issue_pv_cols(sv.index, kFull{});
+        }
         sched_arrive();
         wgmma_wait<0>();
 #pragma unroll

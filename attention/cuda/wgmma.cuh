@@ -140,6 +140,7 @@ __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));                        \
   }
 #define FS_WGMMA_DEFINE(T, TY)                                                                           \
+  FS_WGMMA_SS(64, T, TY, FS_D32, FS_R32, 32, 33, 34)                                                      \
   FS_WGMMA_SS(80, T, TY, FS_D40, FS_R40, 40, 41, 42)                                                      \
   FS_WGMMA_SS(128, T, TY, FS_D64, FS_R64, 64, 65, 66)                                                     \
   FS_WGMMA_SS(176, T, TY, FS_D88, FS_R88, 88, 89, 90)                                                     \
