@@ -516,9 +516,11 @@ struct WsFp8Dst {
 // The half diagonal (bench-only, 0; instances of 128-key tiles without FP8):
 // FLASHSERVE_PREFILL_WS_HALF_DIAG=1 runs an item's last tile at 64 keys in a consumer warpgroup
 // none of whose rows sees past the tile's first 64 keys (causal: the first warpgroup's on the
-// diagonal), S by m64n64 and P·V over 4 k-steps, the softmax over 64 columns: half the tile's
-// MMAs and exps. With one tile (S(0) issued before the rows' ranges are known) only P·V is
-// halved. Session 41 (bench/history/prefill.md "Session 41").
+// diagonal): S by m64n64 into registers of its own (into s's first half, ptxas serialized every
+// wgmma for want of registers), the softmax over 64 columns, P's other half zeros (P·V stays
+// whole: a branch between two P·V forms in the drain serialized them too). Half the tile's
+// S MMAs and exps. Not for an item of one tile (S(0) is issued before the rows' ranges are
+// known). Session 41 (bench/history/prefill.md "Session 41").
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
 #define FLASHSERVE_PREFILL_WS_HALF_DIAG 0
 #endif
@@ -616,6 +618,15 @@ using WsTraitsOf =
 enum class TileKind { kPlain, kGeneral, kHalf };  // kHalf: FLASHSERVE_PREFILL_WS_HALF_DIAG's last tile
 template <TileKind kKind>
 using kind_c = std::integral_constant<TileKind, kKind>;
+// a where kFirst, else b (FLASHSERVE_PREFILL_WS_HALF_DIAG: a tile's S registers by its columns).
+template <bool kFirst, typename A, typename B>
+__device__ __forceinline__ auto& pick_ref(A& a, B& b) {
+  if constexpr (kFirst) {
+    return a;
+  } else {
+    return b;
+  }
+}
 
 // kTransform false: no code for the logit transform (launch_prefill_sm90_ws refuses calls with one).
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv, bool kTransform>
@@ -1197,6 +1208,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           int64_t lo = 0, hi = 0;
           visible_keys(p.mask, cta.pos0 + cta.row0 + r, 0, cta.k_len, &lo, &hi);
           half_last = hi - (key_base + static_cast<int64_t>(num_tiles - 1) * kBN) <= kBN / 2;
+          half_last = __shfl_sync(0xffffffffu, half_last, 0);  // warp-uniform for ptxas (wgmma in its branches)
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -1218,6 +1230,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       float v_mul = 1.f;  // FP8: the values' scale on the output
 
       float s[kBN / 2];
+      // kHalfDiag: S of a half tile in registers of its own (m64n64 into s's first half made ptxas
+      // serialize every wgmma: "insufficient register resources for the wgmma pipeline").
+      float sh[kHalfDiag ? kBN / 4 : 1];
       using kFull = std::integral_constant<int, kBN>;  // a tile's columns (kHalfDiag: kBN / 2 on its last)
       // Descriptors from their low words (start address / 16, leading offset), made once: each
       // wgmma's is that word plus its byte offset / 16 (one uniform add), the high word a constant
@@ -1246,7 +1261,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
         for (int ks = 0; ks < Tr::kKSteps; ++ks) {
           const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
-          wgmma_ss<kCols, T>(reinterpret_cast<float(&)[kCols / 2]>(s),
+          wgmma_ss<kCols, T>(pick_ref<kCols == kBN>(s, sh),
                              kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
                              kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
         }
@@ -1254,13 +1269,17 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       };
       uint32_t pa[Tr::kKeySteps][4];
       auto pack_p_cols = [&](auto cols) {
+        auto& sc = pick_ref<decltype(cols)::value == kBN>(s, sh);
 #pragma unroll
         for (int kk = 0; kk < decltype(cols)::value / 16; ++kk) {
-          pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-          pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-          pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-          pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+          pa[kk][0] = pack2<T>(sc[8 * kk + 0], sc[8 * kk + 1]);
+          pa[kk][1] = pack2<T>(sc[8 * kk + 2], sc[8 * kk + 3]);
+          pa[kk][2] = pack2<T>(sc[8 * kk + 4], sc[8 * kk + 5]);
+          pa[kk][3] = pack2<T>(sc[8 * kk + 6], sc[8 * kk + 7]);
         }
+        // (Half a tile: the rest of pa ends here, else the last full P stays live across it.)
+#pragma unroll
+        for (int kk = decltype(cols)::value / 16; kk < Tr::kKeySteps; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = 0u;
       };
       auto issue_pv_cols = [&](int stage, auto cols) {
         const uint32_t v_lo = __shfl_sync(0xffffffffu, v_lo0 + stage * (Tr::kTileElems / 8), 0);  // (issue_s)
@@ -1285,8 +1304,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         const int key0 = key_base + tile * kBN;
         constexpr bool kAll = kKind != TileKind::kPlain, kHalf = kKind == TileKind::kHalf;
         const bool masked = kHalf || (kAll && cta.masked(key0, kBN));
+        auto& sc = pick_ref<!kHalf>(s, sh);
         softmax_row_pair<(kHalf ? kBN / 2 : kBN) / 8, kAll && !kNoTransform, kAll, kLazyRescale>(
-            [&](int i, int nt, int e) -> float& { return s[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
+            [&](int i, int nt, int e) -> float& { return sc[4 * nt + 2 * i + e]; }, la, key0, tig, row_pos, row_lo,
             row_hi, masked, m_run, l_run, f);
       };
       auto rescale_o = [&] {
@@ -1404,12 +1424,12 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           issue_pv_cols(sv.index, kFull{});
           sched_arrive();
           wgmma_wait<1>();  // S(t) is in; P(t-1)·V(t-1) may still run
-          fence_regs(s);
+          fence_regs(pick_ref<kCols == kBN>(s, sh));
           pipe_k.consumer_release(sk, lane);
           sk.advance();
           if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);
           softmax(t, kind);
-          fence_regs(s);  // the softmax stays above the next wait, under P(t-1)·V(t-1)
+          fence_regs(pick_ref<kCols == kBN>(s, sh));  // the softmax stays above the next wait, under P(t-1)·V(t-1)
           // (In the plain loop, one block, ptxas hoists the wait above the softmax anyway: SASS
           // DEPBAR 1, DEPBAR 0, then the EX2s. A block boundary kept them under it, and cost
           // 3-6% at d 128 16x1k and on causal rows: session 32 call 3.)
@@ -1448,15 +1468,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wait_stage(pipe_v, sv, fenced);
         sched_wait();
         wgmma_fence();
-        if constexpr (kHalfDiag) {
-          if (half_last) {
-            issue_pv_cols(sv.index, std::integral_constant<int, kBN / 2>{});  // P's other half is zeros
-          } else {
-            issue_pv_cols(sv.index, kFull{});
-          }
-        } else {
-          issue_pv_cols(sv.index, kFull{});
-        }
+        issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
         sched_arrive();
         wgmma_wait<0>();
 #pragma unroll
