@@ -228,7 +228,8 @@ inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
 // each item's view for its own loads, write what the consumers read of it (WsItemDesc) beside the
 // item's index in the dynamic walk; the consumer warps read it instead of making the view
 // themselves (the work order's divisions, PrefillCta::init's 64-bit ranges). The static walk
-// keeps making it.
+// keeps making it. Session 41 call 1 (H100, 8 passes): d 64 16x1k +2.0%, causal +1.2%, 4x4k
+// causal -2.4%, skew causal -0.7%; d 128 -1.7..+0.2% but 200 short prompts +2.8%: not landed.
 #ifndef FLASHSERVE_PREFILL_WS_ITEM_DESC
 #define FLASHSERVE_PREFILL_WS_ITEM_DESC 0
 #endif
@@ -513,16 +514,18 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_LAZY
 #define FLASHSERVE_PREFILL_WS_LAZY 0
 #endif
-// The half diagonal (bench-only, 0; instances of 128-key tiles without FP8):
-// FLASHSERVE_PREFILL_WS_HALF_DIAG=1 runs an item's last tile at 64 keys in a consumer warpgroup
-// none of whose rows sees past the tile's first 64 keys (causal: the first warpgroup's on the
-// diagonal): S by m64n64 into registers of its own (into s's first half, ptxas serialized every
-// wgmma for want of registers), the softmax over 64 columns, P's other half zeros (P·V stays
-// whole: a branch between two P·V forms in the drain serialized them too). Half the tile's
-// S MMAs and exps. Not for an item of one tile (S(0) is issued before the rows' ranges are
-// known). Session 41 (bench/history/prefill.md "Session 41").
+// The half tile (prefill v4.32, session 41): an item's last tile runs at 64 keys in a consumer
+// warpgroup none of whose rows sees past the tile's first 64 keys (causal: the first warpgroup's
+// on the diagonal; non-causal: a sequence whose last tile holds 64 keys or fewer): S by m64n64
+// into registers of its own (into s's first half, ptxas serialized every wgmma for want of
+// registers), the softmax over 64 columns, P's other half zeros (P·V stays whole: a branch
+// between two P·V forms in the drain serialized them too). Not for an item of one tile (S(0) is
+// issued before the rows' ranges are known). 1 (default): d 128's packed 128-key instances
+// (16x1k causal +2.0-2.4%, 200 short prompts +1.8% / +4.1% non-causal); 2: every 128-key
+// instance without FP8 (d 64 16x1k causal -1.5%, pages -0.4..-1.1%); 0: none, for A/B
+// (bench/history/prefill.md "Session 41").
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
-#define FLASHSERVE_PREFILL_WS_HALF_DIAG 0
+#define FLASHSERVE_PREFILL_WS_HALF_DIAG 1
 #endif
 // Packed K/V's TMA boxes (bench-only, 0: one box a tile's column block): FLASHSERVE_PREFILL_WS_KV_BOX_ROWS=16
 // loads a tile as boxes of 16 rows, as TMA boxes of 16-token pages would, to time the TMA unit's
@@ -642,7 +645,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
-  constexpr bool kHalfDiag = FLASHSERVE_PREFILL_WS_HALF_DIAG != 0 && kBN == 128 && !kFp8;
+  constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
+                             (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
+                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
   constexpr int kKvBoxRows = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : kBN;
   static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
