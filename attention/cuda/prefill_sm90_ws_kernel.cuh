@@ -75,6 +75,10 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
   unsigned long long* trace = nullptr;
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
+  // Pages, FLASHSERVE_PREFILL_WS_PAGE_K_TMA (bench-only): 1 where k holds the K pages' 4-d map
+  // ([num_blocks, kv heads, block_size, head_dim], boxes of 64 columns × 16 slots), block_size a
+  // multiple of 16.
+  int k_pages = 0;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -524,6 +528,16 @@ struct WsFp8Dst {
 // (16x1k causal +2.0-2.4%, 200 short prompts +1.8% / +4.1% non-causal); 2: every 128-key
 // instance without FP8 (d 64 16x1k causal -1.5%, pages -0.4..-1.1%); 0: none, for A/B
 // (bench/history/prefill.md "Session 41").
+// K by TMA page boxes, V by the row gather (bench-only, 0; 16-bit pages): the paged instances
+// take K(t) as 16-row boxes of 64 columns, one a page's 16 slots and column block (warp 0's lanes
+// issue one group each), where the host made the map (PrefillTmaMaps::k_pages) and the item's
+// keys start on a multiple of 16; V stays with the row gather (its zeros past the keys: K's rows
+// there are masked, V's are multiplied). Why: 16-row boxes for K and V both set the pace at d 128
+// (~91 cycles a 2 KB box from the L2, bench/bulk_rate.cu; 44 boxes a 176-key tile), half of them
+// fit a tile's ~2800 cycles and take half the gather's instructions off the SM (session 41).
+#ifndef FLASHSERVE_PREFILL_WS_PAGE_K_TMA
+#define FLASHSERVE_PREFILL_WS_PAGE_K_TMA 0
+#endif
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
 #define FLASHSERVE_PREFILL_WS_HALF_DIAG 1
 #endif
@@ -645,6 +659,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
+  constexpr bool kPageKTma = FLASHSERVE_PREFILL_WS_PAGE_K_TMA != 0 && kPaged && !kFp8;
   constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
                               (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
@@ -914,6 +929,31 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
         };
+        // FLASHSERVE_PREFILL_WS_PAGE_K_TMA: K(t) by page boxes. The stage's 128 arrivals: lane 0's
+        // with the tile's bytes, then every other producer thread's; lane i < kBN / 16 issues the
+        // boxes of the tile's 16-key group i (a page id past the keys: -1, boxes outside the map
+        // land as zeros and count their bytes).
+        const bool k_boxes = kPageKTma && maps.k_pages != 0 && (key_base & 15) == 0;
+        const int kv_head = h / (p.num_heads / p.num_kv_heads);
+        auto load_k_boxes = [&](int tile) {
+          const unsigned j = static_cast<unsigned>(rows_done + tile);
+          const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+          pipe_k.producer_acquire(st);
+          T* dst = smem_k + st.index * Tr::kTileElems;
+          uint64_t* bar = pipe_k.full_barrier(st);
+          if (tid < 32) {
+            if (tid == 0) MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+            __syncwarp();
+            if (tid < kBN / 16) {
+              const int key = key0(tile) + 16 * static_cast<int>(tid);
+              const int id = key < cta.cta_hi ? cta.src.table[key >> cta.src.block_shift] : -1;
+#pragma unroll
+              for (int c = 0; c < Tr::kBlocks; ++c)
+                tma_load_4d(dst + c * kBN * 64 + tid * 16 * 64, &maps.k, bar, c * 64, key & cta.src.block_mask, kv_head, id);
+            }
+          }
+          if (tid != 0) MBarrier::arrive(bar);
+        };
         // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
         // each (an empty group where there is no such tile: the waits below count groups) ...
         auto code_slot = [&](bool is_v, int tile) {
@@ -1047,7 +1087,17 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           convert_codes(pipe_v, true, num_tiles - 1);
         } else {
           for (int t = 0; t <= num_tiles; ++t) {
-            if (t < num_tiles) load_rows(pipe_k, false, t);
+            if (t < num_tiles) {
+              if constexpr (kPageKTma) {
+                if (k_boxes) {
+                  load_k_boxes(t);
+                } else {
+                  load_rows(pipe_k, false, t);
+                }
+              } else {
+                load_rows(pipe_k, false, t);
+              }
+            }
             if (t > 0) load_rows(pipe_v, true, t - 1);
             stage_next(t);
           }
