@@ -534,9 +534,17 @@ struct WsFp8Dst {
 // keys start on a multiple of 16; V stays with the row gather (its zeros past the keys: K's rows
 // there are masked, V's are multiplied). Why: 16-row boxes for K and V both set the pace at d 128
 // (~91 cycles a 2 KB box from the L2, bench/bulk_rate.cu; 44 boxes a 176-key tile), half of them
-// fit a tile's ~2800 cycles and take half the gather's instructions off the SM (session 41).
+// fit a tile's ~2800 cycles and take half the gather's instructions off the SM. Session 41 call 8:
+// d 128 pages -11..-14%, d 64 -1..-4%: K's boxes alone set the pace. Pages stay with the row
+// gather (bench/history/prefill.md "Session 41").
 #ifndef FLASHSERVE_PREFILL_WS_PAGE_K_TMA
 #define FLASHSERVE_PREFILL_WS_PAGE_K_TMA 0
+#endif
+// Idle warpgroups (bench-only, 0; 16-bit instances): a consumer warpgroup none of whose rows an
+// item has (block_rows <= 64·cw: a sequence's last q tile) issues no MMAs and no softmax for it,
+// only the waits, releases and ping-pong slots (the walk's `idle` branch). Session 41.
+#ifndef FLASHSERVE_PREFILL_WS_IDLE_WG
+#define FLASHSERVE_PREFILL_WS_IDLE_WG 0
 #endif
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
 #define FLASHSERVE_PREFILL_WS_HALF_DIAG 1
@@ -660,6 +668,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
   constexpr bool kPageKTma = FLASHSERVE_PREFILL_WS_PAGE_K_TMA != 0 && kPaged && !kFp8;
+  constexpr bool kIdleWg = FLASHSERVE_PREFILL_WS_IDLE_WG != 0 && !kFp8;
   constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
                               (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
@@ -1381,7 +1390,41 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
       };
 
-      if (num_tiles > 0) {
+      // kIdleWg: a warpgroup none of whose rows the item has (a sequence's last q tile of 64 rows
+      // or fewer) takes part in the item's waits, releases and ping-pong slots in the same order
+      // as a working one, and issues nothing: the stages' empty barriers need its arrivals, and
+      // each one only after the stage's full wait (an arrival a round early would complete the
+      // round before the working warpgroup released it). Its rows are past block_rows, so the
+      // store below writes nothing of them.
+      const bool idle = kIdleWg && 64 * cw >= cta.block_rows;
+      if (num_tiles > 0 && idle) {
+        if (last_wg) named_barrier_arrive(next_bar, 256);
+        pipe_q.consumer_wait(sq);
+        wait_stage(pipe_k, sk, fenced);
+        sched_wait();
+        sched_arrive();
+        release_held();
+        pipe_k.consumer_release(sk, lane);
+        sk.advance();
+        if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // (hold_q: never idle)
+        for (int t = 1; t < num_tiles; ++t) {
+          wait_stage(pipe_k, sk, fenced);
+          sched_wait();
+          wait_stage(pipe_v, sv, fenced);
+          sched_arrive();
+          pipe_k.consumer_release(sk, lane);
+          sk.advance();
+          if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
+          pipe_v.consumer_release(sv, lane);
+          sv.advance();
+        }
+        q_advance(sq);
+        wait_stage(pipe_v, sv, fenced);
+        sched_wait();
+        sched_arrive();
+        pipe_v.consumer_release(sv, lane);
+        sv.advance();
+      } else if (num_tiles > 0) {
         if (last_wg) named_barrier_arrive(next_bar, 256);
         pipe_q.consumer_wait(sq);
         if constexpr (kFp8) {
