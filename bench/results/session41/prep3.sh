@@ -4,11 +4,5 @@
 # SASS call 2's half, md5), with its test_prefill_cuda for the sanitizers.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-ninja -C build-gpu flashserve_c tests/test_prefill_cuda > /dev/null
 S=(attention/cuda/prefill_sm90_ws_hd128_{bf16,fp16}{,_transform}.cu)
-VARIANT_TESTS=test_prefill_cuda bash bench/variant_lib.sh half128 "-DFLASHSERVE_PREFILL_WS_HALF_DIAG=1" "${S[@]}" > /dev/null
-rm -rf build-s41c && mkdir -p build-s41c/half128
-cp build-gpu/libflashserve_c.so build-s41c/
-cp build-var/half128/libflashserve_c.so build-var/half128/tests/test_prefill_cuda build-s41c/half128/
-strip --strip-unneeded build-s41c/*.so build-s41c/half128/*
-du -sh build-s41c
+bash bench/variant_pack.sh build-s41c half128 "-DFLASHSERVE_PREFILL_WS_HALF_DIAG=1" "${S[@]}"

@@ -5,13 +5,7 @@
 # test_prefill_cuda.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-ninja -C build-gpu flashserve_c tests/test_prefill_cuda > /dev/null
 S=(attention/cuda/prefill_cuda.cu
    attention/cuda/prefill_sm90_ws_hd64{,m128}_{bf16,fp16}_paged{,_transform}.cu
    attention/cuda/prefill_sm90_ws_hd128{,n176}_{bf16,fp16}_paged{,_transform}.cu)
-VARIANT_TESTS=test_prefill_cuda bash bench/variant_lib.sh kbox "-DFLASHSERVE_PREFILL_WS_PAGE_K_TMA=1" "${S[@]}" > /dev/null
-rm -rf build-s41d && mkdir -p build-s41d/kbox
-cp build-gpu/libflashserve_c.so build-s41d/
-cp build-var/kbox/libflashserve_c.so build-var/kbox/tests/test_prefill_cuda build-s41d/kbox/
-strip --strip-unneeded build-s41d/*.so build-s41d/kbox/*
-du -sh build-s41d
+bash bench/variant_pack.sh build-s41d kbox "-DFLASHSERVE_PREFILL_WS_PAGE_K_TMA=1" "${S[@]}"
