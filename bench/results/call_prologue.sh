@@ -60,3 +60,15 @@ prefill_grid() {
   grep -E "Failure|FAILED" "$log" | head -6
   return 0  # (grep finds nothing where all passed; the call's rc is not the tests')
 }
+# ab NAME PASSES ROWS [CONFIG...]: ab_prefill.py over ROWS (--only) with $B's library as the
+# default and each CONFIG as --config (NAME=@LIB or NAME=VAR=VAL), PASSES passes, 200 s at most;
+# log $out/ab_NAME.log, its first pass's rows printed.
+ab() {
+  local name=$1 passes=$2 rows=$3 c args=()
+  shift 3
+  for c in "$@"; do args+=(--config "$c"); done
+  timeout 200 python3 bench/ab_prefill.py --lib "$B/libflashserve_c.so" --passes "$passes" --only "$rows" \
+    "${args[@]}" > "$out/ab_$name.log" 2>&1
+  echo "$(el) ab $name rc $?"
+  grep -v again "$out/ab_$name.log"
+}

@@ -13,6 +13,4 @@ source bench/results/call_prologue.sh
 suite $B/half/test_prefill_cuda 240 test_prefill_half
 ROWS=d64-16x1k,d64-16x1k-c,d64-4x4k-c,d64-skew-c,d64-1x16k-c,d64-16x1k-c-p16,d64-4x4k-c-p16,d128-16x1k
 ROWS=$ROWS,d128-16x1k-c,d128-4x4k-c,d128-8x2k-c,d128-skew-c,d128-1x16k-c,d128-4x4k-c-p16,d128-skew-c-p16,d128-many-c
-timeout 240 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --only $ROWS \
-  --config half=@$B/half/libflashserve_c.so > "$out/ab_half.log" 2>&1
-echo "$(el) ab half rc $?"; grep -v again "$out/ab_half.log"
+ab half 8 $ROWS half=@$B/half/libflashserve_c.so

@@ -11,9 +11,7 @@ B=build-s41c
 source bench/results/call_prologue.sh
 ROWS=d128-16x1k,d128-16x1k-c,d128-4x4k-c,d128-8x2k-c,d128-skew-c,d128-many,d128-many-c
 ROWS=$ROWS,d128-4x4k,d128-1x16k-c,d128-4x4k-c-p16
-timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 10 --only $ROWS \
-  --config half128=@$B/half128/libflashserve_c.so > "$out/ab_half128.log" 2>&1
-echo "$(el) ab half128 rc $?"; grep -v again "$out/ab_half128.log"
+ab half128 10 $ROWS half128=@$B/half128/libflashserve_c.so
 G=Gpu/PrefillCudaGrid.MatchesReferenceAndCpu
 SAN_KERNELS=prefill_sm90_ws sanitize synccheck 80 $B/half128/test_prefill_cuda "$G/21"
 SAN_KERNELS=prefill_sm90_ws sanitize racecheck 90 $B/half128/test_prefill_cuda "$G/21" race21

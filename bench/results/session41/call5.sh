@@ -6,7 +6,4 @@
 # Prediction: within +-1.5% of the default everywhere (session 40 call 7: the tile rule held).
 B=build-peers
 source bench/results/call_prologue.sh
-timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 \
-  --only d128-skew-c,d128-skew,d128-4x4k,d128-4x4k-c,d128-8x2k-c,d128-many-c \
-  --config n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128 --config n176=FLASHSERVE_PREFILL_WS_BLOCK_N=176 > "$out/ab_tile.log" 2>&1
-echo "$(el) ab tile rc $?"; grep -v again "$out/ab_tile.log"
+ab tile 8 d128-skew-c,d128-skew,d128-4x4k,d128-4x4k-c,d128-8x2k-c,d128-many-c n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128 n176=FLASHSERVE_PREFILL_WS_BLOCK_N=176

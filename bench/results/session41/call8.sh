@@ -11,9 +11,7 @@ source bench/results/call_prologue.sh
 suite $B/kbox/test_prefill_cuda 240 test_prefill_kbox
 ROWS=d128-4x4k-c-p16,d128-4x4k-p16,d128-1x16k-c-p16,d128-1x2k+30k-c-p16,d128-1x2k+30k-c-p64,d128-4x4k-c-p64
 ROWS=$ROWS,d128-skew-c-p16,d128-mix-c-p16,d64-4x4k-c-p16,d64-16x1k-c-p16,d64-16x1k-p16,d128-4x4k-c
-timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --only $ROWS \
-  --config kbox=@$B/kbox/libflashserve_c.so > "$out/ab_kbox.log" 2>&1
-echo "$(el) ab kbox rc $?"; grep -v again "$out/ab_kbox.log"
+ab kbox 8 $ROWS kbox=@$B/kbox/libflashserve_c.so
 G=Gpu/PrefillCudaGrid.MatchesReferenceAndCpu
 SAN_KERNELS=prefill_sm90_ws sanitize memcheck 80 $B/kbox/test_prefill_cuda "$G/22"
 SAN_KERNELS=prefill_sm90_ws sanitize racecheck 90 $B/kbox/test_prefill_cuda "$G/22" race22

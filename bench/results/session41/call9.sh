@@ -12,8 +12,6 @@ source bench/results/call_prologue.sh
 suite $B/idle/test_prefill_cuda 240 test_prefill_idle
 ROWS=d128-many-c,d128-many,d128-skew-c,d128-skew,d128-mix-c-p16,d128-skew-c-p16,d64-skew-c
 ROWS=$ROWS,d128-16x1k-c,d128-4x4k-c,d64-16x1k-c,d64-4x4k,d128-1x16k-c
-timeout 200 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --only $ROWS \
-  --config idle=@$B/idle/libflashserve_c.so > "$out/ab_idle.log" 2>&1
-echo "$(el) ab idle rc $?"; grep -v again "$out/ab_idle.log"
+ab idle 8 $ROWS idle=@$B/idle/libflashserve_c.so
 SAN_KERNELS=prefill_sm90_ws sanitize synccheck 100 $B/idle/test_prefill_cuda "PrefillCuda.SkewedVarlenBatches"
 SAN_KERNELS=prefill_sm90_ws sanitize racecheck 120 $B/idle/test_prefill_cuda "PrefillCuda.SkewedVarlenBatches" race_skew
