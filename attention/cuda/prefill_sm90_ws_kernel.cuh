@@ -24,7 +24,9 @@
 //    registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
-//    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs.
+//    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs. In d 128's
+//    packed 128-key instances a warpgroup that sees none of an item's last tile past its first
+//    64 keys runs that tile at 64 keys (the half tile, FLASHSERVE_PREFILL_WS_HALF_DIAG).
 // The O tile is normalised in registers and stored by TMA from a buffer in shared memory where
 // the instance has room for one (PrefillWsTraits::kTmaO) and a warpgroup's 64 rows are all the
 // sequence's, else from registers 16 bytes a thread (quad_transpose).
