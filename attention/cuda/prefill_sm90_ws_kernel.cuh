@@ -549,6 +549,12 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_IDLE_WG
 #define FLASHSERVE_PREFILL_WS_IDLE_WG 0
 #endif
+// The half tile's P·V at 4 k-steps too (bench-only, 0): the drain's last P·V over the 64 keys
+// where half_last. Session 41 first tried it with the half S in s's first half, where ptxas
+// serialized every wgmma; with the half S in registers of its own (sh) it is untried.
+#ifndef FLASHSERVE_PREFILL_WS_HALF_PV
+#define FLASHSERVE_PREFILL_WS_HALF_PV 0
+#endif
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
 #define FLASHSERVE_PREFILL_WS_HALF_DIAG 1
 #endif
@@ -675,6 +681,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
                               (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
+  constexpr bool kHalfPv = kHalfDiag && FLASHSERVE_PREFILL_WS_HALF_PV != 0;
   constexpr int kKvBoxRows = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : kBN;
   static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
@@ -1569,7 +1576,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wait_stage(pipe_v, sv, fenced);
         sched_wait();
         wgmma_fence();
-        issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
+        if constexpr (kHalfPv) {
+          if (half_last && num_tiles > 1) {
+            issue_pv_cols(sv.index, std::integral_constant<int, kBN / 2>{});
+          } else {
+            issue_pv_cols(sv.index, kFull{});
+          }
+        } else {
+          issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
+        }
         sched_arrive();
         wgmma_wait<0>();
 #pragma unroll
