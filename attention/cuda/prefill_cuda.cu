@@ -208,28 +208,6 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-#if FLASHSERVE_PREFILL_WS_PAGE_K_TMA
-// A pool's K (or V) as a 4-d map, [num_blocks, kv heads, block_size, head_dim] by the view's
-// strides, with boxes of 64 columns × 16 slots, 128-byte swizzled (PrefillTmaMaps::k_pages).
-bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  const KVPageView& v = p.pages;
-  if (encode == nullptr || v.num_blocks <= 0 || v.block_size < 16) return false;
-  const int64_t elem = 2;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(v.block_size),
-                              static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(v.num_blocks)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(v.token_stride * elem), static_cast<cuuint64_t>(v.head_stride * elem),
-                                 static_cast<cuuint64_t>(v.block_stride * elem)};
-  const cuuint32_t box[4] = {64, 16, 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-#endif
-
 // Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
 // only where sequences have on average 2k keys or more (non-causal) or 8k or more (causal: the
@@ -337,16 +315,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // takes every tile through the general loop (A/B); read at every call.
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
-  if (p.paged) {
-#if FLASHSERVE_PREFILL_WS_PAGE_K_TMA
-    // K by page boxes (bench-only): 16-bit pages of whole 16-slot groups; =0 at run time keeps the
-    // row gather for K (A/B).
-    const char* k_tma = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_K_TMA");
-    maps->k_pages = !(k_tma != nullptr && std::strcmp(k_tma, "0") == 0) && !is_fp8(p.pages.dtype) &&
-                    p.pages.block_size % 16 == 0 && encode_pages(&maps->k, p, p.pages.k_pages) ? 1 : 0;
-#endif
-    return ws_row_gather(p);
-  }
+  if (p.paged) return ws_row_gather(p);
   const int kv_box = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : tiles.block_n;
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, kv_box) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, kv_box);

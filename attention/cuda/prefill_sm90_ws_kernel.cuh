@@ -77,10 +77,6 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
   unsigned long long* trace = nullptr;
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
-  // Pages, FLASHSERVE_PREFILL_WS_PAGE_K_TMA (bench-only): 1 where k holds the K pages' 4-d map
-  // ([num_blocks, kv heads, block_size, head_dim], boxes of 64 columns × 16 slots), block_size a
-  // multiple of 16.
-  int k_pages = 0;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -228,21 +224,6 @@ inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
 #ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
 #define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
 #endif
-// The item's view from the producer (bench-only, 0; prefill v4.21's, session 32, level at d 128
-// in session 33, written again in session 40 for d 64, whose short rows gained 2-5% from each cut
-// to the consumers' item code): FLASHSERVE_PREFILL_WS_ITEM_DESC=1 has the producer, which makes
-// each item's view for its own loads, write what the consumers read of it (WsItemDesc) beside the
-// item's index in the dynamic walk; the consumer warps read it instead of making the view
-// themselves (the work order's divisions, PrefillCta::init's 64-bit ranges). The static walk
-// keeps making it. Session 41 call 1 (H100, 8 passes): d 64 16x1k +2.0%, causal +1.2%, 4x4k
-// causal -2.4%, skew causal -0.7%; d 128 -1.7..+0.2% but 200 short prompts +2.8%: not landed.
-#ifndef FLASHSERVE_PREFILL_WS_ITEM_DESC
-#define FLASHSERVE_PREFILL_WS_ITEM_DESC 0
-#endif
-struct WsItemDesc {  // what the consumers read of an item's view (64 bytes)
-  int64_t q0, k_len, pos0, hi_first, lo_last;
-  int row0, block_rows, h, key_base, num_tiles, pad;
-};
 template <int kHeadDim, int kRows, int kKeyTile, typename T, bool kPaged, bool kFp8 = false, bool kFp8Reg = false>
 struct PrefillWsTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "prefill ws: head_dim 64, 128 or 256");
@@ -299,12 +280,7 @@ struct PrefillWsTraits {
   // during this item, not after its last S.
   // + 20: the dynamic walk's slots (the items the producer hands the consumers, one a Q slot; two
   // claims the producer threads share; the varlen walk's items).
-  // The item descriptors (FLASHSERVE_PREFILL_WS_ITEM_DESC: one a Q slot, two at most; 16-byte
-  // multiples, so the row slots after them stay 16-byte aligned), at d 64 and d 128 without FP8
-  // (FP8 and d 256's pages keep 71 and 74 cached sequences, close to kSeqCache's floor).
-  static constexpr bool kItemDesc = FLASHSERVE_PREFILL_WS_ITEM_DESC != 0 && kHeadDim <= 128 && !kFp8;
-  static constexpr int kItemDescBytes = kItemDesc ? 2 * sizeof(WsItemDesc) : 0;
-  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kItemDescBytes + kRowSlotBytes + 20 + 1024;
+  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + 1024;
   static constexpr bool kTmaO =
       !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= 227 * 1024;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
@@ -530,25 +506,6 @@ struct WsFp8Dst {
 // (16x1k causal +2.0-2.4%, 200 short prompts +1.8% / +4.1% non-causal); 2: every 128-key
 // instance without FP8 (d 64 16x1k causal -1.5%, pages -0.4..-1.1%); 0: none, for A/B
 // (bench/history/prefill.md "Session 41").
-// K by TMA page boxes, V by the row gather (bench-only, 0; 16-bit pages): the paged instances
-// take K(t) as 16-row boxes of 64 columns, one a page's 16 slots and column block (warp 0's lanes
-// issue one group each), where the host made the map (PrefillTmaMaps::k_pages) and the item's
-// keys start on a multiple of 16; V stays with the row gather (its zeros past the keys: K's rows
-// there are masked, V's are multiplied). Why: 16-row boxes for K and V both set the pace at d 128
-// (~91 cycles a 2 KB box from the L2, bench/bulk_rate.cu; 44 boxes a 176-key tile), half of them
-// fit a tile's ~2800 cycles and take half the gather's instructions off the SM. Session 41 call 8:
-// d 128 pages -11..-14%, d 64 -1..-4%: K's boxes alone set the pace. Pages stay with the row
-// gather (bench/history/prefill.md "Session 41").
-#ifndef FLASHSERVE_PREFILL_WS_PAGE_K_TMA
-#define FLASHSERVE_PREFILL_WS_PAGE_K_TMA 0
-#endif
-// Idle warpgroups (bench-only, 0; 16-bit instances): a consumer warpgroup none of whose rows an
-// item has (block_rows <= 64·cw: a sequence's last q tile) issues no MMAs and no softmax for it,
-// only the waits, releases and ping-pong slots (the walk's `idle` branch). Session 41 call 9: 200
-// short prompts level, d 128's full rows -2.6..-3.9% (the branch), d 64 4x4k +2.1%: not landed.
-#ifndef FLASHSERVE_PREFILL_WS_IDLE_WG
-#define FLASHSERVE_PREFILL_WS_IDLE_WG 0
-#endif
 // The half tile's P·V at 4 k-steps too (bench-only, 0): the drain's last P·V over the 64 keys
 // where half_last. Session 41 first tried it with the half S in s's first half, where ptxas
 // serialized every wgmma; with the half S in registers of its own (sh) it is untried.
@@ -676,8 +633,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   using State = PipeState<Tr::kStages>;
   constexpr int kBN = Tr::kBlockN, kConsumers = Tr::kConsumers;
   constexpr bool kLazyRescale = FLASHSERVE_PREFILL_WS_LAZY != 0 && !kFp8;
-  constexpr bool kPageKTma = FLASHSERVE_PREFILL_WS_PAGE_K_TMA != 0 && kPaged && !kFp8;
-  constexpr bool kIdleWg = FLASHSERVE_PREFILL_WS_IDLE_WG != 0 && !kFp8;
   constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
                               (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
@@ -697,8 +652,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   unsigned char* fp8_slots = reinterpret_cast<unsigned char*>(smem_v + Tr::kStages * Tr::kTileElems);  // FP8: K, V codes
   float* q_maxima = reinterpret_cast<float*>(fp8_slots + Tr::kFp8StageBytes);  // FP8: the consumer warps' max |q|
   uint64_t* bars = reinterpret_cast<uint64_t*>(fp8_slots + Tr::kFp8StageBytes + Tr::kFp8ScratchBytes);
-  WsItemDesc* item_desc = reinterpret_cast<WsItemDesc*>(bars + Tr::kBarriers);  // one a Q slot (ITEM_DESC)
-  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers) + Tr::kItemDescBytes;  // WsRowGather's two (pages)
+  unsigned char* row_slots = reinterpret_cast<unsigned char*>(bars + Tr::kBarriers);  // WsRowGather's two (pages)
   int* item_slot = reinterpret_cast<int*>(row_slots + Tr::kRowSlotBytes);  // the dynamic scheduler's
   constexpr int kQ = Tr::kQSlots;
   const Pipeline<kQ> pipe_q{bars, bars + kQ};
@@ -829,30 +783,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     PipeState<kQ> sq;
     // Q, into a slot the consumers are done with (its last item's S and, kTmaO, O store);
     // `traced`: the item's index for WsTrace.
-    // The item's view for the consumers (FLASHSERVE_PREFILL_WS_ITEM_DESC; dynamic walk), into Q
-    // slot `slot`'s descriptor after the slot is acquired and before its arrival, as its index.
-    auto put_desc = [&](int slot, const PrefillCta& cta, int h, int key_base, int num_tiles) {
-      if constexpr (Tr::kItemDesc) {
-        WsItemDesc& d = item_desc[slot];
-        d.q0 = cta.q0;
-        d.k_len = cta.k_len;
-        d.pos0 = cta.pos0;
-        d.hi_first = cta.hi_first;
-        d.lo_last = cta.lo_last;
-        d.row0 = cta.row0;
-        d.block_rows = cta.block_rows;
-        d.h = h;
-        d.key_base = key_base;
-        d.num_tiles = num_tiles;
-      }
-    };
-    auto issue_q = [&](const PrefillCta& cta, int h, int key_base, int num_tiles, int w, int traced) {
+    auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
-      if (dynamic) {
-        item_slot[sq.index] = w;
-        put_desc(sq.index, cta, h, key_base, num_tiles);
-      }
+      if (dynamic) item_slot[sq.index] = w;
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
       T* q_slot = smem_q + sq.index * Tr::kQElems;
@@ -892,13 +826,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     };
     // The dynamic walk's hand-over without a Q load (thread 0): an item without keys, or the end
     // (w >= total).
-    // (cta: an item without keys, whose rows the consumers still write; null: the walk's end,
-    // whose slot keeps its last descriptor: the consumers stop before reading one.)
-    auto hand_over = [&](int w, const PrefillCta* cta = nullptr, int h = 0) {
+    auto hand_over = [&](int w) {
       if (!dynamic || tid != 0) return;
       pipe_q.producer_acquire(sq);
       item_slot[sq.index] = w;
-      if (cta != nullptr) put_desc(sq.index, *cta, h, 0, 0);
       MBarrier::arrive(pipe_q.full_barrier(sq));
       q_advance(sq);
     };
@@ -927,10 +858,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w, &cta, h);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
-        if (tid == 0) issue_q(cta, h, key_base, num_tiles, w, traced);
+        if (tid == 0) issue_q(cta, h, w, traced);
         ++traced;
         auto key0 = [&](int tile) { return key_base + tile * kBN; };
         const char* gk = RowGather::thread_base(cta.src.k_base, tid);
@@ -947,31 +878,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
           RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
-        };
-        // FLASHSERVE_PREFILL_WS_PAGE_K_TMA: K(t) by page boxes. The stage's 128 arrivals: lane 0's
-        // with the tile's bytes, then every other producer thread's; lane i < kBN / 16 issues the
-        // boxes of the tile's 16-key group i (a page id past the keys: -1, boxes outside the map
-        // land as zeros and count their bytes).
-        const bool k_boxes = kPageKTma && maps.k_pages != 0 && (key_base & 15) == 0;
-        const int kv_head = h / (p.num_heads / p.num_kv_heads);
-        auto load_k_boxes = [&](int tile) {
-          const unsigned j = static_cast<unsigned>(rows_done + tile);
-          const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
-          pipe_k.producer_acquire(st);
-          T* dst = smem_k + st.index * Tr::kTileElems;
-          uint64_t* bar = pipe_k.full_barrier(st);
-          if (tid < 32) {
-            if (tid == 0) MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
-            __syncwarp();
-            if (tid < kBN / 16) {
-              const int key = key0(tile) + 16 * static_cast<int>(tid);
-              const int id = key < cta.cta_hi ? cta.src.table[key >> cta.src.block_shift] : -1;
-#pragma unroll
-              for (int c = 0; c < Tr::kBlocks; ++c)
-                tma_load_4d(dst + c * kBN * 64 + tid * 16 * 64, &maps.k, bar, c * 64, key & cta.src.block_mask, kv_head, id);
-            }
-          }
-          if (tid != 0) MBarrier::arrive(bar);
         };
         // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
         // each (an empty group where there is no such tile: the waits below count groups) ...
@@ -1106,17 +1012,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           convert_codes(pipe_v, true, num_tiles - 1);
         } else {
           for (int t = 0; t <= num_tiles; ++t) {
-            if (t < num_tiles) {
-              if constexpr (kPageKTma) {
-                if (k_boxes) {
-                  load_k_boxes(t);
-                } else {
-                  load_rows(pipe_k, false, t);
-                }
-              } else {
-                load_rows(pipe_k, false, t);
-              }
-            }
+            if (t < num_tiles) load_rows(pipe_k, false, t);
             if (t > 0) load_rows(pipe_v, true, t - 1);
             stage_next(t);
           }
@@ -1135,11 +1031,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
-          hand_over(w, &cta, h);  // the consumers still write its rows (no keys: zeros)
+          hand_over(w);  // the consumers still write its rows (no keys: zeros)
           continue;
         }
         const int kv_head = h / (p.num_heads / p.num_kv_heads);
-        issue_q(cta, h, key_base, num_tiles, w, traced);
+        issue_q(cta, h, w, traced);
         ++traced;
         auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int tile) {
           pipe.producer_acquire(st);
@@ -1233,24 +1129,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         stamp_fine(0);
       }
       if (w >= grid_items) break;
-      if (Tr::kItemDesc && dynamic) {
-        // The producer's view of the item (put_desc), read by every lane before lane 0 may
-        // release the slot (below, or at the item's last S).
-        const WsItemDesc& d = item_desc[sq.index];
-        cta.q0 = d.q0;
-        cta.k_len = d.k_len;
-        cta.pos0 = d.pos0;
-        cta.hi_first = d.hi_first;
-        cta.lo_last = d.lo_last;
-        cta.row0 = d.row0;
-        cta.block_rows = d.block_rows;
-        h = d.h;
-        key_base = d.key_base;
-        num_tiles = d.num_tiles;
-        __syncwarp();
-      } else if (!item(w, cta, h, b, key_base, num_tiles)) {
-        continue;  // never a handed-over item
-      }
+      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
@@ -1400,41 +1279,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
       };
 
-      // kIdleWg: a warpgroup none of whose rows the item has (a sequence's last q tile of 64 rows
-      // or fewer) takes part in the item's waits, releases and ping-pong slots in the same order
-      // as a working one, and issues nothing: the stages' empty barriers need its arrivals, and
-      // each one only after the stage's full wait (an arrival a round early would complete the
-      // round before the working warpgroup released it). Its rows are past block_rows, so the
-      // store below writes nothing of them.
-      const bool idle = kIdleWg && 64 * cw >= cta.block_rows;
-      if (num_tiles > 0 && idle) {
-        if (last_wg) named_barrier_arrive(next_bar, 256);
-        pipe_q.consumer_wait(sq);
-        wait_stage(pipe_k, sk, fenced);
-        sched_wait();
-        sched_arrive();
-        release_held();
-        pipe_k.consumer_release(sk, lane);
-        sk.advance();
-        if (num_tiles == 1) pipe_q.consumer_release(sq, lane);  // (hold_q: never idle)
-        for (int t = 1; t < num_tiles; ++t) {
-          wait_stage(pipe_k, sk, fenced);
-          sched_wait();
-          wait_stage(pipe_v, sv, fenced);
-          sched_arrive();
-          pipe_k.consumer_release(sk, lane);
-          sk.advance();
-          if (t == num_tiles - 1) pipe_q.consumer_release(sq, lane);
-          pipe_v.consumer_release(sv, lane);
-          sv.advance();
-        }
-        q_advance(sq);
-        wait_stage(pipe_v, sv, fenced);
-        sched_wait();
-        sched_arrive();
-        pipe_v.consumer_release(sv, lane);
-        sv.advance();
-      } else if (num_tiles > 0) {
+      if (num_tiles > 0) {
         if (last_wg) named_barrier_arrive(next_bar, 256);
         pipe_q.consumer_wait(sq);
         if constexpr (kFp8) {
