@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #ifdef FLASHSERVE_PREFILL_TRACE
+#include <cstdio>
 #include <vector>
 #endif
 
@@ -208,35 +208,6 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// A pool of 16-bit pages as the grouped paged producer's 4-d map (PrefillTmaMaps::page_tma,
-// FLASHSERVE_PREFILL_WS_GROUPED builds): [runs of 8 tokens][column block][8 tokens][64], boxes of
-// 2 runs × every column block (a 16-token chunk of a page, 4 KB at d 128), 128-byte swizzled.
-// False where the pool is not in runs of 8 tokens (pages of a multiple of 16 tokens, each
-// (block, kv head)'s tokens head_dim apart and blocks and heads whole runs apart), the pools are
-// not 16-byte aligned, or the runs' index would pass 2^31.
-bool encode_pages(CUtensorMap* map, const PrefillParams& p, const void* base) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  const KVPageView& pv = p.pages;
-  const int64_t d = p.head_dim, run = 8 * d;
-  if (encode == nullptr || is_fp8(pv.dtype) || !aligned16(base) || pv.block_size % 16 != 0 || pv.token_stride != d ||
-      pv.block_stride % run != 0 || pv.head_stride % run != 0 || pv.num_blocks <= 0)
-    return false;
-  const int64_t elems = (static_cast<int64_t>(pv.num_blocks) - 1) * pv.block_stride +
-                        (static_cast<int64_t>(p.num_kv_heads) - 1) * pv.head_stride + pv.block_size * d;
-  const int64_t runs = elems / run;
-  if (runs > INT32_MAX) return false;
-  const int64_t elem = 2;
-  const cuuint64_t dims[4] = {64, 8, static_cast<cuuint64_t>(d / 64), static_cast<cuuint64_t>(runs)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(d * elem), 128, static_cast<cuuint64_t>(run * elem)};
-  const cuuint32_t box[4] = {64, 8, static_cast<cuuint32_t>(d / 64), 2};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
 // only where sequences have on average 2k keys or more (non-causal) or 8k or more (causal: the
@@ -344,19 +315,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // takes every tile through the general loop (A/B); read at every call.
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
-  if (p.paged) {
-    // Pages by boxes (bench-only, FLASHSERVE_PREFILL_WS_PAGE_TMA=1, read at every call): only a
-    // build with -DFLASHSERVE_PREFILL_WS_GROUPED=1 reads page_tma; elsewhere the row gather runs.
-    const char* page_tma = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_TMA");
-    if (page_tma != nullptr && std::strcmp(page_tma, "1") == 0) {
-      if (encode_pages(&maps->k, p, p.pages.k_pages) && encode_pages(&maps->v, p, p.pages.v_pages)) {
-        maps->page_tma = 1;
-      } else if (static std::atomic<bool> told{false}; !told.exchange(true)) {
-        std::fprintf(stderr, "FLASHSERVE_PREFILL_WS_PAGE_TMA=1: the pool's maps do not encode; the row gather runs\n");
-      }
-    }
-    return ws_row_gather(p);
-  }
+  if (p.paged) return ws_row_gather(p);
   const int kv_box = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : tiles.block_n;
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, kv_box) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, kv_box);

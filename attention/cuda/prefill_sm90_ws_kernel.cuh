@@ -77,11 +77,6 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
   unsigned long long* trace = nullptr;
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
-  // Pages by TMA boxes (FLASHSERVE_PREFILL_WS_GROUPED builds): 1 where k and v are 4-d maps of
-  // the pools, [G][column block][8 tokens][64] with G a run of 8 tokens of a (block, kv head)
-  // (block·block_stride + head·head_stride + token·head_dim = 8·head_dim·G elements), in boxes of
-  // two runs (16 tokens) and every column block; 0: the row gather.
-  int page_tma = 0;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -388,10 +383,8 @@ struct WsRowGather {
         "l"(src), "r"(bits), "r"(bit)
         : "memory");
   }
-  // One K or V tile from a staged slot; g0: thread_base of the kv head's K or V. kGrouped: the
-  // stage's grouped layout (FLASHSERVE_PREFILL_WS_GROUPED: row r's column block c at
-  // ((r / 8)·kBlocks + c)·512 + (r % 8)·64 elements).
-  template <bool kGrouped = false, typename T>
+  // One K or V tile from a staged slot; g0: thread_base of the kv head's K or V.
+  template <typename T>
   __device__ __forceinline__ static void copy(const unsigned char* slot, const char* g0, T* dst, unsigned tid) {
     const unsigned row0 = tid / 8, chunk = tid % 8;  // row0 = 4·warp + lane / 8
     const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot) + row0 * kPad;
@@ -400,11 +393,7 @@ struct WsRowGather {
 #pragma unroll
     for (int j = 0; j < kHalves; ++j)
       valid[j] = reinterpret_cast<const uint32_t*>(slot + 16 * kPad * 4)[4 * j + tid / 32] >> ((tid % 32) / 8);
-    const uint32_t d0 = smem_u32(dst + (kGrouped ? (row0 / 8) * kBlocks * 512 + (row0 % 8) * 64 : row0 * 64) +
-                                 ((chunk ^ (row0 & 7)) << 3));
-    // Bytes from a pass to the next (16 rows) and from a column block to the next.
-    constexpr int kPassBytes = kGrouped ? 2 * kBlocks * 1024 : 16 * 64 * 2;
-    constexpr int kBlockBytes = kGrouped ? 1024 : kBlockN * 64 * 2;
+    const uint32_t d0 = smem_u32(dst + row0 * 64 + ((chunk ^ (row0 & 7)) << 3));
 #pragma unroll
     for (int q = 0; q < kPad / 4; ++q) {
       const uint4 o = reinterpret_cast<const uint4*>(offs)[q];
@@ -416,7 +405,7 @@ struct WsRowGather {
         const char* g = g0 + static_cast<uint64_t>(ow[e]) * 16;  // one IMAD.WIDE.U32
 #pragma unroll
         for (int c = 0; c < kBlocks; ++c)
-          copy16(d0 + c * kBlockBytes + i * kPassBytes, g + c * 128, valid[i / 8], 1u << (4 * (i % 8)));
+          copy16(d0 + (c * kBlockN * 64 + i * 16 * 64) * 2, g + c * 128, valid[i / 8], 1u << (4 * (i % 8)));
       }
     }
   }
@@ -517,12 +506,6 @@ struct WsFp8Dst {
 // (16x1k causal +2.0-2.4%, 200 short prompts +1.8% / +4.1% non-causal); 2: every 128-key
 // instance without FP8 (d 64 16x1k causal -1.5%, pages -0.4..-1.1%); 0: none, for A/B
 // (bench/history/prefill.md "Session 41").
-// The half tile's P·V at 4 k-steps too (bench-only, 0): the drain's last P·V over the 64 keys
-// where half_last. Session 41 first tried it with the half S in s's first half, where ptxas
-// serialized every wgmma; with the half S in registers of its own (sh) it is untried.
-#ifndef FLASHSERVE_PREFILL_WS_HALF_PV
-#define FLASHSERVE_PREFILL_WS_HALF_PV 0
-#endif
 #ifndef FLASHSERVE_PREFILL_WS_HALF_DIAG
 #define FLASHSERVE_PREFILL_WS_HALF_DIAG 1
 #endif
@@ -533,21 +516,6 @@ struct WsFp8Dst {
 // the row gather.
 #ifndef FLASHSERVE_PREFILL_WS_KV_BOX_ROWS
 #define FLASHSERVE_PREFILL_WS_KV_BOX_ROWS 0
-#endif
-// Paged 16-bit instances' K/V stages grouped (bench-only, 0): a stage as [8-key group][column
-// block][8 keys][64 elements] instead of [column block][keys][64], so that a 16-key chunk of a page
-// at d 128 (two groups, both column blocks: 4 KB, the pool's [block][head][token][dim] run) is one
-// TMA box of a 4-d map of the pool; the wgmma descriptors' group stride (SBO) becomes the
-// column blocks' kBlocks·1024 bytes and V's column block stride 1024 (at d 64, one column block,
-// the layouts are the same). With it the producer loads pages by those boxes where the host
-// sets PrefillTmaMaps::page_tma (FLASHSERVE_PREFILL_WS_PAGE_TMA=1: pages of 16 tokens or a
-// multiple, the pool's token runs of head_dim; build prefill_cuda.cu with the flag too), else by
-// the row gather into the grouped layout. Why: 2 KB boxes cost the TMA unit ~91-120 cycles each
-// (session 40's 16-row boxes, session 41's K page boxes: -11..-27% at d 128), 4 KB ones ~133
-// (31 bytes a cycle, the packed boxes' rate; bench/bulk_rate.cu), and d 64's 2 KB 16-row boxes,
-// as many a tile as these, cost it 3%.
-#ifndef FLASHSERVE_PREFILL_WS_GROUPED
-#define FLASHSERVE_PREFILL_WS_GROUPED 0
 #endif
 // The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
 // session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
@@ -662,15 +630,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   constexpr bool kHalfDiag = kBN == 128 && !kFp8 &&
                              (FLASHSERVE_PREFILL_WS_HALF_DIAG == 2 ||
                               (FLASHSERVE_PREFILL_WS_HALF_DIAG == 1 && kHeadDim == 128 && !kPaged));
-  constexpr bool kHalfPv = kHalfDiag && FLASHSERVE_PREFILL_WS_HALF_PV != 0;
-  // FLASHSERVE_PREFILL_WS_GROUPED: the paged 16-bit instances' grouped K/V stages, loaded by page
-  // boxes where the host made the pools' maps (page_tma), else by the row gather.
-  constexpr bool kGrouped = kPaged && !kFp8 && FLASHSERVE_PREFILL_WS_GROUPED != 0;
-  const bool page_tma = kGrouped && maps.page_tma != 0;
-  // A stage's layout for the consumers' descriptors: elements from a column block to the next,
-  // bytes from an 8-key group to the next (SBO).
-  constexpr int kKvBlockElems = kGrouped ? 512 : kBN * 64;
-  constexpr uint32_t kKvGroupBytes = kGrouped ? Tr::kBlocks * 1024 : 1024;
   constexpr int kKvBoxRows = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : kBN;
   static_assert(kBN % kKvBoxRows == 0, "whole boxes a tile");
   // FP8: the row gather copies 128-byte code rows (one column block of d 64's 16-bit rows).
@@ -726,8 +685,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // TMA stages complete by one arrival with their bytes, gathered ones by the 128 producer
     // threads' cp.async arrivals. Empty: one arrival a consumer warp.
     pipe_q.init(1, 4 * kConsumers);
-    pipe_k.init(kPaged && !page_tma ? 128 : 1, 4 * kConsumers);
-    pipe_v.init(kPaged && !page_tma ? 128 : 1, 4 * kConsumers);
+    pipe_k.init(kPaged ? 128 : 1, 4 * kConsumers);
+    pipe_v.init(kPaged ? 128 : 1, 4 * kConsumers);
     MBarrier::fence_init();
   }
   __syncthreads();
@@ -768,7 +727,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;
-    key_base = page_tma ? cta.cta_lo & ~15 : cta.cta_lo;  // page boxes: tiles on 16-key chunks
+    key_base = cta.cta_lo;
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
     return true;
   };
@@ -879,105 +838,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         atomicExch(maps.sched + 1, 0u);
       }
     };
-    if constexpr (kGrouped) {
-      if (page_tma) {
-        // Pages by boxes (FLASHSERVE_PREFILL_WS_GROUPED, maps.page_tma): warp 0 alone, lane j
-        // chunk j (16 keys, two of maps.k's runs) of a tile: its run and its valid keys, 16 (a
-        // whole chunk of a page in the pool: one box of every column block) or fewer (the
-        // sequence's last keys, or a page id outside the pool: copied by cp.async, zeros past
-        // them, as the row gather does: free slots may hold NaN, which P = 0 does not cancel).
-        // Page ids read a tile ahead of their loads; K(t) and V(t - 1) as in the packed walk.
-        if (tid >= 32) return;
-        if (lane == 0) {
-          prefetch_tensor_map(&maps.k);
-          prefetch_tensor_map(&maps.v);
-        }
-        constexpr int kChunks = kBN / 16;
-        static_assert(kBN % 16 == 0 && kChunks <= 32, "whole chunks, one a lane");
-        constexpr uint32_t kChunkBytes = 16 * kHeadDim * 2;
-        const KVPageView& pv = p.pages;
-        const int64_t run_elems = 8 * pv.token_stride;  // the host checked: token runs of head_dim
-        const int block_runs = static_cast<int>(pv.block_stride / run_elems);
-        const int shift = __ffs(pv.block_size) - 1, in_block = pv.block_size - 1;
-        State sk, sv;
-        int traced = 0;
-        for (int w = to_grid(blockIdx.x); w < grid_items;) {
-          PrefillCta cta;
-          int h, b, key_base, num_tiles = 0;
-          const bool has = item(w, cta, h, b, key_base, num_tiles);
-          if (has && num_tiles == 0) {
-            hand_over(w);  // (thread 0) the consumers still write its rows
-          } else if (has) {
-            if (lane == 0) issue_q(cta, h, w, traced);
-            ++traced;
-            const int kv_head = h / (p.num_heads / p.num_kv_heads);
-            const int head_run = static_cast<int>(kv_head * pv.head_stride / run_elems);
-            const int32_t* table = pv.block_table + static_cast<int64_t>(b) * pv.block_table_stride;
-            const int k_len = static_cast<int>(cta.k_len);
-            auto read_id = [&](int t) {
-              const int key = key_base + t * kBN + 16 * lane;
-              return lane < kChunks && t < num_tiles && key < k_len ? table[key >> shift] : -1;
-            };
-            auto make_chunk = [&](int t, int32_t id, int& run, int& keys) {
-              const int key = key_base + t * kBN + 16 * lane;
-              const bool ok = static_cast<uint32_t>(id) < static_cast<uint32_t>(pv.num_blocks);  // -1 too
-              keys = ok ? min(16, max(0, k_len - key)) : 0;
-              run = ok ? id * block_runs + head_run + ((key & in_block) >> 3) : 0;
-            };
-            auto load = [&](const Pipeline<Tr::kStages>& pipe, State& st, bool is_v, int run, int keys) {
-              pipe.producer_acquire(st);
-              uint64_t* bar = pipe.full_barrier(st);
-              T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-              const unsigned boxes = __ballot_sync(0xffffffffu, lane < kChunks && keys == 16);
-              unsigned rest = __ballot_sync(0xffffffffu, lane < kChunks && keys < 16);
-              if (rest != 0) {
-                // Lane l: key l / 2 of each such chunk, the (l % 2)-th half of its 16-byte pieces.
-                const char* pool = static_cast<const char*>(is_v ? pv.v_pages : pv.k_pages);
-                constexpr int kPieces = kHeadDim / 16;
-                const int r = lane / 2;
-                while (rest != 0) {
-                  const int j = __ffs(rest) - 1;
-                  rest &= rest - 1;
-                  const int keys_j = __shfl_sync(0xffffffffu, keys, j), run_j = __shfl_sync(0xffffffffu, run, j);
-                  const char* src = pool + (static_cast<int64_t>(run_j) * run_elems + r * pv.token_stride) * 2;
-                  T* d = dst + (2 * j + r / 8) * Tr::kBlocks * 512 + (r % 8) * 64;
-#pragma unroll
-                  for (int i = 0; i < kPieces; ++i) {
-                    const int c = (lane % 2) * kPieces + i;
-                    cp_async_16(d + (c / 8) * 512 + (((c % 8) ^ (r % 8)) << 3), src + c * 16, r < keys_j);
-                  }
-                }
-                MBarrier::arrive_on_cp_async_inc(bar);
-              }
-              __syncwarp();
-              if (lane == 0) MBarrier::arrive_expect_tx(bar, __popc(boxes) * kChunkBytes);
-              __syncwarp();
-              if ((boxes >> lane) & 1u) tma_load_4d(dst + lane * 16 * kHeadDim, is_v ? &maps.v : &maps.k, bar, 0, 0, 0, run);
-              st.advance();
-            };
-            int32_t id = read_id(0);
-            int run_k = 0, keys_k = 0;
-            for (int t = 0; t <= num_tiles; ++t) {  // K(t) and V(t - 1)
-              const int run_v = run_k, keys_v = keys_k;
-              if (t < num_tiles) {
-                make_chunk(t, id, run_k, keys_k);
-                id = read_id(t + 1);
-                load(pipe_k, sk, false, run_k, keys_k);
-              }
-              if (t > 0) load(pipe_v, sv, true, run_v, keys_v);
-            }
-            if (lane == 0) trace.stamp(traced - 1, 26);
-          }
-          int next = 0;
-          if (lane == 0) next = dynamic ? to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u))) : w + static_cast<int>(gridDim.x);
-          w = __shfl_sync(0xffffffffu, next, 0);
-        }
-        end_walk();
-        cp_async_commit();
-        cp_async_wait<0>();
-        return;
-      }
-    }
     if constexpr (kPaged) {
       // Pages: the row gather, all 128 producer threads. Tile t's offsets are in slot t % 2,
       // staged while the copies of tile t - 1 are issued, from ids read one tile before that;
@@ -1009,7 +869,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
           pipe.producer_acquire(st);
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-          RowGather::template copy<kGrouped>(slot(tile), is_v ? gv : gk, dst, tid);
+          RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
         };
         // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
@@ -1219,8 +1079,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
                      static_cast<uintptr_t>(p.o_head_stride * 2)) & 15) == 0;  // 16-byte stores of o
   // The low words of the operands' descriptors at stage 0 (issue_s, issue_pv).
   const uint32_t q_lo0 = kmajor_desc_lo(q_wg), k_lo0 = kmajor_desc_lo(smem_k);
-  const uint32_t v_lo0 =
-      static_cast<uint32_t>(Tr::kBlocks == 1 ? mnmajor_desc(smem_v) : mnmajor_desc_blocks(smem_v, kKvBlockElems * 2));
+  const uint32_t v_lo0 = static_cast<uint32_t>(Tr::kBlocks == 1 ? mnmajor_desc(smem_v) : mnmajor_desc_blocks(smem_v, kBN * 128));
   PipeState<kQ> sq;
   State sk, sv;
   // Two Q slots (kTmaO): a slot whose O this warpgroup stores by TMA is released by its warp 0
@@ -1350,7 +1209,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           const int blk = ks / 4, col = (ks % 4) * 16;  // elements / 8 = bytes / 16
           wgmma_ss<kCols, T>(pick_ref<kCols == kBN>(s, sh),
                              kmajor_desc_from_lo(q_lo + (blk * Tr::kBlockM * 64 + col) / 8),
-                             sw128_desc_from_lo_sbo<kKvGroupBytes>(k_lo + (blk * kKvBlockElems + col) / 8), ks > 0);
+                             kmajor_desc_from_lo(k_lo + (blk * kBN * 64 + col) / 8), ks > 0);
         }
         wgmma_commit();
       };
@@ -1374,7 +1233,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         // kBN rows apart), not one a column block.
 #pragma unroll
         for (int kk = 0; kk < decltype(cols)::value / 16; ++kk) {
-          const uint64_t b = sw128_desc_from_lo_sbo<kKvGroupBytes>(v_lo + kk * 2 * kKvGroupBytes / 16);
+          const uint64_t b = sw128_desc_from_lo(v_lo + kk * 16 * 64 / 8);
           if constexpr (Tr::kBlocks == 1) {
             wgmma_rs_n64<T>(o[0], pa[kk], b);
           } else {
@@ -1555,15 +1414,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wait_stage(pipe_v, sv, fenced);
         sched_wait();
         wgmma_fence();
-        if constexpr (kHalfPv) {
-          if (half_last && num_tiles > 1) {
-            issue_pv_cols(sv.index, std::integral_constant<int, kBN / 2>{});
-          } else {
-            issue_pv_cols(sv.index, kFull{});
-          }
-        } else {
-          issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
-        }
+        issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
         sched_arrive();
         wgmma_wait<0>();
 #pragma unroll

@@ -41,12 +41,6 @@ struct MBarrier {
   __device__ static void arrive_on_cp_async(uint64_t* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
   }
-  // The same without .noinc: the barrier's pending count goes up by one now and down when this
-  // thread's cp.async copies so far have landed, so a phase of any arrival count waits for them
-  // too (the grouped paged producer's copies beside its boxes).
-  __device__ static void arrive_on_cp_async_inc(uint64_t* bar) {
-    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-  }
   // kParked: each try_wait carries a suspend-time hint, so it may park the thread until the phase
   // completes (or kParkNs pass) instead of returning after the hardware's short default limit.
   // For the producer's waits on empty stages, usually long: its retry loop ran ~77 times a tile

@@ -49,13 +49,6 @@ __device__ __forceinline__ uint64_t kmajor_desc_from_lo(uint32_t lo) {
 // word (the 1024-byte stride offset, the swizzle mode) is the same for the K-major and MN-major
 // ones made here, so kmajor_desc_from_lo's serves both.
 __device__ __forceinline__ uint64_t sw128_desc_from_lo(uint32_t lo) { return kmajor_desc_from_lo(lo); }
-// The same with the 8-row groups kSbo bytes apart (the grouped K/V stages of paged instances,
-// FLASHSERVE_PREFILL_WS_GROUPED: a group's column blocks side by side); kSbo 1024 is
-// sw128_desc_from_lo.
-template <uint32_t kSbo>
-__device__ __forceinline__ uint64_t sw128_desc_from_lo_sbo(uint32_t lo) {
-  return (sw128_desc_fields(16, kSbo) & 0xFFFFFFFF00000000ull) | lo;
-}
 // MN-major over several column blocks (N > 64): the leading offset is the stride between the
 // 64-column blocks along N, the stride offset the 8-key groups' 1024 bytes.
 __device__ __forceinline__ uint64_t mnmajor_desc_blocks(const void* smem, uint32_t block_bytes) {
