@@ -265,10 +265,12 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
 // Varlen batches whose q lengths are far apart (one long sequence among short ones, a sequence
 // without queries, one query), packed and paged, every head dim, both masks, and batches of
 // more sequences than a persistent CTA caches (PrefillWsTraits::kSeqCache: 257 at d 64 and in
-// d 128's pages, 162 in d 256's packed instances: their views then read the offsets from global memory, and
-// the walk keeps the grid order; d 128's packed 128-key instance caches 158, its 176-key one
-// 256, so a packed batch of 200 runs both ways). The dynamic walk takes only the q tiles that
-// exist (WsVarlenOrder). Every run of check_problem, against the reference, mma.sync and the CPU.
+// d 128's pages, 162 in d 256's packed instances: their views then read the offsets from global
+// memory, and the varlen walk keeps only its q tile prefix in shared memory, up to 3·kSeqCache - 1
+// sequences, past that the grid order; d 128's packed 128-key instance caches 158, its 176-key
+// one 256, so a packed batch of 200 runs both ways, and one of 500 takes the grid order). The
+// dynamic walk takes only the q tiles that exist (WsVarlenOrder). Every run of check_problem,
+// against the reference, mma.sync and the CPU.
 TEST(PrefillCuda, SkewedVarlenBatches) {
   FS_SKIP_WITHOUT_CUDA();
   int seed = 1600;
@@ -288,12 +290,13 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
     }
   }
   // More sequences than the cache: 300 (d 128, 16-token pages), 200 (d 128 packed, causal and
-  // not), 170 (d 256 packed), lengths 1 to 40.
+  // not), 500 (d 128 packed: past the varlen walk's prefix too), 170 (d 256 packed), lengths 1 to 40.
   struct Big {
     int dim, block_size, seqs;
     bool causal;
   };
-  for (const Big& c : {Big{128, 16, 300, true}, Big{128, 0, 200, true}, Big{128, 0, 200, false}, Big{256, 0, 170, true}}) {
+  for (const Big& c : {Big{128, 16, 300, true}, Big{128, 0, 200, true}, Big{128, 0, 200, false}, Big{128, 0, 500, true},
+                      Big{256, 0, 170, true}}) {
     if (c.dim == 256 && !kHeadDim256Built) continue;
     Problem p;
     p.num_heads = 4;

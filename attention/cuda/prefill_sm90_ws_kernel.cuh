@@ -293,8 +293,9 @@ struct PrefillWsTraits {
   // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and d 128's 176-key and paged
   // instances, 159 at d 128's packed 128-key ones (three stages), 162 at d 256 packed and 74 in
   // pages, 71 FP8), so that an item's view is made without global loads (0.7 us an item on the
-  // trace); a batch of more sequences reads them from global memory and walks every q tile (no
-  // varlen walk). 200 prompts of 64-511 tokens at d 128 run faster so on the 128-key tile than
+  // trace); a batch of more sequences reads them from global memory, and the varlen walk keeps
+  // only its q tile prefix there (up to 3·kSeqCache - 1 sequences; more walk every q tile of the
+  // grid order). 200 prompts of 64-511 tokens at d 128 run faster so on the 128-key tile than
   // cached on the 176-key one (bench/history/prefill.md "Session 40", call 13: +3.7% causal).
   static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 12 < 257 ? (227 * 1024 - kBaseSmemBytes) / 12 : 257;
   static constexpr int kSmemBytes = kBaseSmemBytes + 12 * kSeqCache;
@@ -668,12 +669,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   const WsWorkOrder order{num_m, p.num_heads * p.batch, maps.section};
   const int grid_items = num_m * order.pairs;  // the grid order's items
   // A CTA that walks several items reads its sequences' offsets from shared memory (kSeqCache).
-  const bool seq_cached = static_cast<int>(gridDim.x) < grid_items && p.batch + 1 <= Tr::kSeqCache;
+  const bool walks = static_cast<int>(gridDim.x) < grid_items;
+  const bool seq_cached = walks && p.batch + 1 <= Tr::kSeqCache;
   const bool dynamic = maps.sched != nullptr;  // the dynamic walk (below)
-  const bool varlen = dynamic && seq_cached && maps.varlen != 0;  // WsVarlenOrder
+  // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
+  // sequences than they take, alone in their room (3·kSeqCache entries).
+  const bool varlen = dynamic && walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
   int* seq_q = item_slot + 5;
   int* seq_k = seq_q + Tr::kSeqCache;
-  int* seq_tiles = seq_k + Tr::kSeqCache;
+  int* seq_tiles = seq_cached ? seq_k + Tr::kSeqCache : seq_q;
   if (seq_cached) {
     for (int i = tid; i <= p.batch; i += Tr::kThreads) {
       seq_q[i] = p.cu_seqlens_q[i];
@@ -740,11 +744,20 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // WsVarlenOrder's q tile prefix, by warp 0: a lane a run of sequences, a scan of the runs.
       // Here, not before the CTA's barrier: there its code changed the consumers' (their main
       // loop 2579 -> 2728 instructions at d 128).
+      // A lane's run of q offsets, read once (from global memory where they are not cached: one
+      // load a sequence, independent of the others), its tiles staged in the prefix's place.
       if (tid < 32) {
-        auto tiles_of = [&](int b) { return ws_q_tiles(seq_q[b + 1] - seq_q[b], Tr::kBlockM, num_m); };
+        const int* cu_q = seq_cached ? seq_q : p.cu_seqlens_q;
         const int per = (p.batch + 31) / 32, first = lane * per, last = min(p.batch, first + per);
-        int sum = 0;
-        for (int b = first; b < last; ++b) sum += tiles_of(b);
+        int sum = 0, q_prev = first < last ? cu_q[first] : 0;
+#pragma unroll 4
+        for (int b = first; b < last; ++b) {
+          const int q_next = cu_q[b + 1];
+          const int tiles = ws_q_tiles(q_next - q_prev, Tr::kBlockM, num_m);
+          q_prev = q_next;
+          seq_tiles[b] = tiles;
+          sum += tiles;
+        }
         int incl = sum;
 #pragma unroll
         for (int d = 1; d < 32; d *= 2) {
@@ -753,8 +766,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         }
         int run = incl - sum;
         for (int b = first; b < last; ++b) {
+          const int tiles = seq_tiles[b];
           seq_tiles[b] = run;
-          run += tiles_of(b);
+          run += tiles;
         }
         if (lane == 31) {
           seq_tiles[p.batch] = incl;
