@@ -34,9 +34,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "attention/cuda/device_utils.cuh"
 #include "attention/cuda/sm90_pipeline.cuh"
 #include "cuda_check.h"
 
+using flashserve::cuda::cp_async_16;
 using flashserve::cuda::MBarrier;
 using flashserve::cuda::smem_u32;
 
@@ -57,9 +59,6 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, uin
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
       : "memory");
-}
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
 // Copy n (j in its stage): a page by a hash of n (no load: the kernels stage their page offsets
@@ -106,9 +105,10 @@ __global__ void __launch_bounds__(256, 1)
         const int chunks = bytes / 16;
         for (int j = 0; j < copies; ++j) {
           const char* src = pool + src_offset(page_mask, n0 + j, bytes, j);
-          for (int c = tid; c < chunks; c += 128) cp16(base + s * stage_bytes + j * bytes + c * 16, src + c * 16);
+          for (int c = tid; c < chunks; c += 128)
+            cp_async_16(smem + s * stage_bytes + j * bytes + c * 16, src + c * 16, true);
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(full + s)) : "memory");
+        MBarrier::arrive_on_cp_async(full + s);
       } else if (tid < 32) {
         // Warp 0: lane 0 sets the stage's bytes, then lane j issues copy j (copies <= 32), so the
         // page reads' latency is paid once a stage, not once a copy.
