@@ -518,6 +518,12 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_KV_BOX_ROWS
 #define FLASHSERVE_PREFILL_WS_KV_BOX_ROWS 0
 #endif
+// The row gather's copies (bench-only diagnosis of the pages' gap, session 43; 0: as they are):
+// 1 none (the stages keep what they held: the consumers time alone, with the producer's staging
+// and arrivals), 2 K's alone (V none), 3 each copy issued twice (the gather's cost doubled).
+#ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
+#define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
+#endif
 // The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
 // session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
@@ -883,7 +889,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
           pipe.producer_acquire(st);
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-          RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+          if (FLASHSERVE_PREFILL_WS_GATHER_DIAG != 1 && !(FLASHSERVE_PREFILL_WS_GATHER_DIAG == 2 && is_v))
+            RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+          if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 3) RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
         };
         // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
