@@ -351,6 +351,40 @@ TEST(PrefillCuda, PageSizesOneTo256) {
   }
 }
 
+// Pages of 128 and 256 tokens, which the 128-key instances of a build with
+// FLASHSERVE_PREFILL_WS_PAGE_BOXES take by TMA page boxes (the row gather elsewhere, and for a
+// sequence's last partial tile): keys ending on a tile's edge and inside it, a window (tiles that
+// start before a row's first visible key), softcap, GQA, both pools, the free slots NaN.
+TEST(PrefillCuda, BigPages) {
+  FS_SKIP_WITHOUT_CUDA();
+  struct Opt {
+    int dim, block_size, window_left;
+    bool causal, separate;
+    float softcap;
+    DType dtype;
+  };
+  const Opt opts[] = {{128, 128, -1, false, false, 0, DType::kBFloat16}, {128, 256, -1, true, false, 0, DType::kFloat16},
+                      {128, 128, 200, true, true, 0, DType::kBFloat16},  {128, 256, -1, false, true, 30, DType::kBFloat16},
+                      {64, 128, -1, true, false, 0, DType::kBFloat16},   {64, 256, 150, false, false, 0, DType::kFloat16},
+                      {64, 128, -1, false, true, 20, DType::kFloat16}};
+  int seed = 1500;
+  for (const Opt& o : opts) {
+    Problem p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = o.dim;
+    p.dtype = o.dtype;
+    p.causal = o.causal;
+    p.window_left = o.window_left;
+    p.softcap = o.softcap;
+    p.block_size = o.block_size;
+    p.separate_pools = o.separate;
+    p.seed = seed++;
+    p.seqs = {{300, 300}, {1, 128}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
+    check_problem(p);
+  }
+}
+
 // Head dim 256: a build option (FLASHSERVE_PREFILL_HD256); without it a clear kUnsupported.
 TEST(PrefillCuda, HeadDim256) {
   FS_SKIP_WITHOUT_CUDA();

@@ -208,6 +208,34 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The page pool as two 4-d maps, K and V: [blocks, kv heads, block_size, head_dim] (element
+// strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), 128-byte
+// swizzled, for the page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): 16-bit pages of 128 tokens or
+// more. Ids past num_blocks or negative read as zeros (outside the tensor). False: the row
+// gather takes every tile.
+bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
+  const KVPageView& pv = p.pages;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr || is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < 128 || pv.num_blocks <= 0 ||
+      p.num_kv_heads <= 0)
+    return false;
+  const int64_t elem = 2;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(pv.block_size),
+                              static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(pv.num_blocks)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(pv.token_stride * elem), static_cast<cuuint64_t>(pv.head_stride * elem),
+                                 static_cast<cuuint64_t>(pv.block_stride * elem)};
+  const cuuint32_t box[4] = {64, 128, 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  auto one = [&](CUtensorMap* map, const void* base) {
+    return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  };
+  return one(&maps->k, pv.k_pages) && one(&maps->v, pv.v_pages);
+}
+
 // Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
 // only where sequences have on average 2k keys or more (non-causal) or 8k or more (causal: the
@@ -243,6 +271,8 @@ bool ws_alt_tile(const PrefillParams& p) {
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
   if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
+  // Pages of 128 tokens or more by TMA page boxes: 128-key tiles (FLASHSERVE_PREFILL_WS_PAGE_BOXES).
+  if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && p.paged && p.pages.block_size >= 128) return false;
   if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
@@ -315,7 +345,10 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // takes every tile through the general loop (A/B); read at every call.
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
-  if (p.paged) return ws_row_gather(p);
+  if (p.paged) {
+    if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && tiles.block_n == 128) maps->page_boxes = encode_pages(maps, p) ? 1 : 0;
+    return ws_row_gather(p);
+  }
   const int kv_box = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : tiles.block_n;
   return encode_rows(&maps->k, p, p.k, p.num_kv_heads, p.total_k, p.k_row_stride, p.k_head_stride, kv_box) &&
          encode_rows(&maps->v, p, p.v, p.num_kv_heads, p.total_k, p.v_row_stride, p.v_head_stride, kv_box);

@@ -66,6 +66,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int section = 1;  // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int plain = 1;    // 1: the plain tile run (v4.20; the instances without the transform's code); 0: none
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
+  // 1: k and v are the page pool's maps, [blocks, kv heads, block_size, head_dim] in boxes of 64
+  // columns x 128 rows (FLASHSERVE_PREFILL_WS_PAGE_BOXES' instances take whole tiles by them).
+  int page_boxes = 0;
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
   // conversion into the fp16 stages, 2 the copies of the codes (the copy path only), 3 converts
   // e4m3 codes by e5m2's byte placement (the same shared-memory traffic, no F2FP); 0 (always
@@ -524,6 +527,15 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
 #define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
 #endif
+// TMA page boxes for pages of 128 tokens or more (session 43; issue 22's "when block_size >= the
+// key tile, TMA page by page"): where the host encoded the pool's maps (PrefillTmaMaps::page_boxes:
+// 16-bit pages of >= 128 tokens, 128-key tiles), an item's tiles start at a multiple of 128 keys,
+// and a tile whose keys all exist comes as the page's two column boxes from producer thread 0
+// (the page id read from the table as the tile is issued); a sequence's last, partial tile by the
+// row gather (zeros past its keys). 0: the row gather only.
+#ifndef FLASHSERVE_PREFILL_WS_PAGE_BOXES
+#define FLASHSERVE_PREFILL_WS_PAGE_BOXES 0
+#endif
 // The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
 // session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
@@ -725,6 +737,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // read 4x4k causal -2.7%). d 256 keeps run-time divisions (items of ~100 tiles; not measured).
   constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && (kHeadDim == 128 || kHeadDim == 64);
   const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
+  // TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): the 16-bit paged instances of 128-key tiles.
+  constexpr bool kBoxes = FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && kPaged && !kFp8 && kBN == 128;
+  const bool boxes = kBoxes && maps.page_boxes != 0;
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
     if constexpr (kFastDiv) {
@@ -737,7 +752,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;
-    key_base = cta.cta_lo;
+    key_base = boxes ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
     return true;
   };
@@ -788,7 +803,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
       if (Tr::kTmaO && maps.o_tma != 0) prefetch_tensor_map(&maps.o);
-      if constexpr (!kPaged) {
+      if (!kPaged || boxes) {
         prefetch_tensor_map(&maps.k);
         prefetch_tensor_map(&maps.v);
       }
@@ -884,11 +899,32 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
         ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
         __syncwarp();
+        // Boxes: a tile all of whose keys exist (the sequence's last partial one, and tiles
+        // past the table's reach, by the row gather: zeros past the keys).
+        const int kv_head = h / (p.num_heads / p.num_kv_heads);
+        auto boxed = [&](int tile) { return boxes && key0(tile) + kBN <= cta.k_len; };
         auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
           const unsigned j = static_cast<unsigned>(rows_done + tile);
           const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
           pipe.producer_acquire(st);
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+          if (boxed(tile)) {
+            // The page's two column boxes from thread 0 (its arrival with the bytes), the
+            // other producer threads' plain arrivals.
+            uint64_t* bar = pipe.full_barrier(st);
+            if (tid == 0) {
+              const int k0 = key0(tile);
+              const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
+              MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+#pragma unroll
+              for (int c = 0; c < Tr::kBlocks; ++c)
+                tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
+                            kv_head, page);
+            } else {
+              MBarrier::arrive(bar);
+            }
+            return;
+          }
           if (FLASHSERVE_PREFILL_WS_GATHER_DIAG != 1 && !(FLASHSERVE_PREFILL_WS_GATHER_DIAG == 2 && is_v))
             RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 3) RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);

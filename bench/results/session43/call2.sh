@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Session 43 call 2 (issue 22), carry build-s43a (prep1.sh, then pb/: the paged 128-key instances
+# and prefill_cuda.cu with FLASHSERVE_PREFILL_WS_PAGE_BOXES=1, its test_prefill_cuda):
+# 1. pb's tests on pages (BigPages: 128/256-token pages by TMA page boxes; every page size; the grid's paged cases).
+# 2. ab 8 passes on pages of 128/256 tokens: pb (boxes, 128-key tiles) against the tree (the row
+#    gather, its default tile) and the tree at 128 keys, packed rows beside.
+#    Prediction (before the run): pb within 5% of the packed rows at 128 keys (the same TMA boxes;
+#    two stages and the O buffer against packed's three), +8-20% over the tree's gather.
+# 3. call1.sh's gather diagnosis (gd1-3) and, if time is left, nothing else.
+B=build-s43a
+source bench/results/call_prologue.sh
+timeout 150 $B/pb/test_prefill_cuda --gtest_brief=1 \
+  --gtest_filter='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches' \
+  > $out/test_pb.log 2>&1
+echo "$(el) test pb rc $? $(grep -E '^\[  (PASSED|FAILED) ' $out/test_pb.log | tr '\n' ' ')"
+grep -E "Failure|FAILED" $out/test_pb.log | head -8
+ab boxes 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k,d128-4x4k-c,d128-1x16k-c \
+  pb=@$B/pb/libflashserve_c.so n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128
+ab gather 8 d128-4x4k-p16,d128-4x4k,d128-4x4k-c-p16,d128-1x16k-c-p16,d128-skew-c-p16 \
+  gd1=@$B/gd1/libflashserve_c.so gd2=@$B/gd2/libflashserve_c.so gd3=@$B/gd3/libflashserve_c.so
+pack_out
