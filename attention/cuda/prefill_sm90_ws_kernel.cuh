@@ -894,15 +894,18 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         auto key0 = [&](int tile) { return key_base + tile * kBN; };
         const char* gk = RowGather::thread_base(cta.src.k_base, tid);
         const char* gv = RowGather::thread_base(cta.src.v_base, tid);
-        typename RowGather::Ids ids = RowGather::read_ids(cta.src, key0(0), cta.cta_hi, tid);
-        __syncwarp();  // the last item's copies have read both slots
-        RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
-        ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
-        __syncwarp();
-        // Boxes: a tile all of whose keys exist (the sequence's last partial one, and tiles
-        // past the table's reach, by the row gather: zeros past the keys).
+        // Boxes: a tile all of whose keys exist (the sequence's last partial one by the row
+        // gather: zeros past the keys), its rows' offsets neither read nor staged.
         const int kv_head = h / (p.num_heads / p.num_kv_heads);
         auto boxed = [&](int tile) { return boxes && key0(tile) + kBN <= cta.k_len; };
+        auto ids_of = [&](int tile) {
+          return boxed(tile) ? RowGather::no_ids() : RowGather::read_ids(cta.src, key0(tile), cta.cta_hi, tid);
+        };
+        typename RowGather::Ids ids = ids_of(0);
+        __syncwarp();  // the last item's copies have read both slots
+        if (!boxed(0)) RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
+        ids = num_tiles > 1 ? ids_of(1) : RowGather::no_ids();
+        __syncwarp();
         auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
           const unsigned j = static_cast<unsigned>(rows_done + tile);
           const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
@@ -963,8 +966,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         auto stage_next = [&](int t) {
           if (t + 1 >= num_tiles) return;
           __syncwarp();
-          RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
-          ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
+          if (!boxed(t + 1)) RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
+          ids = t + 2 < num_tiles ? ids_of(t + 2) : RowGather::no_ids();
           __syncwarp();
         };
         if constexpr (kFp8 && kFp8RegPath) {
