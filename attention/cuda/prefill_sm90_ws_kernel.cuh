@@ -894,40 +894,19 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         auto key0 = [&](int tile) { return key_base + tile * kBN; };
         const char* gk = RowGather::thread_base(cta.src.k_base, tid);
         const char* gv = RowGather::thread_base(cta.src.v_base, tid);
-        // Boxes: a tile all of whose keys exist (the sequence's last partial one by the row
-        // gather: zeros past the keys), its rows' offsets neither read nor staged.
-        const int kv_head = h / (p.num_heads / p.num_kv_heads);
-        auto boxed = [&](int tile) { return boxes && key0(tile) + kBN <= cta.k_len; };
-        auto ids_of = [&](int tile) {
-          return boxed(tile) ? RowGather::no_ids() : RowGather::read_ids(cta.src, key0(tile), cta.cta_hi, tid);
-        };
-        typename RowGather::Ids ids = ids_of(0);
-        __syncwarp();  // the last item's copies have read both slots
-        if (!boxed(0)) RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
-        ids = num_tiles > 1 ? ids_of(1) : RowGather::no_ids();
-        __syncwarp();
+        typename RowGather::Ids ids = RowGather::no_ids();
+        if (!boxes) {
+          ids = RowGather::read_ids(cta.src, key0(0), cta.cta_hi, tid);
+          __syncwarp();  // the last item's copies have read both slots
+          RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
+          ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
+          __syncwarp();
+        }
         auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
           const unsigned j = static_cast<unsigned>(rows_done + tile);
           const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
           pipe.producer_acquire(st);
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-          if (boxed(tile)) {
-            // The page's two column boxes from thread 0 (its arrival with the bytes), the
-            // other producer threads' plain arrivals.
-            uint64_t* bar = pipe.full_barrier(st);
-            if (tid == 0) {
-              const int k0 = key0(tile);
-              const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
-              MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
-#pragma unroll
-              for (int c = 0; c < Tr::kBlocks; ++c)
-                tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
-                            kv_head, page);
-            } else {
-              MBarrier::arrive(bar);
-            }
-            return;
-          }
           if (FLASHSERVE_PREFILL_WS_GATHER_DIAG != 1 && !(FLASHSERVE_PREFILL_WS_GATHER_DIAG == 2 && is_v))
             RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
           if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 3) RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
@@ -966,8 +945,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         auto stage_next = [&](int t) {
           if (t + 1 >= num_tiles) return;
           __syncwarp();
-          if (!boxed(t + 1)) RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
-          ids = t + 2 < num_tiles ? ids_of(t + 2) : RowGather::no_ids();
+          RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
+          ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
           __syncwarp();
         };
         if constexpr (kFp8 && kFp8RegPath) {
@@ -1064,6 +1043,47 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           }
           cp_async_wait<0>();
           convert_codes(pipe_v, true, num_tiles - 1);
+        } else if (boxes) {
+          // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
+          // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
+          // the sequence's last partial tile by the row gather (zeros past its keys), its
+          // offsets read and staged when its K is issued. A loop apart from the gather's below,
+          // which stays as it is in these instances (one loop with both paths spilled more at
+          // 24 registers and cost 16-token pages 3-9%: session 43 call 2).
+          const int kv_head = h / (p.num_heads / p.num_kv_heads);
+          auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+            const unsigned j = static_cast<unsigned>(rows_done + tile);
+            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+            const int k0 = key0(tile);
+            pipe.producer_acquire(st);
+            T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+            uint64_t* bar = pipe.full_barrier(st);
+            if (k0 + kBN <= cta.k_len) {
+              if (tid == 0) {
+                const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
+                MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+#pragma unroll
+                for (int c = 0; c < Tr::kBlocks; ++c)
+                  tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
+                              kv_head, page);
+              } else {
+                MBarrier::arrive(bar);
+              }
+              return;
+            }
+            if (!is_v) {  // (a warp stages the rows it copies)
+              const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
+              __syncwarp();
+              RowGather::stage(cta.src, slot(tile), tail, k0, tid);
+              __syncwarp();
+            }
+            RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+            MBarrier::arrive_on_cp_async(bar);
+          };
+          for (int t = 0; t <= num_tiles; ++t) {
+            if (t < num_tiles) load_box(pipe_k, false, t);
+            if (t > 0) load_box(pipe_v, true, t - 1);
+          }
         } else {
           for (int t = 0; t <= num_tiles; ++t) {
             if (t < num_tiles) load_rows(pipe_k, false, t);
