@@ -383,7 +383,11 @@ struct WsRowGather {
   __device__ __forceinline__ static void copy16(uint32_t dst, const char* src, uint32_t bits, uint32_t bit) {
     asm volatile(
         "{\n.reg .pred z;\n.reg .b32 t;\nand.b32 t, %2, %3;\nsetp.eq.u32 z, t, 0;\n"
+#if FLASHSERVE_PREFILL_WS_GATHER_DIAG == 4
+        "cp.async.ca.shared.global [%0], [%1], 4, z;\n}\n" ::"r"(dst),
+#else
         "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(dst),
+#endif
         "l"(src), "r"(bits), "r"(bit)
         : "memory");
   }
@@ -523,7 +527,8 @@ struct WsFp8Dst {
 #endif
 // The row gather's copies (bench-only diagnosis of the pages' gap, session 43; 0: as they are):
 // 1 none (the stages keep what they held: the consumers time alone, with the producer's staging
-// and arrivals), 2 K's alone (V none), 3 each copy issued twice (the gather's cost doubled).
+// and arrivals), 2 K's alone (V none), 3 each copy issued twice (the gather's cost doubled), 4
+// each copy 4 bytes of its 16 (cp.async.ca: the instructions as they are, a quarter of the bytes).
 #ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
 #define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
 #endif
