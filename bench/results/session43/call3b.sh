@@ -18,10 +18,10 @@ echo "$(el) test pb2 rc $? $(grep -E '^\[  (PASSED|FAILED) ' $out/test_pb2.log |
 grep -E "Failure|FAILED" $out/test_pb2.log | head -8
 ab boxes2 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k-c-p16,d128-4x4k-p16,d128-skew-c-p16,d128-1x2k+30k-c-p16,d64-16x1k-c-p16,d64-4x4k-c-p16,d128-4x4k,d128-4x4k-c,d128-1x16k-c,d128-1x2k+30k-c \
   pb2=@$B/pb2/libflashserve_c.so
-SAN_KERNELS=prefill_sm90_ws sanitize memcheck 60 $B/pb2/test_prefill_cuda PrefillCuda.BigPages memcheck
-SAN_KERNELS=prefill_sm90_ws sanitize synccheck 45 $B/pb2/test_prefill_cuda PrefillCuda.BigPages synccheck
 # 3. The gather's copies at 4 bytes of their 16 (gd4: cp.async.ca, the same instructions, a quarter
 #    of the bytes) against the tree, 16-token pages. Prediction: if gd4 reads as call 2's gd2
 #    (V's copies gone: +14-33%), the gathered bytes set the pace; if as the tree, the instructions.
 ab gd4 8 d128-4x4k-p16,d128-4x4k-c-p16,d128-1x16k-c-p16,d128-skew-c-p16 gd4=@$B/gd4/libflashserve_c.so
+SAN_KERNELS=prefill_sm90_ws sanitize memcheck 60 $B/pb2/test_prefill_cuda PrefillCuda.BigPages memcheck
+SAN_KERNELS=prefill_sm90_ws sanitize synccheck 45 $B/pb2/test_prefill_cuda PrefillCuda.BigPages synccheck
 pack_out
