@@ -1,27 +1,3 @@
 #!/usr/bin/env bash
-# (call3b: call3.sh without racecheck and with shorter memcheck / synccheck, for the device time left)
-# Session 43 call 3 (issue 22), carry build-s43b: the tree's library and pb2/ (the paged 128-key
-# instances and prefill_cuda.cu with FLASHSERVE_PREFILL_WS_PAGE_BOXES=1, the boxes in a producer
-# loop apart from the row gather's, which call 2's pb had in one: 16-token pages -3..-9% there;
-# its test_prefill_cuda).
-# 1. pb2's tests on pages; memcheck, synccheck and racecheck over BigPages.
-# 2. ab 8 passes, pb2 against the tree: pages of 128/256 tokens, 16-token pages, packed controls.
-#    Prediction (before the run): 128/256-token pages +3-6% (call 2's pb), within 5% of packed;
-#    16-token pages level (the gather's tile loop 224 instructions, 13 local loads, against the
-#    tree's 218 / 10; pb's 357 / 26).
-B=build-s43b
-source bench/results/call_prologue.sh
-timeout 150 $B/pb2/test_prefill_cuda --gtest_brief=1 \
-  --gtest_filter='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches' \
-  > $out/test_pb2.log 2>&1
-echo "$(el) test pb2 rc $? $(grep -E '^\[  (PASSED|FAILED) ' $out/test_pb2.log | tr '\n' ' ')"
-grep -E "Failure|FAILED" $out/test_pb2.log | head -8
-ab boxes2 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k-c-p16,d128-4x4k-p16,d128-skew-c-p16,d128-1x2k+30k-c-p16,d64-16x1k-c-p16,d64-4x4k-c-p16,d128-4x4k,d128-4x4k-c,d128-1x16k-c,d128-1x2k+30k-c \
-  pb2=@$B/pb2/libflashserve_c.so
-# 3. The gather's copies at 4 bytes of their 16 (gd4: cp.async.ca, the same instructions, a quarter
-#    of the bytes) against the tree, 16-token pages. Prediction: if gd4 reads as call 2's gd2
-#    (V's copies gone: +14-33%), the gathered bytes set the pace; if as the tree, the instructions.
-ab gd4 8 d128-4x4k-p16,d128-4x4k-c-p16,d128-1x16k-c-p16,d128-skew-c-p16 gd4=@$B/gd4/libflashserve_c.so
-SAN_KERNELS=prefill_sm90_ws sanitize memcheck 60 $B/pb2/test_prefill_cuda PrefillCuda.BigPages memcheck
-SAN_KERNELS=prefill_sm90_ws sanitize synccheck 45 $B/pb2/test_prefill_cuda PrefillCuda.BigPages synccheck
-pack_out
+# Session 43 call 3b: call3.sh with SLIM=1 (no racecheck, shorter sanitizer runs: the device time left).
+SLIM=1 bash bench/results/session43/call3.sh
