@@ -537,7 +537,11 @@ struct WsFp8Dst {
 // 16-bit pages of >= 128 tokens, 128-key tiles), an item's tiles start at a multiple of 128 keys,
 // and a tile whose keys all exist comes as the page's two column boxes from producer thread 0
 // (the page id read from the table as the tile is issued); a sequence's last, partial tile by the
-// row gather (zeros past its keys). 0: the row gather only.
+// row gather (zeros past its keys); the host gives such pages the 128-key tile. 0 (default): the
+// row gather only. Session 43 call 2 (H100, 8 passes, with the boxes inside the gather's tile
+// loop): 128/256-token pages +2.8..+5.7% (0.95-0.96 of packed), but 16-token pages -3.4..-9.1%
+// (the producer spilled more at 24 registers); the loop of its own below is not yet measured
+// (bench/history/prefill.md "Session 43").
 #ifndef FLASHSERVE_PREFILL_WS_PAGE_BOXES
 #define FLASHSERVE_PREFILL_WS_PAGE_BOXES 0
 #endif
