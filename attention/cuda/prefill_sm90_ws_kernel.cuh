@@ -528,7 +528,9 @@ struct WsFp8Dst {
 // The row gather's copies (bench-only diagnosis of the pages' gap, session 43; 0: as they are):
 // 1 none (the stages keep what they held: the consumers time alone, with the producer's staging
 // and arrivals), 2 K's alone (V none), 3 each copy issued twice (the gather's cost doubled), 4
-// each copy 4 bytes of its 16 (cp.async.ca: the instructions as they are, a quarter of the bytes).
+// each copy 4 bytes of its 16 (cp.async.ca: the instructions as they are, a quarter of the bytes);
+// 5, packed K/V: V's TMA boxes skipped (what packed tiles pay for V's loads: session 43's 2 beat
+// packed by 11%).
 #ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
 #define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
 #endif
@@ -1124,6 +1126,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           pipe.producer_acquire(st);
           uint64_t* bar = pipe.full_barrier(st);
           T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+          if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 5 && is_v) {  // (bench-only: V's boxes skipped)
+            MBarrier::arrive(bar);
+            st.advance();
+            return;
+          }
           MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
           const int row = p.cu_seqlens_k[b] + key_base + tile * kBN;
 #pragma unroll
