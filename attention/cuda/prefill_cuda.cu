@@ -188,36 +188,43 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// A 16-bit tensor of `rank` dims (innermost first; byte strides of the outer ones) as a map with
+// boxes `box`, 128-byte swizzled (the kernel's column blocks of 64). False where the driver
+// cannot encode it.
+bool encode_tiled(CUtensorMap* map, DType dtype, int rank, const void* base, const cuuint64_t* dims,
+                  const cuuint64_t* strides, const cuuint32_t* box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, rank, const_cast<void*>(base), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // A [rows, heads, head_dim] tensor (element strides) as a 3-d map with boxes of 64 columns × 1
-// head × box_rows rows, 128-byte swizzled (the kernel's column blocks). False where the map
-// cannot describe it (then the caller takes another kernel).
+// head × box_rows rows. False where the map cannot describe it (then the caller takes another
+// kernel).
 bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int64_t heads, int64_t rows,
                  int64_t row_stride, int64_t head_stride, int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr || rows <= 0 || rows > INT32_MAX || heads <= 0) return false;
+  if (rows <= 0 || rows > INT32_MAX || heads <= 0) return false;
   const int64_t elem = 2;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(heads),
                               static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_stride * elem), static_cast<cuuint64_t>(row_stride * elem)};
   const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_tiled(map, p.dtype, 3, base, dims, strides, box);
 }
 
 // The page pool as two 4-d maps, K and V: [blocks, kv heads, block_size, head_dim] (element
-// strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), 128-byte
-// swizzled, for the page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): 16-bit pages of 128 tokens or
-// more. Ids past num_blocks or negative read as zeros (outside the tensor). False: the row
-// gather takes every tile.
+// strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), for the page
+// boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): 16-bit pages of 128 tokens or more. Ids past
+// num_blocks or negative read as zeros (outside the tensor). False: the row gather takes every
+// tile.
 bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
   const KVPageView& pv = p.pages;
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr || is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < 128 || pv.num_blocks <= 0 ||
-      p.num_kv_heads <= 0)
+  if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < 128 || pv.num_blocks <= 0 || p.num_kv_heads <= 0)
     return false;
   const int64_t elem = 2;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(pv.block_size),
@@ -225,15 +232,8 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(pv.token_stride * elem), static_cast<cuuint64_t>(pv.head_stride * elem),
                                  static_cast<cuuint64_t>(pv.block_stride * elem)};
   const cuuint32_t box[4] = {64, 128, 1, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUtensorMapDataType type =
-      p.dtype == DType::kFloat16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  auto one = [&](CUtensorMap* map, const void* base) {
-    return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-  };
-  return one(&maps->k, pv.k_pages) && one(&maps->v, pv.v_pages);
+  return encode_tiled(&maps->k, p.dtype, 4, pv.k_pages, dims, strides, box) &&
+         encode_tiled(&maps->v, p.dtype, 4, pv.v_pages, dims, strides, box);
 }
 
 // Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).

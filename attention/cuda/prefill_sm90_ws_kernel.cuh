@@ -1063,33 +1063,31 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           // 24 registers and cost 16-token pages 3-9%: session 43 call 2).
           const int kv_head = h / (p.num_heads / p.num_kv_heads);
           auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+            const int k0 = key0(tile);
+            if (k0 + kBN > cta.k_len) {
+              if (!is_v) {  // (a warp stages the rows it copies)
+                const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
+                __syncwarp();
+                RowGather::stage(cta.src, slot(tile), tail, k0, tid);
+                __syncwarp();
+              }
+              return load_rows(pipe, is_v, tile);
+            }
             const unsigned j = static_cast<unsigned>(rows_done + tile);
             const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
-            const int k0 = key0(tile);
             pipe.producer_acquire(st);
-            T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
             uint64_t* bar = pipe.full_barrier(st);
-            if (k0 + kBN <= cta.k_len) {
-              if (tid == 0) {
-                const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
-                MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+            if (tid == 0) {
+              const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
+              T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+              MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
 #pragma unroll
-                for (int c = 0; c < Tr::kBlocks; ++c)
-                  tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
-                              kv_head, page);
-              } else {
-                MBarrier::arrive(bar);
-              }
-              return;
+              for (int c = 0; c < Tr::kBlocks; ++c)
+                tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask, kv_head,
+                            page);
+            } else {
+              MBarrier::arrive(bar);
             }
-            if (!is_v) {  // (a warp stages the rows it copies)
-              const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
-              __syncwarp();
-              RowGather::stage(cta.src, slot(tile), tail, k0, tid);
-              __syncwarp();
-            }
-            RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
-            MBarrier::arrive_on_cp_async(bar);
           };
           for (int t = 0; t <= num_tiles; ++t) {
             if (t < num_tiles) load_box(pipe_k, false, t);
