@@ -751,7 +751,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): the 16-bit paged instances of 128-key tiles.
   constexpr bool kBoxes = FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && kPaged && !kFp8 && kBN == 128;
   const bool boxes = kBoxes && maps.page_boxes != 0;
-  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
+  // w: the grid order's; aligned: the page boxes' tiles (boxes, or the producer's walk's constant).
+  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles, bool aligned) {
     int m_tile, pair;
     if constexpr (kFastDiv) {
       order_fast.item(w, m_tile, pair, h, b);
@@ -763,7 +764,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;
-    key_base = boxes ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
+    key_base = kBoxes && aligned ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
     return true;
   };
@@ -891,217 +892,231 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // j % kStages: K and V tiles are as many an item, so one count (rows_done: the walk's
       // tiles before this item) serves both rings.
       auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
-      int rows_done = 0, traced = 0;
-      for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
-        PrefillCta cta;
-        int h, b, key_base, num_tiles;
-        if (!item(w, cta, h, b, key_base, num_tiles)) continue;
-        if (num_tiles == 0) {
-          hand_over(w);  // the consumers still write its rows (no keys: zeros)
-          continue;
-        }
-        if (tid == 0) issue_q(cta, h, w, traced);
-        ++traced;
-        auto key0 = [&](int tile) { return key_base + tile * kBN; };
-        const char* gk = RowGather::thread_base(cta.src.k_base, tid);
-        const char* gv = RowGather::thread_base(cta.src.v_base, tid);
-        typename RowGather::Ids ids = RowGather::no_ids();
-        if (!boxes) {
-          ids = RowGather::read_ids(cta.src, key0(0), cta.cta_hi, tid);
-          __syncwarp();  // the last item's copies have read both slots
-          RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
-          ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
-          __syncwarp();
-        }
-        auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
-          const unsigned j = static_cast<unsigned>(rows_done + tile);
-          const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
-          pipe.producer_acquire(st);
-          T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-          if (FLASHSERVE_PREFILL_WS_GATHER_DIAG != 1 && !(FLASHSERVE_PREFILL_WS_GATHER_DIAG == 2 && is_v))
-            RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
-          if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 3) RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
-          MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
-        };
-        // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
-        // each (an empty group where there is no such tile: the waits below count groups) ...
-        auto code_slot = [&](bool is_v, int tile) {
-          return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
-        };
-        auto copy_codes = [&](bool is_v, int tile) {
-          if (tile < num_tiles && ws_fp8_diag<false>(maps) != 2)
-            RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
-          cp_async_commit();
-        };
-        // ... and, once this thread's copies have landed, its chunks converted into the stage (a
-        // thread converts only what it copied: no barrier between the producer threads), made
-        // visible to wgmma, and its arrival (the stage's 128).
-        auto convert_codes = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
-          const unsigned j = static_cast<unsigned>(rows_done + tile);
-          const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
-          pipe.producer_acquire(st);
-          __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
-          const unsigned char* codes = code_slot(is_v, tile);
-          if (ws_fp8_diag<false>(maps) == 1) {
-            // (bench-only: the stage keeps what it held)
-          } else if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<false>(maps) == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
-            ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
-          } else {
-            ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
+      // The walk, its tile loop by page boxes or by the row gather: two loops apart, so that
+      // the boxes' registers do not reach the row gather's tile loop (the producer at 24).
+      auto walk = [&](auto boxed) {
+        constexpr bool kBoxWalk = decltype(boxed)::value;
+        int rows_done = 0, traced = 0;
+        for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
+          PrefillCta cta;
+          int h, b, key_base, num_tiles;
+          if (!item(w, cta, h, b, key_base, num_tiles, kBoxWalk)) continue;
+          if (num_tiles == 0) {
+            hand_over(w);  // the consumers still write its rows (no keys: zeros)
+            continue;
           }
-          fence_proxy_async();
-          MBarrier::arrive(pipe.full_barrier(st));
-        };
-        // Slot (t + 1) % 2 held tile t - 1's offsets, read by the copies issued before.
-        auto stage_next = [&](int t) {
-          if (t + 1 >= num_tiles) return;
-          __syncwarp();
-          RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
-          ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
-          __syncwarp();
-        };
-        if constexpr (kFp8 && kFp8RegPath) {
-          // Register path (kFp8RegPath). A tile's codes (8 chunks a thread, 32 registers) are
-          // converted chunk by chunk, and each freed chunk's registers load the same chunk of the
-          // next tile in the consumers' order (K(0), K(1), V(0), K(2), V(1), ..., V(n - 1)), so
-          // every load has a tile's conversion (and the producer's waits for free stages) to
-          // arrive. Tile t + 1's offsets are staged before the conversion that loads K(t + 1),
-          // after the loads of tile t - 1 (the slot's last readers) were issued.
-          uint4 buf[kBN / 16];
-          // This thread's row of a pass and its chunk of the row (WsFp8PairedLanes where lean,
-          // else the row gather's tid / 8 and tid % 8), the valid bits' shift (the row's lane in
-          // its staging warp) and the K and V bases.
-          constexpr bool kPairedLanes = kFp8RegLean;
-          const unsigned my_row = kPairedLanes ? WsFp8PairedLanes::row(tid) : tid / 8;
-          const unsigned my_chunk = kPairedLanes ? WsFp8PairedLanes::chunk(tid) : tid % 8;
-          const unsigned valid_shift = kPairedLanes ? my_row % 4 : (tid % 32) / 8;
-          // (thread_base adds tid % 8 chunks: the difference is signed.)
-          const int chunk_shift = (static_cast<int>(my_chunk) - static_cast<int>(tid % 8)) * 16;
-          const char* rk = kPairedLanes ? RowGather::thread_base(cta.src.k_base + chunk_shift, tid) : gk;
-          const char* rv = kPairedLanes ? RowGather::thread_base(cta.src.v_base + chunk_shift, tid) : gv;
-          auto convert = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile, int next_tile, bool next_v) {
+          if (tid == 0) issue_q(cta, h, w, traced);
+          ++traced;
+          auto key0 = [&](int tile) { return key_base + tile * kBN; };
+          const char* gk = RowGather::thread_base(cta.src.k_base, tid);
+          const char* gv = RowGather::thread_base(cta.src.v_base, tid);
+          typename RowGather::Ids ids;
+          // The row gather's start: tile 0's offsets staged, tile 1's ids read.
+          auto gather_start = [&] {
+            ids = RowGather::read_ids(cta.src, key0(0), cta.cta_hi, tid);
+            __syncwarp();  // the last item's copies have read both slots
+            RowGather::stage(cta.src, slot(0), ids, key0(0), tid);
+            ids = num_tiles > 1 ? RowGather::read_ids(cta.src, key0(1), cta.cta_hi, tid) : RowGather::no_ids();
+            __syncwarp();
+          };
+          auto load_rows = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
             const unsigned j = static_cast<unsigned>(rows_done + tile);
             const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
             pipe.producer_acquire(st);
-            __half* const stage = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
-            const WsFp8Dst out = kPairedLanes ? WsFp8Dst(stage, kBN, my_row, my_chunk, false) : WsFp8Dst(stage, kBN, tid);
-            // The next tile's offsets and valid rows (none past the item's last tile: no loads).
-            const unsigned char* ns = slot(next_tile);
-            const uint4* offs = reinterpret_cast<const uint4*>(ns) + my_row * (RowGather::kPad / 4);
-            const uint32_t valid = next_tile < num_tiles
-                                       ? reinterpret_cast<const uint32_t*>(ns + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift
-                                       : 0u;
-            const char* g = next_v ? rv : rk;
-            auto run = [&](auto kv) {
-              using KV = decltype(kv);
-#pragma unroll
-              for (int q = 0; q < 2; ++q) {
-                const uint4 o = offs[q];
-                const uint32_t ow[4] = {o.x, o.y, o.z, o.w};
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const int i = 4 * q + e;
-                  if (ws_fp8_diag<true>(maps) != 1) out.store<KV, kFp8RegLean>(i, buf[i]);
-                  buf[i] = RowGather::ldg16_or_zero(g + static_cast<uint64_t>(ow[e]) * 16, valid & (1u << (4 * i)));
-                }
-              }
-            };
-            if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<true>(maps) == 3) {
-              run(__nv_fp8_e5m2{});
+            T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+            if (FLASHSERVE_PREFILL_WS_GATHER_DIAG != 1 && !(FLASHSERVE_PREFILL_WS_GATHER_DIAG == 2 && is_v))
+              RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+            if (FLASHSERVE_PREFILL_WS_GATHER_DIAG == 3) RowGather::copy(slot(tile), is_v ? gv : gk, dst, tid);
+            MBarrier::arrive_on_cp_async(pipe.full_barrier(st));
+          };
+          // FP8: a tile's codes into its slot (K or V, by the tile's parity), a cp.async group
+          // each (an empty group where there is no such tile: the waits below count groups) ...
+          auto code_slot = [&](bool is_v, int tile) {
+            return fp8_slots + ((tile & 1) * 2 + (is_v ? 1 : 0)) * kBN * kHeadDim;
+          };
+          auto copy_codes = [&](bool is_v, int tile) {
+            if (tile < num_tiles && ws_fp8_diag<false>(maps) != 2)
+              RowGather::copy(slot(tile), is_v ? gv : gk, reinterpret_cast<T*>(code_slot(is_v, tile)), tid);
+            cp_async_commit();
+          };
+          // ... and, once this thread's copies have landed, its chunks converted into the stage (a
+          // thread converts only what it copied: no barrier between the producer threads), made
+          // visible to wgmma, and its arrival (the stage's 128).
+          auto convert_codes = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+            const unsigned j = static_cast<unsigned>(rows_done + tile);
+            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+            pipe.producer_acquire(st);
+            __half* dst = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
+            const unsigned char* codes = code_slot(is_v, tile);
+            if (ws_fp8_diag<false>(maps) == 1) {
+              // (bench-only: the stage keeps what it held)
+            } else if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<false>(maps) == 3) {  // 3: e4m3 codes as e5m2 (bench-only)
+              ws_fp8_convert_rows<kBN, __nv_fp8_e5m2>(codes, dst, tid);
             } else {
-              run(__nv_fp8_e4m3{});
+              ws_fp8_convert_rows<kBN, __nv_fp8_e4m3>(codes, dst, tid);
             }
             fence_proxy_async();
             MBarrier::arrive(pipe.full_barrier(st));
           };
-          static_assert(RowGather::kPad == 8 && kBN / 16 == 8, "8 rows a thread a tile");
-          // K(0)'s codes (ow of slot 0; a convert's loads with nothing converted).
-          {
-            const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + my_row * RowGather::kPad;
-            const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift;
-#pragma unroll
-            for (int i = 0; i < kBN / 16; ++i)
-              buf[i] = RowGather::ldg16_or_zero(rk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
-          }
-          stage_next(0);
-          // n == 1: K(0), V(0); else K(0), K(1), then for t >= 1 K(t), V(t - 1).
-          convert(pipe_k, false, 0, num_tiles > 1 ? 1 : 0, num_tiles == 1);
-          for (int t = 1; t < num_tiles; ++t) {
-            convert(pipe_k, false, t, t - 1, true);
-            stage_next(t);
-            const bool last = t + 1 == num_tiles;
-            convert(pipe_v, true, t - 1, last ? t : t + 1, last);
-          }
-          convert(pipe_v, true, num_tiles - 1, num_tiles, true);  // nothing after it
-        } else if constexpr (kFp8) {
-          // Two code slots a ring: K(t + 1) is copied (its offsets just staged) before K(t) is
-          // converted, V(t) before V(t - 1), so each copy has two conversions' time (a tile's
-          // MMAs and more) to land; with one slot a ring (session 26) a copy had one, and the
-          // producer set the pace (0.63 of the bf16 pages). A slot's previous codes were
-          // converted by this thread in the iteration before (a thread converts only the chunks
-          // it copied: no barrier). Groups, oldest first, at the K wait: K(t), V(t - 1),
-          // K(t + 1); at the V wait: V(t - 1), K(t + 1), V(t) (V(-1) the prologue's empty one).
-          copy_codes(false, 0);
-          cp_async_commit();  // V(-1)
-          for (int t = 0; t < num_tiles; ++t) {
-            stage_next(t);
-            copy_codes(false, t + 1);
-            cp_async_wait<2>();
-            convert_codes(pipe_k, false, t);
-            copy_codes(true, t);
-            cp_async_wait<2>();
-            if (t > 0) convert_codes(pipe_v, true, t - 1);
-          }
-          cp_async_wait<0>();
-          convert_codes(pipe_v, true, num_tiles - 1);
-        } else if (boxes) {
-          // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
-          // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
-          // the sequence's last partial tile by the row gather (zeros past its keys), its
-          // offsets read and staged when its K is issued. A loop apart from the gather's below,
-          // which stays as it is in these instances (one loop with both paths spilled more at
-          // 24 registers and cost 16-token pages 3-9%: session 43 call 2).
-          const int kv_head = h / (p.num_heads / p.num_kv_heads);
-          auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
-            const int k0 = key0(tile);
-            if (k0 + kBN > cta.k_len) {
-              if (!is_v) {  // (a warp stages the rows it copies)
-                const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
-                __syncwarp();
-                RowGather::stage(cta.src, slot(tile), tail, k0, tid);
-                __syncwarp();
-              }
-              return load_rows(pipe, is_v, tile);
-            }
-            const unsigned j = static_cast<unsigned>(rows_done + tile);
-            const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
-            pipe.producer_acquire(st);
-            uint64_t* bar = pipe.full_barrier(st);
-            if (tid == 0) {
-              const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
-              T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
-              MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
-#pragma unroll
-              for (int c = 0; c < Tr::kBlocks; ++c)
-                tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask, kv_head,
-                            page);
-            } else {
-              MBarrier::arrive(bar);
-            }
+          // Slot (t + 1) % 2 held tile t - 1's offsets, read by the copies issued before.
+          auto stage_next = [&](int t) {
+            if (t + 1 >= num_tiles) return;
+            __syncwarp();
+            RowGather::stage(cta.src, slot(t + 1), ids, key0(t + 1), tid);
+            ids = t + 2 < num_tiles ? RowGather::read_ids(cta.src, key0(t + 2), cta.cta_hi, tid) : RowGather::no_ids();
+            __syncwarp();
           };
-          for (int t = 0; t <= num_tiles; ++t) {
-            if (t < num_tiles) load_box(pipe_k, false, t);
-            if (t > 0) load_box(pipe_v, true, t - 1);
+          if constexpr (kFp8 && kFp8RegPath) {
+            gather_start();
+            // Register path (kFp8RegPath). A tile's codes (8 chunks a thread, 32 registers) are
+            // converted chunk by chunk, and each freed chunk's registers load the same chunk of the
+            // next tile in the consumers' order (K(0), K(1), V(0), K(2), V(1), ..., V(n - 1)), so
+            // every load has a tile's conversion (and the producer's waits for free stages) to
+            // arrive. Tile t + 1's offsets are staged before the conversion that loads K(t + 1),
+            // after the loads of tile t - 1 (the slot's last readers) were issued.
+            uint4 buf[kBN / 16];
+            // This thread's row of a pass and its chunk of the row (WsFp8PairedLanes where lean,
+            // else the row gather's tid / 8 and tid % 8), the valid bits' shift (the row's lane in
+            // its staging warp) and the K and V bases.
+            constexpr bool kPairedLanes = kFp8RegLean;
+            const unsigned my_row = kPairedLanes ? WsFp8PairedLanes::row(tid) : tid / 8;
+            const unsigned my_chunk = kPairedLanes ? WsFp8PairedLanes::chunk(tid) : tid % 8;
+            const unsigned valid_shift = kPairedLanes ? my_row % 4 : (tid % 32) / 8;
+            // (thread_base adds tid % 8 chunks: the difference is signed.)
+            const int chunk_shift = (static_cast<int>(my_chunk) - static_cast<int>(tid % 8)) * 16;
+            const char* rk = kPairedLanes ? RowGather::thread_base(cta.src.k_base + chunk_shift, tid) : gk;
+            const char* rv = kPairedLanes ? RowGather::thread_base(cta.src.v_base + chunk_shift, tid) : gv;
+            auto convert = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile, int next_tile, bool next_v) {
+              const unsigned j = static_cast<unsigned>(rows_done + tile);
+              const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+              pipe.producer_acquire(st);
+              __half* const stage = reinterpret_cast<__half*>((is_v ? smem_v : smem_k) + st.index * Tr::kTileElems);
+              const WsFp8Dst out = kPairedLanes ? WsFp8Dst(stage, kBN, my_row, my_chunk, false) : WsFp8Dst(stage, kBN, tid);
+              // The next tile's offsets and valid rows (none past the item's last tile: no loads).
+              const unsigned char* ns = slot(next_tile);
+              const uint4* offs = reinterpret_cast<const uint4*>(ns) + my_row * (RowGather::kPad / 4);
+              const uint32_t valid = next_tile < num_tiles
+                                         ? reinterpret_cast<const uint32_t*>(ns + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift
+                                         : 0u;
+              const char* g = next_v ? rv : rk;
+              auto run = [&](auto kv) {
+                using KV = decltype(kv);
+  #pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                  const uint4 o = offs[q];
+                  const uint32_t ow[4] = {o.x, o.y, o.z, o.w};
+  #pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    const int i = 4 * q + e;
+                    if (ws_fp8_diag<true>(maps) != 1) out.store<KV, kFp8RegLean>(i, buf[i]);
+                    buf[i] = RowGather::ldg16_or_zero(g + static_cast<uint64_t>(ow[e]) * 16, valid & (1u << (4 * i)));
+                  }
+                }
+              };
+              if (p.pages.dtype == DType::kFp8E5M2 || ws_fp8_diag<true>(maps) == 3) {
+                run(__nv_fp8_e5m2{});
+              } else {
+                run(__nv_fp8_e4m3{});
+              }
+              fence_proxy_async();
+              MBarrier::arrive(pipe.full_barrier(st));
+            };
+            static_assert(RowGather::kPad == 8 && kBN / 16 == 8, "8 rows a thread a tile");
+            // K(0)'s codes (ow of slot 0; a convert's loads with nothing converted).
+            {
+              const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + my_row * RowGather::kPad;
+              const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift;
+  #pragma unroll
+              for (int i = 0; i < kBN / 16; ++i)
+                buf[i] = RowGather::ldg16_or_zero(rk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
+            }
+            stage_next(0);
+            // n == 1: K(0), V(0); else K(0), K(1), then for t >= 1 K(t), V(t - 1).
+            convert(pipe_k, false, 0, num_tiles > 1 ? 1 : 0, num_tiles == 1);
+            for (int t = 1; t < num_tiles; ++t) {
+              convert(pipe_k, false, t, t - 1, true);
+              stage_next(t);
+              const bool last = t + 1 == num_tiles;
+              convert(pipe_v, true, t - 1, last ? t : t + 1, last);
+            }
+            convert(pipe_v, true, num_tiles - 1, num_tiles, true);  // nothing after it
+          } else if constexpr (kFp8) {
+            // Two code slots a ring: K(t + 1) is copied (its offsets just staged) before K(t) is
+            // converted, V(t) before V(t - 1), so each copy has two conversions' time (a tile's
+            // MMAs and more) to land; with one slot a ring (session 26) a copy had one, and the
+            // producer set the pace (0.63 of the bf16 pages). A slot's previous codes were
+            // converted by this thread in the iteration before (a thread converts only the chunks
+            // it copied: no barrier). Groups, oldest first, at the K wait: K(t), V(t - 1),
+            // K(t + 1); at the V wait: V(t - 1), K(t + 1), V(t) (V(-1) the prologue's empty one).
+            gather_start();
+            copy_codes(false, 0);
+            cp_async_commit();  // V(-1)
+            for (int t = 0; t < num_tiles; ++t) {
+              stage_next(t);
+              copy_codes(false, t + 1);
+              cp_async_wait<2>();
+              convert_codes(pipe_k, false, t);
+              copy_codes(true, t);
+              cp_async_wait<2>();
+              if (t > 0) convert_codes(pipe_v, true, t - 1);
+            }
+            cp_async_wait<0>();
+            convert_codes(pipe_v, true, num_tiles - 1);
+          } else if constexpr (kBoxWalk) {
+            // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
+            // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
+            // the sequence's last partial tile by the row gather (zeros past its keys), its
+            // offsets read and staged when its K is issued. A loop apart from the gather's below,
+            // which stays as it is in these instances (one loop with both paths spilled more at
+            // 24 registers and cost 16-token pages 3-9%: session 43 call 2).
+            const int kv_head = h / (p.num_heads / p.num_kv_heads);
+            auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
+              const int k0 = key0(tile);
+              if (k0 + kBN > cta.k_len) {
+                if (!is_v) {  // (a warp stages the rows it copies)
+                  const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
+                  __syncwarp();
+                  RowGather::stage(cta.src, slot(tile), tail, k0, tid);
+                  __syncwarp();
+                }
+                return load_rows(pipe, is_v, tile);
+              }
+              const unsigned j = static_cast<unsigned>(rows_done + tile);
+              const State st{static_cast<int>(j % Tr::kStages), (j / Tr::kStages) & 1u};
+              pipe.producer_acquire(st);
+              uint64_t* bar = pipe.full_barrier(st);
+              if (tid == 0) {
+                const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
+                T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
+                MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+  #pragma unroll
+                for (int c = 0; c < Tr::kBlocks; ++c)
+                  tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask, kv_head,
+                              page);
+              } else {
+                MBarrier::arrive(bar);
+              }
+            };
+            for (int t = 0; t <= num_tiles; ++t) {
+              if (t < num_tiles) load_box(pipe_k, false, t);
+              if (t > 0) load_box(pipe_v, true, t - 1);
+            }
+          } else {
+            gather_start();
+            for (int t = 0; t <= num_tiles; ++t) {
+              if (t < num_tiles) load_rows(pipe_k, false, t);
+              if (t > 0) load_rows(pipe_v, true, t - 1);
+              stage_next(t);
+            }
           }
-        } else {
-          for (int t = 0; t <= num_tiles; ++t) {
-            if (t < num_tiles) load_rows(pipe_k, false, t);
-            if (t > 0) load_rows(pipe_v, true, t - 1);
-            stage_next(t);
-          }
+          if (tid == 0) trace.stamp(traced - 1, 26);
+          rows_done += num_tiles;
         }
-        if (tid == 0) trace.stamp(traced - 1, 26);
-        rows_done += num_tiles;
+      };
+      if constexpr (kBoxes) {
+        if (boxes) walk(std::true_type{}); else walk(std::false_type{});
+      } else {
+        walk(std::false_type{});
       }
       end_walk();
       cp_async_wait<0>();
@@ -1112,7 +1127,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
         PrefillCta cta;
         int h, b, key_base, num_tiles;
-        if (!item(w, cta, h, b, key_base, num_tiles)) continue;
+        if (!item(w, cta, h, b, key_base, num_tiles, false)) continue;
         if (num_tiles == 0) {
           hand_over(w);  // the consumers still write its rows (no keys: zeros)
           continue;
@@ -1217,7 +1232,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         stamp_fine(0);
       }
       if (w >= grid_items) break;
-      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      if (!item(w, cta, h, b, key_base, num_tiles, boxes)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
