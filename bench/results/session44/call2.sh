@@ -13,14 +13,15 @@
 #    forced (_BLOCK_M=128 / 192). Prediction: level (+-1%) everywhere; each default was measured
 #    when it landed, the pages' O store never on its own.
 B=build-s44a
+SLIM=${SLIM:-0}
 source bench/results/call_prologue.sh
 suite $B/pb3/test_prefill_cuda 170 test_pb3
 ab boxes3 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k-c-p16,d128-4x4k-p16,d128-skew-c-p16,d128-1x2k+30k-c-p16,d64-16x1k-c-p16,d64-4x4k-c-p16,d128-4x4k,d128-4x4k-c,d128-1x16k-c,d128-1x2k+30k-c \
   pb3=@$B/pb3/libflashserve_c.so
 SAN_KERNELS=prefill_sm90_ws sanitize memcheck 70 $B/pb3/test_prefill_cuda PrefillCuda.BigPages memcheck
 SAN_KERNELS=prefill_sm90_ws sanitize synccheck 60 $B/pb3/test_prefill_cuda PrefillCuda.BigPages synccheck
-SAN_KERNELS=prefill_sm90_ws sanitize racecheck 70 $B/pb3/test_prefill_cuda PrefillCuda.BigPages racecheck
-ab knobs 6 d128-4x4k-c-p16,d128-skew-c-p16,d128-mix-c-p16,d64-16x1k,d64-16x1k-c,d64-16x1k-c-p16 \
+[ "$SLIM" = 1 ] || SAN_KERNELS=prefill_sm90_ws sanitize racecheck 70 $B/pb3/test_prefill_cuda PrefillCuda.BigPages racecheck
+[ "$SLIM" = 1 ] || ab knobs 6 d128-4x4k-c-p16,d128-skew-c-p16,d128-mix-c-p16,d64-16x1k,d64-16x1k-c,d64-16x1k-c-p16 \
   tmao0=FLASHSERVE_PREFILL_WS_TMA_O=0 q1=FLASHSERVE_PREFILL_WS_Q_SLOTS=1 \
   m128=FLASHSERVE_PREFILL_WS_BLOCK_M=128 m192=FLASHSERVE_PREFILL_WS_BLOCK_M=192
 pack_out
