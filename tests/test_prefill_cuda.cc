@@ -80,8 +80,10 @@ void check_problem(const Problem& p) {
   // 128), and once with a work order of 5-pair sections
   // (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small problem one
   // section). Paged K/V come by the row gather (its own instance, WsKv::kPages), at every page
-  // size; packed or paged, once on a persistent grid (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs
-  // that walk several items carry the ring's stages across them) by the dynamic walk or the
+  // size (16-bit pages of 128 tokens or more on the 128-key tile by TMA page boxes in a build
+  // with FLASHSERVE_PREFILL_WS_PAGE_BOXES); packed or paged, once on a persistent grid
+  // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
+  // across them) by the dynamic walk or the
   // static one (FLASHSERVE_PREFILL_WS_SCHED, by the seed's parity), and once one CTA an item
   // (PERSISTENT=0: what a graph capture runs). At d 256 there is no v3 kernel ("wgmma" takes
   // the warp-specialized one).
@@ -111,6 +113,10 @@ void check_problem(const Problem& p) {
               {"FLASHSERVE_PREFILL_WS_GRID", "3"}},
              true}};
   if (p.head_dim == 256) runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
+  // Pages of 128 tokens or more by the row gather (FLASHSERVE_PREFILL_WS_PAGE_BOXES=0), which the
+  // 128-key instances of a build with the boxes take by TMA page boxes.
+  if (p.block_size >= 128 && p.head_dim != 256)
+    runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGE_BOXES", "0"}, {"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}, true});
   runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}});
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
@@ -352,9 +358,10 @@ TEST(PrefillCuda, PageSizesOneTo256) {
 }
 
 // Pages of 128 and 256 tokens, which the 128-key instances of a build with
-// FLASHSERVE_PREFILL_WS_PAGE_BOXES take by TMA page boxes (the row gather elsewhere, and for a
-// sequence's last partial tile): keys ending on a tile's edge and inside it, a window (tiles that
-// start before a row's first visible key), softcap, GQA, both pools, the free slots NaN.
+// FLASHSERVE_PREFILL_WS_PAGE_BOXES take by TMA page boxes (the row gather for a sequence's last
+// partial tile; check_problem's runs also take them by the row gather): keys ending on a tile's
+// edge and inside it, a window (tiles that start before a row's first visible key), softcap, GQA,
+// both pools, the free slots NaN.
 TEST(PrefillCuda, BigPages) {
   FS_SKIP_WITHOUT_CUDA();
   struct Opt {

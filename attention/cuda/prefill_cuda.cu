@@ -102,7 +102,8 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 enum class Kernel { kMma, kWgmma, kWs };
 
 // The ws kernel's producer loads paged K/V by the row gather (WsRowGather: 8 threads a key row,
-// the rows' offsets in the pool staged in shared memory a tile ahead), whatever the page size:
+// the rows' offsets in the pool staged in shared memory a tile ahead), but for 16-bit pages of
+// 128 tokens or more where ws_page_boxes (TMA page boxes). For pages of 16 and 64:
 // same-process A/B on the H200 (bench/history/prefill.md "prefill v4.7"), d 128, 2k over 30k,
 // causal: 16-token pages 585 TFLOP/s against TMA page boxes 402, the older gather 338 and v3's
 // cp.async 447; 64-token pages 579 against boxes 444; packed 618. (Both other paths went in
@@ -113,6 +114,18 @@ bool ws_row_gather(const PrefillParams& p) {
   const int64_t last_row = (static_cast<int64_t>(p.pages.num_blocks) - 1) * p.pages.block_stride * elem +
                            (static_cast<int64_t>(p.pages.block_size) - 1) * p.pages.token_stride * elem;
   return last_row / 16 <= UINT32_MAX;
+}
+
+// TMA page boxes (a build with the kernel's FLASHSERVE_PREFILL_WS_PAGE_BOXES, off by default:
+// prefill_sm90_ws_kernel.cuh says why): 16-bit pages of 128 tokens or more, whose tiles the paged
+// 128-key instances take as the pages' column boxes (the row gather for a sequence's last partial
+// tile), and such calls the 128-key tile (ws_alt_tile). FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the
+// environment keeps such pages on the row gather and its tile rule (A/B, cross-checks), read at
+// every call.
+bool ws_page_boxes(const PrefillParams& p) {
+  if (FLASHSERVE_PREFILL_WS_PAGE_BOXES == 0 || !p.paged || p.pages.block_size < 128 || is_fp8(p.pages.dtype)) return false;
+  const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
+  return !(env != nullptr && std::strcmp(env, "0") == 0);
 }
 
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
@@ -271,8 +284,7 @@ bool ws_alt_tile(const PrefillParams& p) {
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
   if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
-  // Pages of 128 tokens or more by TMA page boxes: 128-key tiles (FLASHSERVE_PREFILL_WS_PAGE_BOXES).
-  if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && p.paged && p.pages.block_size >= 128) return false;
+  if (ws_page_boxes(p)) return false;  // 128-key tiles for the page boxes
   if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
@@ -309,8 +321,9 @@ int ws_section(const PrefillParams& p) {
 }
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed
-// (paged K/V come by the row gather). False where the maps cannot describe the tensors, or the
-// row gather cannot reach the pool (ws_row_gather).
+// (paged K/V come by the row gather; pages of 128 tokens or more by TMA page boxes where
+// ws_page_boxes and the pool's maps encode). False where the maps cannot describe the tensors, or
+// the row gather cannot reach the pool (ws_row_gather).
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
@@ -346,7 +359,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
   maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
   if (p.paged) {
-    if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && tiles.block_n == 128) maps->page_boxes = encode_pages(maps, p) ? 1 : 0;
+    if (tiles.block_n == 128 && ws_page_boxes(p)) maps->page_boxes = encode_pages(maps, p) ? 1 : 0;
     return ws_row_gather(p);
   }
   const int kv_box = FLASHSERVE_PREFILL_WS_KV_BOX_ROWS > 0 ? FLASHSERVE_PREFILL_WS_KV_BOX_ROWS : tiles.block_n;
@@ -458,6 +471,12 @@ struct WsTraceDump {
 int prefill_ws_key_tile(const PrefillParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
   return prefill_ws_tiles(p.head_dim, ws_alt_tile(p), p.paged).block_n;
+}
+
+bool prefill_ws_page_boxes(const PrefillParams& p) {
+  if (!ws_page_boxes(p) || prefill_ws_key_tile(p) != 128) return false;
+  PrefillTmaMaps maps{};
+  return encode_pages(&maps, p);
 }
 
 Status validate_prefill_cuda(const PrefillParams& p) {

@@ -17,7 +17,9 @@
 //    memory a tile ahead, zero-filled past the keys and on page ids outside the pool: a page's
 //    free slots may hold anything, NaN too), each thread arriving on the stage's barrier when
 //    its cp.async copies land; the page ids of tile t + 2 are read while tile t's copies are
-//    issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V.
+//    issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V. With
+//    FLASHSERVE_PREFILL_WS_PAGE_BOXES (below, off): 16-bit pages of 128 tokens or more on
+//    128-key tiles by TMA page boxes, the row gather for a sequence's last partial tile.
 //  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
 //    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
 //    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
@@ -534,16 +536,18 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
 #define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
 #endif
-// TMA page boxes for pages of 128 tokens or more (session 43; issue 22's "when block_size >= the
-// key tile, TMA page by page"): where the host encoded the pool's maps (PrefillTmaMaps::page_boxes:
-// 16-bit pages of >= 128 tokens, 128-key tiles), an item's tiles start at a multiple of 128 keys,
-// and a tile whose keys all exist comes as the page's two column boxes from producer thread 0
-// (the page id read from the table as the tile is issued); a sequence's last, partial tile by the
-// row gather (zeros past its keys); the host gives such pages the 128-key tile. 0 (default): the
-// row gather only. Session 43 call 2 (H100, 8 passes, with the boxes inside the gather's tile
-// loop): 128/256-token pages +2.8..+5.7% (0.95-0.96 of packed), but 16-token pages -3.4..-9.1%
-// (the producer spilled more at 24 registers); the loop of its own below is not yet measured
-// (bench/history/prefill.md "Session 43").
+// TMA page boxes for pages of 128 tokens or more (sessions 43-44; issue 22's "when block_size >=
+// the key tile, TMA page by page"): where the host encoded the pool's maps (PrefillTmaMaps::
+// page_boxes: 16-bit pages of >= 128 tokens, 128-key tiles; prefill_cuda.cu's ws_page_boxes), an
+// item's tiles start at a multiple of 128 keys, and a tile whose keys all exist comes as the
+// page's two column boxes from producer thread 0 (the page id read from the table as the tile is
+// issued); a sequence's last, partial tile by the row gather (zeros past its keys). The walk has
+// two tile loops, boxes and row gather, so that the gather's is the one of a build without the
+// boxes (in one loop the producer spilled more at 24 registers: 16-token pages -3..-9%, session 43
+// call 2; in one walk, 16-token pages -1.6..-2.3%, 128/256-token pages +4.0..+8.1%, session 44
+// call 1). Two walks (pb3, the gather's tile loop the tree's, SASS): written, not yet measured,
+// so 0 (default): the row gather only (the paged instances' SASS of v4.33); 1: the boxes, and the
+// host's ws_page_boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment turns them off).
 #ifndef FLASHSERVE_PREFILL_WS_PAGE_BOXES
 #define FLASHSERVE_PREFILL_WS_PAGE_BOXES 0
 #endif
@@ -615,9 +619,10 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
 // instance holds none of the paged producer's code (prefill v4.22): in one instance for both,
 // the producer's paths for pages at 24 registers spilled into the whole producer (d 128: 292
 // local loads and 199 stores, a 248-byte stack, 20.4k instructions; packed alone: 3 and 3,
-// 8.4k), and d 128's short packed rows ran 6-14% slower. The paged instances have one path, the
-// row gather, since v4.23 (TMA page boxes and the older cp.async gather, WsGather, went: +1-3%
-// on paged rows; bench/history/prefill.md "Session 33").
+// 8.4k), and d 128's short packed rows ran 6-14% slower. The paged instances' path is the row
+// gather since v4.23 (TMA page boxes of 16-token pages and the older cp.async gather, WsGather,
+// went: +1-3% on paged rows; bench/history/prefill.md "Session 33"); the 16-bit 128-key ones can
+// take pages of 128 tokens or more by TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES, off).
 // kFp8Pages: FP8 pages, the codes copied into slots of their own and converted from there;
 // kFp8RegPages: FP8 pages by the register path (above kFp8RegProducerRegs).
 enum class WsKv { kPacked, kPages, kFp8Pages, kFp8RegPages };
