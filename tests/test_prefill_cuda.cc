@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/cuda/prefill_cuda.h"
 #include "attention/prefill.h"
 #include "tests/cuda_support.h"
 
@@ -388,6 +389,12 @@ TEST(PrefillCuda, BigPages) {
     p.separate_pools = o.separate;
     p.seed = seed++;
     p.seqs = {{300, 300}, {1, 128}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
+    if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && wgmma_runs()) {  // the boxes run, not the gather
+      ProblemData d = make_data(p);
+      DeviceProblem g = upload(p, d);
+      Outputs host = make_outputs(p);
+      EXPECT_TRUE(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g))) << "case: " << p.describe();
+    }
     check_problem(p);
   }
 }

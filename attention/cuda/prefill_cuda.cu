@@ -116,8 +116,8 @@ bool ws_row_gather(const PrefillParams& p) {
   return last_row / 16 <= UINT32_MAX;
 }
 
-// TMA page boxes (a build with the kernel's FLASHSERVE_PREFILL_WS_PAGE_BOXES, off by default:
-// prefill_sm90_ws_kernel.cuh says why): 16-bit pages of 128 tokens or more, whose tiles the paged
+// TMA page boxes (a build with FLASHSERVE_PREFILL_WS_PAGE_BOXES, off by default: prefill_cuda.h
+// says why): 16-bit pages of 128 tokens or more, whose tiles the paged
 // 128-key instances take as the pages' column boxes (the row gather for a sequence's last partial
 // tile), and such calls the 128-key tile (ws_alt_tile). FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the
 // environment keeps such pages on the row gather and its tile rule (A/B, cross-checks), read at
