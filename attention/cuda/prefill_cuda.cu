@@ -117,11 +117,10 @@ bool ws_row_gather(const PrefillParams& p) {
 }
 
 // TMA page boxes (a build with FLASHSERVE_PREFILL_WS_PAGE_BOXES, off by default: prefill_cuda.h
-// says why): 16-bit pages of 128 tokens or more, whose tiles the paged
-// 128-key instances take as the pages' column boxes (the row gather for a sequence's last partial
-// tile), and such calls the 128-key tile (ws_alt_tile). FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the
-// environment keeps such pages on the row gather and its tile rule (A/B, cross-checks), read at
-// every call.
+// says why): 16-bit pages of 128 tokens or more, whose tiles the paged 128-key instances take as
+// the pages' column boxes (the row gather for a sequence's last partial tile), and such calls the
+// 128-key tile (ws_alt_tile). FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such
+// pages on the row gather and its tile rule (A/B, cross-checks), read at every call.
 bool ws_page_boxes(const PrefillParams& p) {
   if (FLASHSERVE_PREFILL_WS_PAGE_BOXES == 0 || !p.paged || p.pages.block_size < 128 || is_fp8(p.pages.dtype)) return false;
   const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");

@@ -7,10 +7,12 @@
 // TMA page boxes for pages of 128 tokens or more (sessions 43-44; issue 22's "when block_size >=
 // the key tile, TMA page by page"; the paged walk of prefill_sm90_ws_kernel.cuh): where the host
 // encoded the pool's maps (PrefillTmaMaps::page_boxes: 16-bit pages of >= 128 tokens, 128-key
-// tiles; prefill_cuda.cu's ws_page_boxes), an
-// item's tiles start at a multiple of 128 keys, and a tile whose keys all exist comes as the
-// page's two column boxes from producer thread 0 (the page id read from the table as the tile is
-// issued); a sequence's last, partial tile by the row gather (zeros past its keys). The walk has
+// tiles; prefill_cuda.cu's ws_page_boxes), an item's tiles start at a multiple of 128 keys, and a
+// tile whose keys all exist comes as the page's two column boxes from producer thread 0 (the page
+// id read from the table as the tile is issued); a sequence's last, partial tile by the row
+// gather (zeros past its keys). Unlike the gather, the boxes read the sequence's keys outside a
+// row's window or past its causal edge (masked, P = 0: they must be finite, as a sequence's keys
+// are; slots past its length, the free ones, are never read). The walk has
 // two tile loops, boxes and row gather, so that the gather's is the one of a build without the
 // boxes (in one loop the producer spilled more at 24 registers: 16-token pages -3..-9%, session 43
 // call 2; in one walk, 16-token pages -1.6..-2.3%, 128/256-token pages +4.0..+8.1%, session 44
