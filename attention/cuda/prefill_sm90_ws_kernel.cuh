@@ -743,8 +743,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): the 16-bit paged instances of 128-key tiles.
   constexpr bool kBoxes = FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && kPaged && !kFp8 && kBN == 128;
   const bool boxes = kBoxes && maps.page_boxes != 0;
-  // w: the grid order's; aligned: the page boxes' tiles (boxes, or the producer's walk's constant).
-  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles, bool aligned) {
+  auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
     if constexpr (kFastDiv) {
       order_fast.item(w, m_tile, pair, h, b);
@@ -756,7 +755,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;
-    key_base = kBoxes && aligned ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
+    key_base = boxes ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
     return true;
   };
@@ -887,12 +886,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // The walk, its tile loop by page boxes or by the row gather: two loops apart, so that
       // the boxes' registers do not reach the row gather's tile loop (the producer at 24).
       auto walk = [&](auto boxed) {
-        constexpr bool kBoxWalk = decltype(boxed)::value;
         int rows_done = 0, traced = 0;
         for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
           PrefillCta cta;
           int h, b, key_base, num_tiles;
-          if (!item(w, cta, h, b, key_base, num_tiles, kBoxWalk)) continue;
+          if (!item(w, cta, h, b, key_base, num_tiles)) continue;
           if (num_tiles == 0) {
             hand_over(w);  // the consumers still write its rows (no keys: zeros)
             continue;
@@ -1054,7 +1052,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             }
             cp_async_wait<0>();
             convert_codes(pipe_v, true, num_tiles - 1);
-          } else if constexpr (kBoxWalk) {
+          } else if constexpr (decltype(boxed)::value) {
             // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
             // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
             // the sequence's last partial tile by the row gather (zeros past its keys), its
@@ -1119,7 +1117,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
         PrefillCta cta;
         int h, b, key_base, num_tiles;
-        if (!item(w, cta, h, b, key_base, num_tiles, false)) continue;
+        if (!item(w, cta, h, b, key_base, num_tiles)) continue;
         if (num_tiles == 0) {
           hand_over(w);  // the consumers still write its rows (no keys: zeros)
           continue;
@@ -1224,7 +1222,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         stamp_fine(0);
       }
       if (w >= grid_items) break;
-      if (!item(w, cta, h, b, key_base, num_tiles, boxes)) continue;  // never a handed-over item
+      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       if (dynamic && num_tiles == 0) {
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);

@@ -31,15 +31,18 @@ ws_sanitize() {
     SAN_KERNELS=prefill_sm90_ws sanitize racecheck 60 "$t" "Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/$c" "race$c"
   done
 }
-# suite BINARY [SECONDS] [NAME]: a gtest binary whole, its log in $out/NAME.log (NAME: the
-# binary's), the summary and the first failures printed.
+# suite BINARY [SECONDS] [NAME] [FILTER]: a gtest binary whole (or the cases FILTER), its log in
+# $out/NAME.log (NAME: the binary's), the summary and the first failures printed.
 suite() {
   local log="$out/${3:-$(basename "$1")}.log"
-  timeout "${2:-170}" "$1" --gtest_brief=1 > "$log" 2>&1
+  timeout "${2:-170}" "$1" --gtest_brief=1 ${4:+--gtest_filter="$4"} > "$log" 2>&1
   echo "$(el) $(basename "$log" .log) rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
   grep -E "Failure|FAILED" "$log" | head -6
   return 0  # (grep finds nothing where all passed; the call's rc is not the tests')
 }
+# test_prefill_cuda's cases over pages (a FILTER for suite): big pages, every page size, the grid,
+# the skewed batches.
+PAGE_CASES='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches'
 # pack_out: a call returns at most 8 files from $out (the rest are left out, session 32 lost a
 # run's CSVs that way): with more, everything goes into $out/out.tgz. Call it last.
 pack_out() {

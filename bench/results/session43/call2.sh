@@ -10,11 +10,7 @@
 # 3. call1.sh's gather diagnosis (gd1-3) and, if time is left, nothing else.
 B=build-s43a
 source bench/results/call_prologue.sh
-timeout 150 $B/pb/test_prefill_cuda --gtest_brief=1 \
-  --gtest_filter='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches' \
-  > $out/test_pb.log 2>&1
-echo "$(el) test pb rc $? $(grep -E '^\[  (PASSED|FAILED) ' $out/test_pb.log | tr '\n' ' ')"
-grep -E "Failure|FAILED" $out/test_pb.log | head -8
+suite $B/pb/test_prefill_cuda 150 test_pb "$PAGE_CASES"
 ab boxes 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k,d128-4x4k-c,d128-1x16k-c,d128-4x4k-c-p16,d64-16x1k-c-p16 \
   pb=@$B/pb/libflashserve_c.so n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128
 ab gather 8 d128-4x4k-p16,d128-4x4k,d128-4x4k-c-p16,d128-1x16k-c-p16,d128-skew-c-p16 \

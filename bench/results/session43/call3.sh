@@ -18,11 +18,7 @@
 B=build-s43b
 SLIM=${SLIM:-0}
 source bench/results/call_prologue.sh
-timeout 150 $B/pb2/test_prefill_cuda --gtest_brief=1 \
-  --gtest_filter='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches' \
-  > $out/test_pb2.log 2>&1
-echo "$(el) test pb2 rc $? $(grep -E '^\[  (PASSED|FAILED) ' $out/test_pb2.log | tr '\n' ' ')"
-grep -E "Failure|FAILED" $out/test_pb2.log | head -8
+suite $B/pb2/test_prefill_cuda 150 test_pb2 "$PAGE_CASES"
 ab boxes2 8 d128-4x4k-p128,d128-4x4k-c-p128,d128-1x16k-c-p128,d128-1x2k+30k-c-p128,d64-4x4k-c-p128,d128-4x4k-p256,d128-4x4k-c-p16,d128-4x4k-p16,d128-skew-c-p16,d128-1x2k+30k-c-p16,d64-16x1k-c-p16,d64-4x4k-c-p16,d128-4x4k,d128-4x4k-c,d128-1x16k-c,d128-1x2k+30k-c \
   pb2=@$B/pb2/libflashserve_c.so
 ab gd4 8 d128-4x4k-p16,d128-4x4k-c-p16,d128-1x16k-c-p16,d128-skew-c-p16 gd4=@$B/gd4/libflashserve_c.so
