@@ -43,10 +43,12 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     # 34-: 200 prompts of 64-511 tokens, d 128 packed, causal and not (more sequences than the
     # 128-key instance caches, PrefillWsTraits::kSeqCache)
     (128, "many", True, 0), (128, "many", False, 0),
-    # 36-: pages of 128 tokens (TMA page boxes where the build has them; session 43): d 128 4×4k,
+    # 36-: pages of 128 tokens (TMA page boxes since session 45): d 128 4×4k,
     # causal and not, 1×16k causal, 2k over 30k; d 64 4×4k causal; d 128 4×4k in 256-token pages
     (128, [4096] * 4, False, 128), (128, [4096] * 4, True, 128), (128, [16384], True, 128),
     (128, [2048], True, 128, 30720), (64, [4096] * 4, True, 128), (128, [4096] * 4, False, 256),
+    # 42-: pages of 128 tokens, short rows (d 128 16×1k causal) and d 64's 192-row tile (4×4k)
+    (128, [1024] * 16, True, 128), (64, [4096] * 4, False, 128),
 ]
 
 

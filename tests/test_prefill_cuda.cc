@@ -81,8 +81,8 @@ void check_problem(const Problem& p) {
   // 128), and once with a work order of 5-pair sections
   // (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small problem one
   // section). Paged K/V come by the row gather (its own instance, WsKv::kPages), at every page
-  // size (16-bit pages of 128 tokens or more on the 128-key tile by TMA page boxes in a build
-  // with FLASHSERVE_PREFILL_WS_PAGE_BOXES); packed or paged, once on a persistent grid
+  // size (16-bit pages of 128 tokens or more on the 128-key tile without a logit transform by TMA
+  // page boxes, WsKv::kPageBoxes); packed or paged, once on a persistent grid
   // (FLASHSERVE_PREFILL_WS_PERSISTENT=1: CTAs that walk several items carry the ring's stages
   // across them) by the dynamic walk or the
   // static one (FLASHSERVE_PREFILL_WS_SCHED, by the seed's parity), and once one CTA an item
@@ -115,7 +115,7 @@ void check_problem(const Problem& p) {
              true}};
   if (p.head_dim == 256) runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   // Pages of 128 tokens or more by the row gather (FLASHSERVE_PREFILL_WS_PAGE_BOXES=0), which the
-  // 128-key instances of a build with the boxes take by TMA page boxes.
+  // other runs on the 128-key tile take by TMA page boxes.
   if (p.block_size >= 128 && p.head_dim != 256)
     runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGE_BOXES", "0"}, {"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}, true});
   runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}});
@@ -358,11 +358,11 @@ TEST(PrefillCuda, PageSizesOneTo256) {
   }
 }
 
-// Pages of 128 and 256 tokens, which the 128-key instances of a build with
-// FLASHSERVE_PREFILL_WS_PAGE_BOXES take by TMA page boxes (the row gather for a sequence's last
-// partial tile; check_problem's runs also take them by the row gather): keys ending on a tile's
-// edge and inside it, a window (tiles that start before a row's first visible key), softcap, GQA,
-// both pools, the free slots NaN.
+// Pages of 128 and 256 tokens, which the 128-key tile takes by TMA page boxes where there is no
+// logit transform (the row gather for a sequence's last partial tile, and with softcap every tile;
+// check_problem's runs also take them by the row gather): keys ending on a tile's edge and inside
+// it, a window (tiles that start before a row's first visible key), softcap, GQA, both pools, the
+// free slots NaN.
 TEST(PrefillCuda, BigPages) {
   FS_SKIP_WITHOUT_CUDA();
   struct Opt {
@@ -389,11 +389,12 @@ TEST(PrefillCuda, BigPages) {
     p.separate_pools = o.separate;
     p.seed = seed++;
     p.seqs = {{300, 300}, {1, 128}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
-    if (FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && wgmma_runs()) {  // the boxes run, not the gather
+    if (wgmma_runs()) {  // the boxes run where they should, not the gather
       ProblemData d = make_data(p);
       DeviceProblem g = upload(p, d);
       Outputs host = make_outputs(p);
-      EXPECT_TRUE(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g))) << "case: " << p.describe();
+      EXPECT_EQ(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g)), o.softcap == 0)
+          << "case: " << p.describe();
     }
     check_problem(p);
   }

@@ -69,6 +69,18 @@ FS_WS_INSTANCE(256, 128, 80, __half, true)
 FS_WS_INSTANCE(256, 128, 80, __nv_bfloat16, true)
 #endif
 #undef FS_WS_INSTANCE
+// TMA page boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more, 128-key tiles, no logit
+// transform.
+#define FS_WS_BOXES_INSTANCE(D, M, T)                                                                          \
+  extern template cudaError_t launch_prefill_sm90_ws<D, M, 128, T, WsKv::kPageBoxes, false>(                  \
+      const PrefillParams&, const PrefillTmaMaps&, int, cudaStream_t);
+FS_WS_BOXES_INSTANCE(64, 192, __half)
+FS_WS_BOXES_INSTANCE(64, 192, __nv_bfloat16)
+FS_WS_BOXES_INSTANCE(64, 128, __half)
+FS_WS_BOXES_INSTANCE(64, 128, __nv_bfloat16)
+FS_WS_BOXES_INSTANCE(128, 128, __half)
+FS_WS_BOXES_INSTANCE(128, 128, __nv_bfloat16)
+#undef FS_WS_BOXES_INSTANCE
 // FP8 pages, d 128, bf16/fp16 calls: e4m3 by the copy path (prefill_sm90_ws_hd128_fp8.cu), e5m2 by
 // the register path (prefill_sm90_ws_hd128_fp8_reg.cu; the kernel's kFp8RegProducerRegs says why).
 extern template cudaError_t launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(const PrefillParams&,
@@ -116,13 +128,15 @@ bool ws_row_gather(const PrefillParams& p) {
   return last_row / 16 <= UINT32_MAX;
 }
 
-// TMA page boxes (a build with FLASHSERVE_PREFILL_WS_PAGE_BOXES, off by default: prefill_cuda.h
-// says why): 16-bit pages of 128 tokens or more, whose tiles the paged 128-key instances take as
-// the pages' column boxes (the row gather for a sequence's last partial tile), and such calls the
-// 128-key tile (ws_alt_tile). FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such
-// pages on the row gather and its tile rule (A/B, cross-checks), read at every call.
+// TMA page boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more at d 64 and 128 without a
+// logit transform, whose tiles the WsKv::kPageBoxes instances take as the pages' column boxes (the
+// row gather for a sequence's last partial tile), and such calls the 128-key tile (ws_alt_tile).
+// FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and
+// its tile rule (A/B, cross-checks), read at every call.
 bool ws_page_boxes(const PrefillParams& p) {
-  if (FLASHSERVE_PREFILL_WS_PAGE_BOXES == 0 || !p.paged || p.pages.block_size < 128 || is_fp8(p.pages.dtype)) return false;
+  if (!p.paged || p.pages.block_size < 128 || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
+      logit_transform(p.mask))
+    return false;
   const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
   return !(env != nullptr && std::strcmp(env, "0") == 0);
 }
@@ -231,7 +245,7 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
 
 // The page pool as two 4-d maps, K and V: [blocks, kv heads, block_size, head_dim] (element
 // strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), for the page
-// boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): 16-bit pages of 128 tokens or more. Ids past
+// boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more. Ids past
 // num_blocks or negative read as zeros (outside the tensor). False: the row gather takes every
 // tile.
 bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
@@ -598,6 +612,12 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
                       : launch_prefill_sm90_ws<kD, kT.block_m, kT.block_n, T, WsKv::kPacked, kTf>(p, maps, sms, stream);
           };
           if constexpr (prefill_ws_split_logits(kD)) {
+            if constexpr (kT.block_n == 128) {
+              if (maps.page_boxes != 0) {  // (ws_page_boxes: no logit transform)
+                err = launch_prefill_sm90_ws<kD, kT.block_m, 128, T, WsKv::kPageBoxes, false>(p, maps, sms, stream);
+                return;
+              }
+            }
             if (!logit_transform(p.mask)) return run(std::false_type{});
           }
           run(std::true_type{});

@@ -6,8 +6,9 @@
 // Work item = (sequence, query head, tile of kBlockM query rows); a CTA takes one item, or on a
 // persistent grid walks items (the dynamic walk, item by item claimed by an atomic add, or where
 // the host has no counters for it the static walk; see the kernel's walk comment). One instance
-// for packed K/V and one for pages (WsKv), and at d 64 and 128 one without the logit transform's
-// code and one with it (prefill_ws_split_logits). 128 threads a warpgroup:
+// for packed K/V and one for pages (WsKv; at d 64 and 128 a third for pages of 128 tokens or
+// more), and at d 64 and 128 one without the logit transform's code and one with it
+// (prefill_ws_split_logits). 128 threads a warpgroup:
 //  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
 //    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
 //    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
@@ -17,9 +18,9 @@
 //    memory a tile ahead, zero-filled past the keys and on page ids outside the pool: a page's
 //    free slots may hold anything, NaN too), each thread arriving on the stage's barrier when
 //    its cp.async copies land; the page ids of tile t + 2 are read while tile t's copies are
-//    issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V. With
-//    FLASHSERVE_PREFILL_WS_PAGE_BOXES (below, off): 16-bit pages of 128 tokens or more on
-//    128-key tiles by TMA page boxes, the row gather for a sequence's last partial tile.
+//    issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V. The
+//    WsKv::kPageBoxes instances (16-bit pages of 128 tokens or more, 128-key tiles): whole tiles
+//    by TMA page boxes, the row gather for a sequence's last partial tile.
 //  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
 //    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
 //    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
@@ -70,7 +71,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int plain = 1;    // 1: the plain tile run (v4.20; the instances without the transform's code); 0: none
   int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
   // 1: k and v are the page pool's maps, [blocks, kv heads, block_size, head_dim] in boxes of 64
-  // columns x 128 rows (FLASHSERVE_PREFILL_WS_PAGE_BOXES' instances take whole tiles by them).
+  // columns x 128 rows (the WsKv::kPageBoxes instances, which take whole tiles by them).
   int page_boxes = 0;
   // FP8 pages, bench-only diagnosis of the producer's pace (the outputs are wrong): 1 skips the
   // conversion into the fp16 stages, 2 the copies of the codes (the copy path only), 3 converts
@@ -537,7 +538,6 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_GATHER_DIAG
 #define FLASHSERVE_PREFILL_WS_GATHER_DIAG 0
 #endif
-// TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): its default and why, in prefill_cuda.h.
 // The view's divisions by multiply-highs at d 128 (prefill v4.26, session 38) and d 64 (v4.30,
 // session 40): WsWorkOrderFast in item(); =0 gives the run-time divisions back, for A/B.
 #ifndef FLASHSERVE_PREFILL_WS_FAST_DIV
@@ -608,11 +608,13 @@ __device__ __forceinline__ void ws_fp8_convert_rows(const unsigned char* slot8, 
 // local loads and 199 stores, a 248-byte stack, 20.4k instructions; packed alone: 3 and 3,
 // 8.4k), and d 128's short packed rows ran 6-14% slower. The paged instances' path is the row
 // gather since v4.23 (TMA page boxes of 16-token pages and the older cp.async gather, WsGather,
-// went: +1-3% on paged rows; bench/history/prefill.md "Session 33"); the 16-bit 128-key ones can
-// take pages of 128 tokens or more by TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES, off).
-// kFp8Pages: FP8 pages, the codes copied into slots of their own and converted from there;
-// kFp8RegPages: FP8 pages by the register path (above kFp8RegProducerRegs).
-enum class WsKv { kPacked, kPages, kFp8Pages, kFp8RegPages };
+// went: +1-3% on paged rows; bench/history/prefill.md "Session 33").
+// kPageBoxes: 16-bit pages of 128 tokens or more on 128-key tiles, without the logit transform,
+// whole tiles by TMA page boxes (prefill_cuda.h says when the host takes them, and why they are
+// instances of their own); kFp8Pages: FP8 pages, the codes copied into slots of their own and
+// converted from there; kFp8RegPages: FP8 pages by the register path (above kFp8RegProducerRegs).
+// (kPageBoxes last: the others' values, in their instances' names, as they were.)
+enum class WsKv { kPacked, kPages, kFp8Pages, kFp8RegPages, kPageBoxes };
 __host__ __device__ constexpr bool ws_fp8(WsKv kv) { return kv == WsKv::kFp8Pages || kv == WsKv::kFp8RegPages; }
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv>
 using WsTraitsOf =
@@ -740,9 +742,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // read 4x4k causal -2.7%). d 256 keeps run-time divisions (items of ~100 tiles; not measured).
   constexpr bool kFastDiv = FLASHSERVE_PREFILL_WS_FAST_DIV != 0 && (kHeadDim == 128 || kHeadDim == 64);
   const WsWorkOrderFast order_fast = kFastDiv ? WsWorkOrderFast(order, p.num_heads) : WsWorkOrderFast();
-  // TMA page boxes (FLASHSERVE_PREFILL_WS_PAGE_BOXES): the 16-bit paged instances of 128-key tiles.
-  constexpr bool kBoxes = FLASHSERVE_PREFILL_WS_PAGE_BOXES != 0 && kPaged && !kFp8 && kBN == 128;
-  const bool boxes = kBoxes && maps.page_boxes != 0;
+  // TMA page boxes (the kPageBoxes instances; the host launches them where maps.page_boxes).
+  constexpr bool kBoxes = kKv == WsKv::kPageBoxes;
+  static_assert(!kBoxes || (kBN == 128 && sizeof(T) == 2 && !kTransform), "page boxes: 16-bit, 128-key tiles");
   auto item = [&](int w, PrefillCta& cta, int& h, int& b, int& key_base, int& num_tiles) {  // w: the grid order's
     int m_tile, pair;
     if constexpr (kFastDiv) {
@@ -755,7 +757,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (!cta.init(p, m_tile, h, b, Tr::kBlockM, kBN, kFp8 ? 1 : 2, seq_cached ? seq_q : nullptr,
                   seq_cached ? seq_k : nullptr))
       return false;
-    key_base = boxes ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
+    key_base = kBoxes ? cta.cta_lo & ~(kBN - 1) : cta.cta_lo;  // boxes: tiles inside pages
     num_tiles = cta.cta_hi > cta.cta_lo ? (cta.cta_hi - key_base + kBN - 1) / kBN : 0;
     return true;
   };
@@ -806,7 +808,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (tid == 0) {
       prefetch_tensor_map(&maps.q);
       if (Tr::kTmaO && maps.o_tma != 0) prefetch_tensor_map(&maps.o);
-      if (!kPaged || boxes) {
+      if (!kPaged || kBoxes) {
         prefetch_tensor_map(&maps.k);
         prefetch_tensor_map(&maps.v);
       }
@@ -883,8 +885,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // j % kStages: K and V tiles are as many an item, so one count (rows_done: the walk's
       // tiles before this item) serves both rings.
       auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
-      // The walk, its tile loop by page boxes or by the row gather: two loops apart, so that
-      // the boxes' registers do not reach the row gather's tile loop (the producer at 24).
+      // The walk, its tile loop by page boxes (kBoxes) or by the row gather.
       auto walk = [&](auto boxed) {
         int rows_done = 0, traced = 0;
         for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
@@ -1056,9 +1057,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
             // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
             // the sequence's last partial tile by the row gather (zeros past its keys), its
-            // offsets read and staged when its K is issued. A loop apart from the gather's below,
-            // which stays as it is in these instances (one loop with both paths spilled more at
-            // 24 registers and cost 16-token pages 3-9%: session 43 call 2).
+            // offsets read and staged when its K is issued.
             const int kv_head = h / (p.num_heads / p.num_kv_heads);
             auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
               const int k0 = key0(tile);
@@ -1103,11 +1102,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           rows_done += num_tiles;
         }
       };
-      if constexpr (kBoxes) {
-        if (boxes) walk(std::true_type{}); else walk(std::false_type{});
-      } else {
-        walk(std::false_type{});
-      }
+      walk(std::bool_constant<kBoxes>{});
       end_walk();
       cp_async_wait<0>();
     } else {
@@ -1663,6 +1658,7 @@ cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps&
   using Tr = WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>;
   auto kernel = prefill_sm90_ws_kernel<kHeadDim, kRows, kKeyTile, T, kKv, kTransform>;
   if (p.paged != (kKv != WsKv::kPacked)) return cudaErrorInvalidValue;  // the instance for the call's K/V
+  if ((kKv == WsKv::kPageBoxes) != (maps.page_boxes != 0)) return cudaErrorInvalidValue;  // ... its maps
   if (!kTransform && logit_transform(p.mask)) return cudaErrorInvalidValue;  // ... and for its logits
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
