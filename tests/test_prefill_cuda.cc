@@ -115,7 +115,8 @@ void check_problem(const Problem& p) {
              true}};
   if (p.head_dim == 256) runs = {{"ws", {{"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   // Pages of 128 tokens or more by the row gather (FLASHSERVE_PREFILL_WS_PAGE_BOXES=0), which the
-  // other runs on the 128-key tile take by TMA page boxes.
+  // other runs on the 128-key tile take by TMA page boxes where there is no logit transform (the
+  // 128-key pin matters at d 128 only).
   if (p.block_size >= 128 && p.head_dim != 256)
     runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PAGE_BOXES", "0"}, {"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}, true});
   runs.push_back({"ws", {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}});

@@ -335,7 +335,8 @@ int ws_section(const PrefillParams& p) {
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed
 // (paged K/V come by the row gather; pages of 128 tokens or more by TMA page boxes where
-// ws_page_boxes and the pool's maps encode). False where the maps cannot describe the tensors, or
+// ws_page_boxes, the tile's 128 keys and the pool's maps encode: then K and V are the pool's maps
+// and maps->page_boxes is set). False where the maps cannot describe the tensors, or
 // the row gather cannot reach the pool (ws_row_gather).
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
@@ -602,7 +603,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         using T = cuda_storage_t<decltype(dt)::value>;
         // An instance for packed K/V and one for pages (WsKv), of the head dim's first or second
         // tile (ws_alt_tile), and where the head dim has two, the one for the call's logits
-        // (prefill_ws_split_logits).
+        // (prefill_ws_split_logits); pages whose maps the host encoded (maps.page_boxes) by the
+        // page boxes' instance of the 128-key tile.
         auto launch = [&](auto alt_c) {
           constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(alt_c)::value, false);  // block_m, block_n
           auto run = [&](auto transform_c) {

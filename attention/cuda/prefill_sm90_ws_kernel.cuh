@@ -56,7 +56,8 @@ namespace flashserve::cuda {
 
 // The TMA descriptors of a call (built on the host per call, prefill_cuda.cu), 128-byte swizzle:
 // Q always, [rows, heads, head_dim] in boxes of 64 columns × 1 head × kBlockM rows; packed K and
-// V alike (kBlockN rows; paged calls leave them unset).
+// V alike (kBlockN rows; paged calls leave them unset, but for the page boxes' pool maps:
+// page_boxes below).
 struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   CUtensorMap q, k, v;
   // O, [rows, heads, head_dim] in boxes of 64 columns × 1 head × 64 rows (a consumer
@@ -886,7 +887,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // tiles before this item) serves both rings.
       auto slot = [&](int tile) { return row_slots + (tile & 1) * RowGather::kSlotBytes; };
       // The walk, its tile loop by page boxes (kBoxes) or by the row gather.
-      auto walk = [&](auto boxed) {
+      auto walk = [&] {
         int rows_done = 0, traced = 0;
         for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
           PrefillCta cta;
@@ -1053,7 +1054,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             }
             cp_async_wait<0>();
             convert_codes(pipe_v, true, num_tiles - 1);
-          } else if constexpr (decltype(boxed)::value) {
+          } else if constexpr (kBoxes) {
             // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
             // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
             // the sequence's last partial tile by the row gather (zeros past its keys), its
@@ -1102,7 +1103,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           rows_done += num_tiles;
         }
       };
-      walk(std::bool_constant<kBoxes>{});
+      walk();
       end_walk();
       cp_async_wait<0>();
     } else {
