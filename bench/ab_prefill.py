@@ -49,6 +49,9 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     (128, [2048], True, 128, 30720), (64, [4096] * 4, True, 128), (128, [4096] * 4, False, 256),
     # 42-: pages of 128 tokens, short rows (d 128 16×1k causal) and d 64's 192-row tile (4×4k)
     (128, [1024] * 16, True, 128), (64, [4096] * 4, False, 128),
+    # 44-: d 64 non-causal short rows (where 192-row tiles pad the most: d 64's row tile rule), 8×2k,
+    # 32×512, 64×300, and the skewed batch
+    (64, [2048] * 8, False, 0), (64, [512] * 32, False, 0), (64, [300] * 64, False, 0), (64, "skew", False, 0),
 ]
 
 
@@ -72,7 +75,10 @@ def row_name(row):
     dim, lens, causal, bs = row[:4]
     prefix = row[4] if len(row) > 4 else 0
     fp8 = row[5] if len(row) > 5 else None
-    shape = lens if isinstance(lens, str) else f"{len(lens)}x{lens[0] // 1024}k"
+    if isinstance(lens, str):
+        shape = lens
+    else:
+        shape = f"{len(lens)}x{lens[0] // 1024}k" if lens[0] % 1024 == 0 else f"{len(lens)}x{lens[0]}"
     return (f"d{dim}-{shape}" + (f"+{prefix // 1024}k" if prefix else "") + ("-c" if causal else "") +
             (f"-p{bs}" if bs else "") + (f"-{fp8}" if fp8 else ""))
 
