@@ -272,9 +272,10 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // against 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497;
 // 8×2k 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
 // causal 303 against 342; GQA 32/8 128k causal 616 against 566.
-// d 64: 128 query rows (else 192) where the mask is causal, without a window, and sequences have
-// on average fewer than 8k keys (total_k; paged without the hint: 192 rows); the measurements at
-// prefill_ws_tiles.
+// d 64: 128 query rows (else 192) without a window where the mask is causal and sequences have
+// on average fewer than 8k keys (total_k; paged without the hint: 192 rows), or where it is not
+// and no sequence has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to
+// 576); the measurements at prefill_ws_tiles.
 // FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128,
 // FLASHSERVE_PREFILL_WS_BLOCK_M=128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
 // call.
@@ -289,7 +290,8 @@ bool ws_alt_tile(const PrefillParams& p) {
     const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
     if (force != nullptr && std::strcmp(force, "128") == 0) return true;
     if (force != nullptr && std::strcmp(force, "192") == 0) return false;
-    return ws_d64_short_causal(p);
+    const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
+    return ws_d64_short_causal(p) || (!p.mask.causal && !window && p.max_seqlen_q <= 1024);
   }
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)

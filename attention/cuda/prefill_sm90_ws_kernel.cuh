@@ -158,10 +158,14 @@ struct WsRowGather;  // below
 //  - d 64: 192 × 128 (three consumer warpgroups, FA3's shape: a K/V tile serves 192 rows),
 //    24 + 2 × (16 + 16) = 88 KB; alt 128 × 128 (two), for causal calls of short sequences, whose
 //    192-row items compute more masked scores (16x1k: 67% of the scores a 192-row item computes
-//    are in the causal triangle, 89% of a 128-row one's). Same-run A/B, 192 rows against 128
-//    (bench/history/prefill.md "Session 39", call 2, H100, v4.27, 6 passes): 1×16k 483/445
-//    causal against 422/413, 4×4k 440/356 against 402/368, 16×1k 354/194 against 358/260, the
-//    skewed batch causal 319 against 328, 4×4k causal in 16-token pages 335 against 354.
+//    are in the causal triangle, 89% of a 128-row one's), and for non-causal calls of no more
+//    than 1024 queries a sequence (192-row tiles pad them more: 1k to 1152 rows, 512 to 576).
+//    Same-run A/B, 192 rows against 128 (bench/history/prefill.md "Session 39", call 2, H100,
+//    v4.27, 6 passes): 1×16k 483/445 causal against 422/413, 4×4k 440/356 against 402/368, 16×1k
+//    354/194 against 358/260, the skewed batch causal 319 against 328, 4×4k causal in 16-token
+//    pages 335 against 354; non-causal ("Session 45", call 3, H100, 6 passes, paired medians,
+//    128 rows against 192): 16x1k +4.4%, in 16-token pages +2.6%, 32x512 +10.2%, 64x300 +0.6%,
+//    8x2k -5.9%, the skewed batch -5.2% (call 2: 4x4k -7.7%, 1x16k -10.5%).
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
