@@ -401,6 +401,47 @@ TEST(PrefillCuda, BigPages) {
   }
 }
 
+// Pages of 16-64 tokens handed out in order (runs of adjacent pages, some broken:
+// Problem::pages_in_order), which a build with FLASHSERVE_PREFILL_WS_PAGE_RUNS takes by TMA boxes
+// over a tile's run of pages (the row gather for tiles whose ids do not run on, a sequence's last
+// partial tile, and softcap); other builds by the row gather. GQA, both pools, the free slots NaN.
+TEST(PrefillCuda, PageRuns) {
+  FS_SKIP_WITHOUT_CUDA();
+  struct Opt {
+    int dim, block_size;
+    bool causal, separate;
+    float softcap;
+    DType dtype;
+  };
+  const Opt opts[] = {{128, 16, true, false, 0, DType::kBFloat16}, {128, 32, false, true, 0, DType::kFloat16},
+                      {128, 64, true, false, 0, DType::kBFloat16}, {64, 16, false, false, 0, DType::kFloat16},
+                      {64, 64, true, true, 0, DType::kBFloat16},   {128, 16, false, false, 30, DType::kBFloat16}};
+  int seed = 1600;
+  for (const Opt& o : opts) {
+    Problem p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = o.dim;
+    p.dtype = o.dtype;
+    p.causal = o.causal;
+    p.softcap = o.softcap;
+    p.block_size = o.block_size;
+    p.separate_pools = o.separate;
+    p.pages_in_order = true;
+    p.seed = seed++;
+    p.seqs = {{300, 300}, {1, 512}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
+    if (wgmma_runs()) {  // the boxes run where the build has them, not elsewhere
+      ProblemData d = make_data(p);
+      DeviceProblem g = upload(p, d);
+      Outputs host = make_outputs(p);
+      EXPECT_EQ(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g)),
+                cuda::prefill_ws_page_runs_built() && o.softcap == 0)
+          << "case: " << p.describe();
+    }
+    check_problem(p);
+  }
+}
+
 // Head dim 256: a build option (FLASHSERVE_PREFILL_HD256); without it a clear kUnsupported.
 TEST(PrefillCuda, HeadDim256) {
   FS_SKIP_WITHOUT_CUDA();

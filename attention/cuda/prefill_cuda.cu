@@ -134,7 +134,8 @@ bool ws_row_gather(const PrefillParams& p) {
 // FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and
 // its tile rule (A/B, cross-checks), read at every call.
 bool ws_page_boxes(const PrefillParams& p) {
-  if (!p.paged || p.pages.block_size < 128 || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
+  const int min_block = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;  // (page runs: prefill_cuda.h)
+  if (!p.paged || p.pages.block_size < min_block || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
       logit_transform(p.mask))
     return false;
   const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
@@ -245,19 +246,23 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
 
 // The page pool as two 4-d maps, K and V: [blocks, kv heads, block_size, head_dim] (element
 // strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), for the page
-// boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more. Ids past
+// boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more (page runs: of 64 columns x
+// block_size rows x 128 / block_size blocks). Ids past
 // num_blocks or negative read as zeros (outside the tensor). False: the row gather takes every
 // tile.
 bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
   const KVPageView& pv = p.pages;
-  if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < 128 || pv.num_blocks <= 0 || p.num_kv_heads <= 0)
+  const int min_block = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;
+  if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < min_block || pv.num_blocks <= 0 ||
+      p.num_kv_heads <= 0)
     return false;
   const int64_t elem = 2;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(pv.block_size),
                               static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(pv.num_blocks)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(pv.token_stride * elem), static_cast<cuuint64_t>(pv.head_stride * elem),
                                  static_cast<cuuint64_t>(pv.block_stride * elem)};
-  const cuuint32_t box[4] = {64, 128, 1, 1};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(std::min(pv.block_size, 128)), 1,
+                             static_cast<cuuint32_t>(std::max(1, 128 / pv.block_size))};
   return encode_tiled(&maps->k, p.dtype, 4, pv.k_pages, dims, strides, box) &&
          encode_tiled(&maps->v, p.dtype, 4, pv.v_pages, dims, strides, box);
 }
@@ -494,6 +499,8 @@ bool prefill_ws_page_boxes(const PrefillParams& p) {
   PrefillTmaMaps maps{};
   return encode_pages(&maps, p);
 }
+
+bool prefill_ws_page_runs_built() { return FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0; }
 
 Status validate_prefill_cuda(const PrefillParams& p) {
   if (p.paged && is_fp8(p.pages.dtype) && p.head_dim != 64 && p.head_dim != 128)

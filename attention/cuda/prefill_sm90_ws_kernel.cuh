@@ -1062,11 +1062,23 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
             // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
             // the sequence's last partial tile by the row gather (zeros past its keys), its
-            // offsets read and staged when its K is issued.
+            // offsets read and staged when its K is issued (page runs: tiles whose ids do not run
+            // too).
             const int kv_head = h / (p.num_heads / p.num_kv_heads);
             auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
               const int k0 = key0(tile);
-              if (k0 + kBN > cta.k_len) {
+              bool boxed = k0 + kBN <= cta.k_len;
+              if constexpr (FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0) {
+                // Page runs (prefill_cuda.h): pages of fewer than kBN tokens one box where their
+                // ids run on; every producer thread reads them (the same few words), so all agree.
+                if (boxed && cta.src.block_shift < 7) {
+                  const int32_t* ids = cta.src.table + (k0 >> cta.src.block_shift);
+                  const int n = kBN >> cta.src.block_shift, first = ids[0];
+  #pragma unroll 1
+                  for (int i = 1; i < n; ++i) boxed = boxed && ids[i] == first + i;
+                }
+              }
+              if (!boxed) {
                 if (!is_v) {  // (a warp stages the rows it copies)
                   const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
                   __syncwarp();
