@@ -90,7 +90,7 @@ ProblemData make_data(const Problem& p) {
   std::vector<int32_t> ids(static_cast<size_t>(d.num_blocks - 1));
   std::iota(ids.begin(), ids.end(), 1);
   if (p.pages_in_order) {
-    for (size_t i = 0; i + 5 < ids.size(); i += 11) std::swap(ids[i], ids[i + 5]);
+    for (size_t i = 0; i + 5 < ids.size(); i += 29) std::swap(ids[i], ids[i + 5]);
   } else {
     std::shuffle(ids.begin(), ids.end(), rng);
   }

@@ -401,10 +401,11 @@ TEST(PrefillCuda, BigPages) {
   }
 }
 
-// Pages of 16-64 tokens handed out in order (runs of adjacent pages, some broken:
-// Problem::pages_in_order), which a build with FLASHSERVE_PREFILL_WS_PAGE_RUNS takes by TMA boxes
-// over a tile's run of pages (the row gather for tiles whose ids do not run on, a sequence's last
-// partial tile, and softcap); other builds by the row gather. GQA, both pools, the free slots NaN.
+// Pages of 16-64 tokens handed out in order (runs of adjacent pages, some broken, at every page
+// size whole tiles of both: Problem::pages_in_order), which a build with
+// FLASHSERVE_PREFILL_WS_PAGE_RUNS takes by TMA boxes over a tile's run of pages (the row gather
+// for tiles whose ids do not run on, a sequence's last partial tile, and softcap); other builds
+// by the row gather. GQA, both pools, the free slots NaN.
 TEST(PrefillCuda, PageRuns) {
   FS_SKIP_WITHOUT_CUDA();
   struct Opt {

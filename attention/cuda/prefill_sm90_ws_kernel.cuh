@@ -1071,11 +1071,14 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
               if constexpr (FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0) {
                 // Page runs (prefill_cuda.h): pages of fewer than kBN tokens one box where their
                 // ids run on; every producer thread reads them (the same few words), so all agree.
+                // At most 8 pages (16 tokens or more: the host's ws_page_boxes), read at once.
                 if (boxed && cta.src.block_shift < 7) {
                   const int32_t* ids = cta.src.table + (k0 >> cta.src.block_shift);
-                  const int n = kBN >> cta.src.block_shift, first = ids[0];
-  #pragma unroll 1
-                  for (int i = 1; i < n; ++i) boxed = boxed && ids[i] == first + i;
+                  const int n = kBN >> cta.src.block_shift;
+                  const uint32_t first = static_cast<uint32_t>(ids[0]);
+  #pragma unroll
+                  for (int i = 1; i < 8; ++i)
+                    if (i < n) boxed &= static_cast<uint32_t>(ids[i]) == first + i;
                 }
               }
               if (!boxed) {
