@@ -77,8 +77,8 @@ ProblemData make_data(const Problem& p) {
 
   // Pages: block 0 reserved (never used), the rest handed out in a shuffled order so tables
   // are scattered and non-monotonic (or in order with runs broken: Problem::pages_in_order); a
-  // few spare blocks stay free. Free slots hold NaN: a
-  // kernel that reads outside a sequence's keys fails.
+  // few spare blocks stay free. Free slots hold NaN: a kernel that reads outside a sequence's keys
+  // fails.
   const int64_t bs = p.block_size;
   int64_t needed = 0, max_blocks = 0;
   for (const auto& s : p.seqs) {
