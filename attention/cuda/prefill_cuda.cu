@@ -133,9 +133,10 @@ bool ws_row_gather(const PrefillParams& p) {
 // row gather for a sequence's last partial tile), and such calls the 128-key tile (ws_alt_tile).
 // FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and
 // its tile rule (A/B, cross-checks), read at every call.
+// The smallest pages the boxes take: 128 tokens (16 with page runs: prefill_cuda.h).
+constexpr int kBoxMinBlock = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;
 bool ws_page_boxes(const PrefillParams& p) {
-  const int min_block = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;  // (page runs: prefill_cuda.h)
-  if (!p.paged || p.pages.block_size < min_block || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
+  if (!p.paged || p.pages.block_size < kBoxMinBlock || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
       logit_transform(p.mask))
     return false;
   const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
@@ -252,8 +253,7 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
 // tile.
 bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
   const KVPageView& pv = p.pages;
-  const int min_block = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;
-  if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < min_block || pv.num_blocks <= 0 ||
+  if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < kBoxMinBlock || pv.num_blocks <= 0 ||
       p.num_kv_heads <= 0)
     return false;
   const int64_t elem = 2;
@@ -286,24 +286,23 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // call.
 // (d 64's rule without the override: ws_by_default reads it too, so that forcing the tile does not
 // move a call between kernels.)
+bool has_window(const MaskParams& m) { return m.window_left >= 0 || m.window_right >= 0; }
 bool ws_d64_short_causal(const PrefillParams& p) {
-  const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
-  return p.mask.causal && !window && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
+  return p.mask.causal && !has_window(p.mask) && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
 }
 bool ws_alt_tile(const PrefillParams& p) {
   if (p.head_dim == 64) {
     const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
     if (force != nullptr && std::strcmp(force, "128") == 0) return true;
     if (force != nullptr && std::strcmp(force, "192") == 0) return false;
-    const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
-    return ws_d64_short_causal(p) || (!p.mask.causal && !window && p.max_seqlen_q <= 1024);
+    return ws_d64_short_causal(p) || (!p.mask.causal && !has_window(p.mask) && p.max_seqlen_q <= 1024);
   }
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");
   if (force != nullptr && std::strcmp(force, "176") == 0) return true;
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
-  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return false;
+  if (has_window(p.mask)) return false;
   if (ws_page_boxes(p)) return false;  // 128-key tiles for the page boxes
   if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
