@@ -17,8 +17,7 @@ std::string Problem::describe() const {
     << " head_dim=" << head_dim << " causal=" << causal << " window=(" << window_left << "," << window_right
     << ") alibi=" << alibi << " softcap=" << softcap << " logit_scale=" << logit_scale
     << " layout=" << (block_size ? "paged/" + std::to_string(block_size) : std::string("packed"))
-    << (block_size && separate_pools ? "/separate" : "") << (block_size && pages_in_order ? "/in-order" : "")
-    << " seqs(q,k)=[";
+    << (block_size && separate_pools ? "/separate" : "") << " seqs(q,k)=[";
   for (size_t i = 0; i < seqs.size(); ++i) s << (i ? " " : "") << seqs[i].q_len << "," << seqs[i].k_len;
   s << "]";
   return s.str();
@@ -76,9 +75,8 @@ ProblemData make_data(const Problem& p) {
   if (p.block_size == 0) return d;
 
   // Pages: block 0 reserved (never used), the rest handed out in a shuffled order so tables
-  // are scattered and non-monotonic (or in order with runs broken: Problem::pages_in_order); a
-  // few spare blocks stay free. Free slots hold NaN: a kernel that reads outside a sequence's keys
-  // fails.
+  // are scattered and non-monotonic; a few spare blocks stay free. Free slots hold NaN: a
+  // kernel that reads outside a sequence's keys fails.
   const int64_t bs = p.block_size;
   int64_t needed = 0, max_blocks = 0;
   for (const auto& s : p.seqs) {
@@ -89,11 +87,7 @@ ProblemData make_data(const Problem& p) {
   d.table_stride = max_blocks + 1;  // a spare entry per row, holding an invalid id
   std::vector<int32_t> ids(static_cast<size_t>(d.num_blocks - 1));
   std::iota(ids.begin(), ids.end(), 1);
-  if (p.pages_in_order) {
-    for (size_t i = 0; i + 5 < ids.size(); i += 29) std::swap(ids[i], ids[i + 5]);
-  } else {
-    std::shuffle(ids.begin(), ids.end(), rng);
-  }
+  std::shuffle(ids.begin(), ids.end(), rng);
   d.block_table.assign(static_cast<size_t>(p.seqs.size() * d.table_stride), -7);
   const int64_t half = Hk * bs * D;  // one block's K (or V)
   d.block_stride = p.separate_pools ? half : 2 * half;

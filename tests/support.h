@@ -29,10 +29,6 @@ struct Problem {
   float logit_scale = 1.f;    // multiplies q: > 1 for large logits, << 1 for small
   int32_t block_size = 0;     // 0: packed K/V; else paged with this block size
   bool separate_pools = false;  // paged: K and V pools apart instead of the project's one pool
-  // paged: block ids handed out in order (runs of adjacent pages, as a fresh pool's allocator
-  // gives), with every 29th id swapped for the one five after it (runs broken; runs of 23 ids
-  // between, so whole 128-key tiles of 16-token pages run on too), instead of shuffled.
-  bool pages_in_order = false;
   uint64_t seed = 1;
 
   std::string describe() const;  // every field, for failure messages

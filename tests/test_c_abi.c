@@ -105,7 +105,17 @@ int main(void) {
     CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "16x1k: 128 keys");
     p.batch = 4;
     p.max_seqlen_q = 4096;
-    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 176, "4x4k: 176 keys");
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "4x4k: 128 keys");
+    p.batch = 2;
+    p.max_seqlen_q = 8192;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 176, "2x8k: 176 keys");
+    p.paged = 1;
+    p.batch = 4;
+    p.max_seqlen_q = 4096;
+    p.pages.block_size = 16;
+    CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 176, "4x4k in 16-token pages: 176 keys");
+    p.paged = 0;
+    p.pages.block_size = 0;
     p.mask.window_left = 256;
     CHECK(fs_prefill_ws_key_tile(&p, &tile) == FS_OK && tile == 128, "a window: 128 keys");
     p.mask.window_left = -1;

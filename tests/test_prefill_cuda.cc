@@ -359,68 +359,48 @@ TEST(PrefillCuda, PageSizesOneTo256) {
   }
 }
 
-// A case of BigPages and PageRuns: GQA 8/2, sequences whose keys end on a 128-key tile's edge
-// and inside it (the second one's keys: second_k), the free slots NaN.
-struct PagedBoxCase {
-  int dim, block_size, window_left;
-  bool causal, separate;
-  float softcap;
-  DType dtype;
-};
-// Asserts, where sm_90a runs, whether the ws kernel takes c's pages by TMA boxes (`boxes` without
-// softcap, never with it: the boxes' instances have no logit transform), then check_problem.
-void check_paged_boxes(const PagedBoxCase& c, uint64_t seed, int second_k, bool in_order, bool boxes) {
-  Problem p;
-  p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = c.dim;
-  p.dtype = c.dtype;
-  p.causal = c.causal;
-  p.window_left = c.window_left;
-  p.softcap = c.softcap;
-  p.block_size = c.block_size;
-  p.separate_pools = c.separate;
-  p.pages_in_order = in_order;
-  p.seed = seed;
-  p.seqs = {{300, 300}, {1, second_k}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
-  if (wgmma_runs()) {
-    ProblemData d = make_data(p);
-    DeviceProblem g = upload(p, d);
-    Outputs host = make_outputs(p);
-    EXPECT_EQ(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g)), boxes && c.softcap == 0)
-        << "case: " << p.describe();
-  }
-  check_problem(p);
-}
-
 // Pages of 128 and 256 tokens, which the 128-key tile takes by TMA page boxes where there is no
 // logit transform (the row gather for a sequence's last partial tile, and with softcap every tile;
 // check_problem's runs also take them by the row gather): a window (tiles that start before a
-// row's first visible key), softcap, both pools.
+// row's first visible key), softcap, both pools. GQA 8/2, sequences whose keys end on a 128-key
+// tile's edge and inside it, the free slots NaN. Where sm_90a runs, asserts that the ws kernel
+// takes the pages by boxes exactly where there is no softcap.
 TEST(PrefillCuda, BigPages) {
   FS_SKIP_WITHOUT_CUDA();
-  const PagedBoxCase cases[] = {
+  struct Case {
+    int dim, block_size, window_left;
+    bool causal, separate;
+    float softcap;
+    DType dtype;
+  };
+  const Case cases[] = {
       {128, 128, -1, false, false, 0, DType::kBFloat16}, {128, 256, -1, true, false, 0, DType::kFloat16},
       {128, 128, 200, true, true, 0, DType::kBFloat16},  {128, 256, -1, false, true, 30, DType::kBFloat16},
       {64, 128, -1, true, false, 0, DType::kBFloat16},   {64, 256, 150, false, false, 0, DType::kFloat16},
       {64, 128, -1, false, true, 20, DType::kFloat16}};
   uint64_t seed = 1500;
-  for (const PagedBoxCase& c : cases) check_paged_boxes(c, seed++, 128, false, true);
-}
-
-// Pages of 16-64 tokens handed out in order (runs of adjacent pages, some broken, at every page
-// size whole tiles of both: Problem::pages_in_order), which a build with
-// FLASHSERVE_PREFILL_WS_PAGE_RUNS takes by TMA boxes over a tile's run of pages (the row gather
-// for tiles whose ids do not run on, a sequence's last partial tile, and softcap); other builds
-// by the row gather. Both pools.
-TEST(PrefillCuda, PageRuns) {
-  FS_SKIP_WITHOUT_CUDA();
-  const PagedBoxCase cases[] = {
-      {128, 16, -1, true, false, 0, DType::kBFloat16}, {128, 32, -1, false, true, 0, DType::kFloat16},
-      {128, 64, -1, true, false, 0, DType::kBFloat16}, {64, 16, -1, false, false, 0, DType::kFloat16},
-      {64, 64, -1, true, true, 0, DType::kBFloat16},   {128, 16, -1, false, false, 30, DType::kBFloat16}};
-  uint64_t seed = 1600;
-  for (const PagedBoxCase& c : cases) check_paged_boxes(c, seed++, 512, true, cuda::prefill_ws_page_runs_built());
+  for (const Case& c : cases) {
+    Problem p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = c.dim;
+    p.dtype = c.dtype;
+    p.causal = c.causal;
+    p.window_left = c.window_left;
+    p.softcap = c.softcap;
+    p.block_size = c.block_size;
+    p.separate_pools = c.separate;
+    p.seed = seed++;
+    p.seqs = {{300, 300}, {1, 128}, {128, 256}, {77, 1025}, {5, 129}, {200, 640}, {1, 1}};
+    if (wgmma_runs()) {
+      ProblemData d = make_data(p);
+      DeviceProblem g = upload(p, d);
+      Outputs host = make_outputs(p);
+      EXPECT_EQ(cuda::prefill_ws_page_boxes(device_prefill_params(p, d, host, g)), c.softcap == 0)
+          << "case: " << p.describe();
+    }
+    check_problem(p);
+  }
 }
 
 // Head dim 256: a build option (FLASHSERVE_PREFILL_HD256); without it a clear kUnsupported.

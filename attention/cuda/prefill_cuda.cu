@@ -133,8 +133,10 @@ bool ws_row_gather(const PrefillParams& p) {
 // row gather for a sequence's last partial tile), and such calls the 128-key tile (ws_alt_tile).
 // FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and
 // its tile rule (A/B, cross-checks), read at every call.
-// The smallest pages the boxes take: 128 tokens (16 with page runs: prefill_cuda.h).
-constexpr int kBoxMinBlock = FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0 ? 16 : 128;
+// The smallest pages the boxes take: a whole 128-key tile a page. (Tiles of 16-64-token pages whose
+// ids run on, as one box of 128 / block_size pages, did not pay: bench/history/prefill.md
+// "Session 46".)
+constexpr int kBoxMinBlock = 128;
 bool ws_page_boxes(const PrefillParams& p) {
   if (!p.paged || p.pages.block_size < kBoxMinBlock || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
       logit_transform(p.mask))
@@ -247,10 +249,8 @@ bool encode_rows(CUtensorMap* map, const PrefillParams& p, const void* base, int
 
 // The page pool as two 4-d maps, K and V: [blocks, kv heads, block_size, head_dim] (element
 // strides from the view), boxes of 64 columns x 128 rows of one (block, kv head), for the page
-// boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more (page runs: of 64 columns x
-// block_size rows x 128 / block_size blocks). Ids past
-// num_blocks or negative read as zeros (outside the tensor). False: the row gather takes every
-// tile.
+// boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more. Ids past num_blocks or negative
+// read as zeros (outside the tensor). False: the row gather takes every tile.
 bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
   const KVPageView& pv = p.pages;
   if (is_fp8(pv.dtype) || dtype_size(pv.dtype) != 2 || pv.block_size < kBoxMinBlock || pv.num_blocks <= 0 ||
@@ -261,22 +261,24 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
                               static_cast<cuuint64_t>(p.num_kv_heads), static_cast<cuuint64_t>(pv.num_blocks)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(pv.token_stride * elem), static_cast<cuuint64_t>(pv.head_stride * elem),
                                  static_cast<cuuint64_t>(pv.block_stride * elem)};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(std::min(pv.block_size, 128)), 1,
-                             static_cast<cuuint32_t>(std::max(1, 128 / pv.block_size))};
+  const cuuint32_t box[4] = {64, 128, 1, 1};
   return encode_tiled(&maps->k, p.dtype, 4, pv.k_pages, dims, strides, box) &&
          encode_tiled(&maps->v, p.dtype, 4, pv.v_pages, dims, strides, box);
 }
 
 // Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
-// only where sequences have on average 2k keys or more (non-causal) or 8k or more (causal: the
-// diagonal costs a 176-key tile more; with fewer items an SM, the 128-key tile's finer grain
-// balances better). Packed: by total_k. Paged: by the caller's total_k hint (the keys of all
-// sequences; 0, not known on the host: 128 keys). Same-run A/Bs, bf16 TFLOP/s, 176 against 128,
-// two passes (bench/history/prefill.md, "prefill v4.10"; session 18 calls 3 and 1): 1×16k 609/608
-// against 558/568, causal 577 against 532; 4×4k 565/509 against 539/486, causal 470 against 497;
-// 8×2k 532/519 against 513/513, causal 400/399 against 440/437; 16×1k 477/438 against 497/454,
-// causal 303 against 342; GQA 32/8 128k causal 616 against 566.
+// only where sequences have on average 8k keys or more (packed, causal or not; with fewer items an
+// SM, the 128-key tile's finer grain balances better, and at causal rows the diagonal costs a
+// 176-key tile more) or, in 16-bit pages without a causal mask, 2k or more (the row gather of a
+// 176-key tile pays there). Packed: by total_k. Paged: by the caller's total_k hint (the keys of
+// all sequences; 0, not known on the host: 128 keys). Same-run A/B, bf16 TFLOP/s, 128 and 176 keys
+// forced against the rule (bench/history/prefill.md "Session 46", call 3, H200, v4.34, 10 passes,
+// paired medians; 176 had been the non-causal tile from 2k keys since session 18, before the
+// packed 128-key tile's third stage, v4.29, and its half tile, v4.32): 128 keys on 4x4k +1.8%, 8x2k
+// +3.0%, the skewed batch +0.3%, 1x16k -2.8%, 1x16k causal -1.1%, 2k over 30k causal -2.7%, 4x4k
+// in 16-token pages -1.0%, 1x16k causal in 16-token pages -2.2%; 176 keys on 4x4k causal -3.7%,
+// 8x2k causal -7.3%, the skewed batch causal -4.4%, 16x1k -5.8%.
 // d 64: 128 query rows (else 192) without a window where the mask is causal and sequences have
 // on average fewer than 8k keys (total_k; paged without the hint: 192 rows), or where it is not
 // and no sequence has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to
@@ -304,13 +306,15 @@ bool ws_alt_tile(const PrefillParams& p) {
   if (force != nullptr && std::strcmp(force, "128") == 0) return false;
   if (has_window(p.mask)) return false;
   if (ws_page_boxes(p)) return false;  // 128-key tiles for the page boxes
-  if (p.total_k >= (p.mask.causal ? 8192ll : 2048ll) * std::max(1, p.batch)) return true;
+  const bool gather = p.paged && !p.mask.causal;  // (FP8 and boxed pages returned above)
+  if (p.total_k >= (gather ? 2048ll : 8192ll) * std::max(1, p.batch)) return true;
   // Without a causal mask a sequence's work grows with the square of its length, so a batch
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
   // wide tile though the mean is short: max_q^2 / total_q, a lower bound on the work-weighted
-  // mean q length, at least 2048 (session 32: 176 keys 545 against 128's 509 TFLOP/s there).
+  // mean q length, at least 2048 (session 32: 176 keys 545 against 128's 509 TFLOP/s there,
+  // packed; level packed since, session 46 call 3: 128 keys +0.3%, so pages alone).
   const int64_t max_q = p.max_seqlen_q;
-  return !p.mask.causal && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
+  return gather && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
 }
 
 // The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
@@ -498,8 +502,6 @@ bool prefill_ws_page_boxes(const PrefillParams& p) {
   PrefillTmaMaps maps{};
   return encode_pages(&maps, p);
 }
-
-bool prefill_ws_page_runs_built() { return FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0; }
 
 Status validate_prefill_cuda(const PrefillParams& p) {
   if (p.paged && is_fp8(p.pages.dtype) && p.head_dim != 64 && p.head_dim != 128)

@@ -20,15 +20,6 @@
 // 128 and 256 tokens gained 3.2-7.8% (session 45 call 1, H200, 8 passes).
 // FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and its
 // tile rule (A/B, cross-checks).
-// Page runs (bench-only, 0; session 45, written, not run): a build with
-// -DFLASHSERVE_PREFILL_WS_PAGE_RUNS=1 takes 16-bit pages of 16, 32 and 64 tokens by the same
-// instances, a tile whose 128 / block_size page ids run on (id, id + 1, ...; a fresh pool's
-// allocator hands them out so) as one box of 64 columns x block_size tokens x 1 head x 128 /
-// block_size pages a column block, checked tile by tile (the row gather for tiles whose ids do
-// not run, and for a sequence's last partial tile).
-#ifndef FLASHSERVE_PREFILL_WS_PAGE_RUNS
-#define FLASHSERVE_PREFILL_WS_PAGE_RUNS 0
-#endif
 
 namespace flashserve::cuda {
 
@@ -47,8 +38,5 @@ int prefill_ws_key_tile(const PrefillParams& p);
 // (false elsewhere, or under FLASHSERVE_PREFILL_WS_PAGE_BOXES=0; then the row gather). Reads p's
 // shapes, mask and pool view.
 bool prefill_ws_page_boxes(const PrefillParams& p);
-// Whether this library was built with FLASHSERVE_PREFILL_WS_PAGE_RUNS (bench-only; tests ask the
-// library, whose objects a variant build compiles with the switch, not their own header).
-bool prefill_ws_page_runs_built();
 
 }  // namespace flashserve::cuda

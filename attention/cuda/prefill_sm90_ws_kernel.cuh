@@ -1062,26 +1062,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             // Page boxes (kBoxes): a tile all of whose keys exist as the page's column boxes from
             // thread 0 (its arrival with the bytes; the other producer threads' plain arrivals),
             // the sequence's last partial tile by the row gather (zeros past its keys), its
-            // offsets read and staged when its K is issued (page runs: tiles whose ids do not run
-            // too).
+            // offsets read and staged when its K is issued.
             const int kv_head = h / (p.num_heads / p.num_kv_heads);
             auto load_box = [&](const Pipeline<Tr::kStages>& pipe, bool is_v, int tile) {
               const int k0 = key0(tile);
-              bool boxed = k0 + kBN <= cta.k_len;
-              if constexpr (FLASHSERVE_PREFILL_WS_PAGE_RUNS != 0) {
-                // Page runs (prefill_cuda.h): pages of fewer than kBN tokens one box where their
-                // ids run on; every producer thread reads them (the same few words), so all agree.
-                // At most 8 pages (16 tokens or more: the host's ws_page_boxes), read at once.
-                if (boxed && cta.src.block_shift < 7) {
-                  const int32_t* ids = cta.src.table + (k0 >> cta.src.block_shift);
-                  const int n = kBN >> cta.src.block_shift;
-                  const uint32_t first = static_cast<uint32_t>(ids[0]);
-  #pragma unroll
-                  for (int i = 1; i < 8; ++i)
-                    if (i < n) boxed &= static_cast<uint32_t>(ids[i]) == first + i;
-                }
-              }
-              if (!boxed) {
+              if (k0 + kBN > cta.k_len) {
                 if (!is_v) {  // (a warp stages the rows it copies)
                   const typename RowGather::Ids tail = RowGather::read_ids(cta.src, k0, cta.cta_hi, tid);
                   __syncwarp();

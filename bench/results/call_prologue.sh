@@ -40,9 +40,9 @@ suite() {
   grep -E "Failure|FAILED" "$log" | head -6
   return 0  # (grep finds nothing where all passed; the call's rc is not the tests')
 }
-# test_prefill_cuda's cases over pages (a FILTER for suite): big pages, page runs, every page
-# size, the grid, the skewed batches.
-PAGE_CASES='PrefillCuda.BigPages:PrefillCuda.PageRuns:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches'
+# test_prefill_cuda's cases over pages (a FILTER for suite): big pages, every page size, the grid,
+# the skewed batches.
+PAGE_CASES='PrefillCuda.BigPages:PrefillCuda.PageSizesOneTo256:Gpu/PrefillCudaGrid.MatchesReferenceAndCpu/*:PrefillCuda.SkewedVarlenBatches'
 # pack_out: a call returns at most 8 files from $out (the rest are left out, session 32 lost a
 # run's CSVs that way): with more, everything goes into $out/out.tgz. Call it last.
 pack_out() {
