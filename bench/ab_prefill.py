@@ -130,6 +130,34 @@ def setup_row(row, libs, gen):
     return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged, scales, pool8)
 
 
+def time_pass(row, runs, flops, label, keep, configs, pas):
+    """One pass of a row: its time under each configuration in turn, printed as a line (on the first
+    pass each configuration's output against the default's)."""
+    dim, lens, causal, bs = row[:4]
+    vals, diffs, first = [], [], None
+    for name, env, key in configs:
+        os.environ.update(env)
+        try:
+            vals.append(f"{flops / bp.time_fn(runs[key]) / 1e12:>12.0f}")
+            if pas == 0:  # the outputs against the default's: a variant that is fast because wrong shows
+                out = keep[3].float()
+                if first is None:
+                    first = out
+                else:
+                    d = (out - first).abs().max().item()
+                    diffs.append(f"{name} {d:.4f}" + ("" if d <= 0.05 else " (!)"))  # NaN: max is NaN
+        except Exception as e:  # noqa: BLE001
+            vals.append(f"{'err':>12}")
+            print("  ", str(e).splitlines()[0][:120])
+        for key in env:
+            del os.environ[key]
+    print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
+          flush=True)
+    if diffs:
+        print("      max |o - default's o|: " + ", ".join(diffs), flush=True)
+    del first
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib")
@@ -138,6 +166,9 @@ def main():
                          "the last commit's), with the overrides given; 'default' = this --lib, no override")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--only", help="comma-separated indices into ROWS or row names (row_name: d64-16x1k-c, ...)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="each pass over all rows in turn (rows compared pass by pass, e.g. paged against packed; "
+                         "every row's inputs kept at once) instead of a row's passes together")
     args = ap.parse_args()
     libs = {None: fsc.load(args.lib)}
     configs = [("default", {}, None)]  # (name, environment, library path or None)
@@ -153,32 +184,16 @@ def main():
     gen = torch.Generator(device="cuda").manual_seed(5)
     print(f"{'d':>4} {'shape':<8}{'causal':>7}{'paged':>6}" + "".join(f"{n:>12}" for n, _, _ in configs), flush=True)
     rows = [r for _, r in pick_rows(args.only)]
+    if args.interleave:  # every row's inputs at once, and each pass over all rows in turn
+        made = [(row, *setup_row(row, libs, gen)) for row in rows]
+        for pas in range(args.passes):
+            for row, runs, flops, label, keep in made:
+                time_pass(row, runs, flops, label, keep, configs, pas)
+        return
     for row in rows:
-        dim, lens, causal, bs = row[:4]
         runs, flops, label, keep = setup_row(row, libs, gen)
         for pas in range(args.passes):
-            vals, diffs, first = [], [], None
-            for name, env, key in configs:
-                os.environ.update(env)
-                try:
-                    vals.append(f"{flops / bp.time_fn(runs[key]) / 1e12:>12.0f}")
-                    if pas == 0:  # the outputs against the default's: a variant that is fast because wrong shows
-                        out = keep[3].float()
-                        if first is None:
-                            first = out
-                        else:
-                            d = (out - first).abs().max().item()
-                            diffs.append(f"{name} {d:.4f}" + ("" if d <= 0.05 else " (!)"))  # NaN: max is NaN
-                except Exception as e:  # noqa: BLE001
-                    vals.append(f"{'err':>12}")
-                    print("  ", str(e).splitlines()[0][:120])
-                for key in env:
-                    del os.environ[key]
-            print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
-                  flush=True)
-            if diffs:
-                print("      max |o - default's o|: " + ", ".join(diffs), flush=True)
-            del first
+            time_pass(row, runs, flops, label, keep, configs, pas)
         del runs, keep
         torch.cuda.empty_cache()
 
