@@ -4,7 +4,8 @@
 # ws SASS as v4.34's, md5; old/ = v4.34, build-s45c's library; prep5.sh). test_prefill_cuda whole;
 # ab 8 passes, the rule against v4.34 on the rows it moves (4x4k, 8x2k, the skew: 176 -> 128
 # keys) and controls (1x16k, 4x4k in 16-token pages, 4x4k causal: the same launch). Prediction: 4x4k +1.8%, 8x2k +3.0%, the skew level.
-# Then 4x4k paged and packed rows interleaved pass by pass (ab --interleave), 8 passes.
+# Then 4x4k paged and packed rows interleaved pass by pass (ab --interleave), 8 passes, and
+# bench_prefill's paged column beside them (call 4: the harnesses' page ratios apart).
 B=build-s46
 source bench/results/call_prologue.sh
 suite $B/test_prefill_cuda 200
@@ -13,4 +14,7 @@ ab rule 8 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16,d128-4x4k-c old
 timeout 120 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --interleave \
   --only d128-4x4k-c-p16,d128-4x4k-c,d128-4x4k-p16,d128-4x4k > "$out/ab_interleaved.log" 2>&1
 echo "$(el) ab interleaved rc $?"; grep -v again "$out/ab_interleaved.log"
+timeout 60 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --dims 128 --paged-only --rounds 5 \
+  > "$out/bench_paged.log" 2>&1
+echo "$(el) bench paged rc $?"; tail -n 4 "$out/bench_paged.log"
 pack_out
