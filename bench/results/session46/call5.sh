@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Session 46 call 5 (issue 22), carry build-s46 (the tree with d 128's key tile rule of call 3:
 # 176 keys at packed rows only from 8k keys a sequence, non-causal too; page runs' code gone, the
-# ws SASS as v4.34's, md5; old/ = v4.34, build-s45c's library; prep5.sh). test_prefill_cuda whole;
-# ab 8 passes, the rule against v4.34 on the rows it moves (4x4k, 8x2k, the skew: 176 -> 128
+# ws SASS as v4.34's, md5; old/ = v4.34, build-s45c's library; prep5.sh). ab 8 passes, the rule against v4.34 on the rows it moves (4x4k, 8x2k, the skew: 176 -> 128
 # keys) and controls (1x16k, 4x4k in 16-token pages, 4x4k causal: the same launch). Prediction: 4x4k +1.8%, 8x2k +3.0%, the skew level.
 # Then 4x4k paged and packed rows interleaved pass by pass (ab --interleave), 8 passes, and
-# bench_prefill's paged column beside them (call 4: the harnesses' page ratios apart).
+# bench_prefill's paged column beside them (call 4: the harnesses' page ratios apart); last,
+# test_prefill_cuda's grid, skewed batches and BigPages (70 s at most: the device time left).
 B=build-s46
 source bench/results/call_prologue.sh
-suite $B/test_prefill_cuda 200
 ab rule 8 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16,d128-4x4k-c old=@$B/old/libflashserve_c.so
 # The two harnesses' page ratios (call 4): ab's paged and packed 4x4k rows interleaved pass by pass.
 timeout 120 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --interleave \
@@ -17,4 +16,5 @@ echo "$(el) ab interleaved rc $?"; grep -v again "$out/ab_interleaved.log"
 timeout 60 python3 bench/bench_prefill.py --lib $B/libflashserve_c.so --quick --dims 128 --paged-only --rounds 5 \
   > "$out/bench_paged.log" 2>&1
 echo "$(el) bench paged rc $?"; tail -n 4 "$out/bench_paged.log"
+suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.BigPages'
 pack_out
