@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Session 46 call 5 (issue 22), carry build-s46 (the tree with d 128's key tile rule of call 3:
 # 176 keys at packed rows only from 8k keys a sequence, non-causal too; page runs' code gone, the
-# ws SASS as v4.34's, md5; old/ = v4.34, build-s45c's library; prep5.sh). ab 8 passes, the rule against v4.34 on the rows it moves (4x4k, 8x2k, the skew: 176 -> 128
-# keys) and controls (1x16k, 4x4k in 16-token pages, 4x4k causal: the same launch). Prediction: 4x4k +1.8%, 8x2k +3.0%, the skew level.
+# ws SASS as v4.34's, md5; old/ = v4.34, build-s45c's library; prep5.sh). ab 8 passes, the rule
+# against v4.34 on the rows it moves (4x4k, 8x2k, the skew: 176 -> 128 keys) and controls (1x16k,
+# 4x4k in 16-token pages, 4x4k causal: the same launch). Prediction: 4x4k +1.8%, 8x2k +3.0%, the
+# skew level.
 # Then 4x4k paged and packed rows interleaved pass by pass (ab --interleave), 8 passes, and
 # bench_prefill's paged column beside them (call 4: the harnesses' page ratios apart); last,
 # test_prefill_cuda's grid, skewed batches and BigPages (70 s at most: the device time left).
