@@ -3,7 +3,8 @@ is timed under each configuration in turn, twice (the second pass shows the spre
 flushed before every call as in bench_prefill.py. No peers: the ratios between configurations
 are the point; bench_prefill.py gives them against the peers. On the first pass each
 configuration's output is compared with the default's (max |difference|, "(!)" past 0.05 or on
-NaN): an A/B library that is fast because it is wrong shows.
+NaN): an A/B library that is fast because it is wrong shows. --interleave times each pass over
+all rows in turn, so that rows (e.g. paged against packed) compare pass by pass.
 Usage: python3 bench/ab_prefill.py --lib build-gpu/libflashserve_c.so --config NAME=VAR=VAL[,VAR=VAL] ..."""
 import argparse
 import os
@@ -52,6 +53,8 @@ ROWS = [  # (head_dim, lens, causal, paged block size or 0[, cached prefix: keys
     # 44-: d 64 non-causal short rows (where 192-row tiles pad the most: d 64's row tile rule), 8×2k,
     # 32×512, 64×300, and the skewed batch
     (64, [2048] * 8, False, 0), (64, [512] * 32, False, 0), (64, [300] * 64, False, 0), (64, "skew", False, 0),
+    # 48-: d 128 2×8k (the key tile rule's 8k keys a sequence: 176 keys, session 46)
+    (128, [8192] * 2, False, 0), (128, [8192] * 2, True, 0),
 ]
 
 

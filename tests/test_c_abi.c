@@ -93,6 +93,7 @@ int main(void) {
     p.total_q = p.total_k = 16384;
     p.max_seqlen_q = 16384;
     p.mask.causal = 1;
+    p.mask.softmax_scale = 0.088f;  // (a scale <= 0 is a logit transform: no page boxes)
     p.mask.window_left = p.mask.window_right = -1;
     int32_t tile = -1;
     const int rc = fs_prefill_ws_key_tile(&p, &tile);

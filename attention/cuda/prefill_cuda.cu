@@ -272,13 +272,13 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // SM, the 128-key tile's finer grain balances better, and at causal rows the diagonal costs a
 // 176-key tile more) or, in 16-bit pages without a causal mask, 2k or more (the row gather of a
 // 176-key tile pays there). Packed: by total_k. Paged: by the caller's total_k hint (the keys of
-// all sequences; 0, not known on the host: 128 keys). Same-run A/B, bf16 TFLOP/s, 128 and 176 keys
-// forced against the rule (bench/history/prefill.md "Session 46", call 3, H200, v4.34, 10 passes,
-// paired medians; 176 had been the non-causal tile from 2k keys since session 18, before the
-// packed 128-key tile's third stage, v4.29, and its half tile, v4.32): 128 keys on 4x4k +1.8%, 8x2k
-// +3.0%, the skewed batch +0.3%, 1x16k -2.8%, 1x16k causal -1.1%, 2k over 30k causal -2.7%, 4x4k
-// in 16-token pages -1.0%, 1x16k causal in 16-token pages -2.2%; 176 keys on 4x4k causal -3.7%,
-// 8x2k causal -7.3%, the skewed batch causal -4.4%, 16x1k -5.8%.
+// all sequences; 0, not known on the host: 128 keys, but for the max_q^2 rule below). Same-run
+// A/B, bf16 TFLOP/s, 128 keys against 176, both forced (bench/history/prefill.md "Session 46",
+// call 3, H200, v4.34, 10 passes, paired medians; 176 had been the non-causal tile from 2k keys
+// since session 18, before the packed 128-key tile's third stage, v4.29, and its half tile,
+// v4.32): 4x4k +2.1%, 8x2k +3.2%, the skewed batch +1.0%, 1x16k -1.9%, 1x16k causal -0.5%, 2k over
+// 30k causal -2.8%, 4x4k in 16-token pages -0.9%, 1x16k causal in 16-token pages -3.3%, 4x4k causal
+// +4.0%, 8x2k causal +8.6%, the skewed batch causal +4.2%, 16x1k +4.5% (2x8k not measured).
 // d 64: 128 query rows (else 192) without a window where the mask is causal and sequences have
 // on average fewer than 8k keys (total_k; paged without the hint: 192 rows), or where it is not
 // and no sequence has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to
@@ -312,7 +312,8 @@ bool ws_alt_tile(const PrefillParams& p) {
   // whose longest sequence holds most of the work (one 8k prompt among 63 short ones) runs the
   // wide tile though the mean is short: max_q^2 / total_q, a lower bound on the work-weighted
   // mean q length, at least 2048 (session 32: 176 keys 545 against 128's 509 TFLOP/s there,
-  // packed; level packed since, session 46 call 3: 128 keys +0.3%, so pages alone).
+  // packed). Packed, 128 keys won there since (session 46 call 3: +1.0%); at pages it is kept,
+  // unmeasured since.
   const int64_t max_q = p.max_seqlen_q;
   return gather && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
 }

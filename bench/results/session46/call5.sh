@@ -11,6 +11,8 @@
 B=build-s46
 source bench/results/call_prologue.sh
 ab rule 8 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16,d128-4x4k-c old=@$B/old/libflashserve_c.so
+# 2x8k (176 keys by both rules): the tiles forced, as call 3
+ab tile2x8k 8 d128-2x8k,d128-2x8k-c n128=FLASHSERVE_PREFILL_WS_BLOCK_N=128 n176=FLASHSERVE_PREFILL_WS_BLOCK_N=176
 # The two harnesses' page ratios (call 4): ab's paged and packed 4x4k rows interleaved pass by pass.
 timeout 120 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --interleave \
   --only d128-4x4k-c-p16,d128-4x4k-c,d128-4x4k-p16,d128-4x4k > "$out/ab_interleaved.log" 2>&1
