@@ -72,17 +72,20 @@ def row_lens(lens):
     return lens
 
 
+def shape_name(lens):
+    """A uniform batch's shape: 16x1k, or 32x512 below 1k (a named batch keeps its name)."""
+    if isinstance(lens, str):
+        return lens
+    return f"{len(lens)}x{lens[0] // 1024}k" if lens[0] % 1024 == 0 else f"{len(lens)}x{lens[0]}"
+
+
 def row_name(row):
     """A row's name for --only: d<dim>-<shape>[+<prefix>k][-c][-p<block size>][-<fp8 dtype>], e.g.
     d64-16x1k-c, d128-4x4k-c-p16, d128-1x2k+30k-c-p16-e4m3, d128-skew-c."""
     dim, lens, causal, bs = row[:4]
     prefix = row[4] if len(row) > 4 else 0
     fp8 = row[5] if len(row) > 5 else None
-    if isinstance(lens, str):
-        shape = lens
-    else:
-        shape = f"{len(lens)}x{lens[0] // 1024}k" if lens[0] % 1024 == 0 else f"{len(lens)}x{lens[0]}"
-    return (f"d{dim}-{shape}" + (f"+{prefix // 1024}k" if prefix else "") + ("-c" if causal else "") +
+    return (f"d{dim}-{shape_name(lens)}" + (f"+{prefix // 1024}k" if prefix else "") + ("-c" if causal else "") +
             (f"-p{bs}" if bs else "") + (f"-{fp8}" if fp8 else ""))
 
 
@@ -129,7 +132,7 @@ def setup_row(row, libs, gen):
                             cu_k=cu_k, fp8=scales)[0] for key, lb in libs.items()}
     # Causal is bottom-right: query i of n sees the prefix and i + 1 of its own keys.
     pairs = sum(l * (l + 1) // 2 + l * prefix if causal else l * (l + prefix) for l in lens)
-    label = name or f"{len(lens)}x{lens[0] // 1024}k" + (f"+{prefix // 1024}k" if prefix else "") + (fp8 or "")
+    label = name or shape_name(lens) + (f"+{prefix // 1024}k" if prefix else "") + (fp8 or "")
     return runs, 4 * pairs * heads * dim, label, (q, k, v, o, lse, cu, cu_k, paged, scales, pool8)
 
 
@@ -152,13 +155,12 @@ def time_pass(row, runs, flops, label, keep, configs, pas):
         except Exception as e:  # noqa: BLE001
             vals.append(f"{'err':>12}")
             print("  ", str(e).splitlines()[0][:120])
-        for key in env:
-            del os.environ[key]
+        for var in env:
+            del os.environ[var]
     print(f"{dim:>4} {label:<8}{str(causal):>7}{bs:>6}" + "".join(vals) + ("" if pas == 0 else "  (again)"),
           flush=True)
     if diffs:
         print("      max |o - default's o|: " + ", ".join(diffs), flush=True)
-    del first
 
 
 def main():
