@@ -504,6 +504,14 @@ struct WsFp8Dst {
 #ifndef FLASHSERVE_PREFILL_WS_O_STSM
 #define FLASHSERVE_PREFILL_WS_O_STSM 1
 #endif
+// The rows' finish (finish_row: l's quad sum, 1/l, the lse) under the drain's last P·V
+// (bench-only, 0: in the store after it; FA3's place, its finalize between the last P·V's
+// issue and wait): l and m are final after the last tile's softmax, so a warpgroup's ~40
+// instructions of shuffles, LG2 and the reciprocal's chain run while the last P·V does, not on
+// the item boundary's path (session 47, not measured yet).
+#ifndef FLASHSERVE_PREFILL_WS_EARLY_FINISH
+#define FLASHSERVE_PREFILL_WS_EARLY_FINISH 0
+#endif
 // The lazy rescale (bench-only, 0; FA4's; not in the FP8 instances): FLASHSERVE_PREFILL_WS_LAZY=1
 // moves a row's running max only when a tile's max exceeds it by more than kLazyMargin
 // (online_softmax.cuh; p <= 2^8), and a consumer warp skips O's rescale where the factors of all
@@ -1274,6 +1282,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
         for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
       float v_mul = 1.f;  // FP8: the values' scale on the output
+      // The rows' 1/l and lse (FLASHSERVE_PREFILL_WS_EARLY_FINISH: made under the drain's P·V).
+      constexpr bool kEarlyFinish = FLASHSERVE_PREFILL_WS_EARLY_FINISH != 0;
+      float fin_inv[2] = {0.f, 0.f}, fin_lse[2] = {-INFINITY, -INFINITY};
+      bool finished = false;
 
       float s[kBN / 2];
       // kHalfDiag: S of a half tile in registers of its own (m64n64 into s's first half made ptxas
@@ -1516,6 +1528,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         wgmma_fence();
         issue_pv_cols(sv.index, kFull{});  // (kHalfDiag: P's other half zeros, pack_p_cols)
         sched_arrive();
+        if constexpr (kEarlyFinish) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
+          finished = true;
+        }
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
@@ -1561,7 +1578,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             float lse;
-            inv2[i] = finish_row(m_run[i], l_run[i], &lse) * v_mul;
+            inv2[i] = kEarlyFinish && finished ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
             const int r = wrow0 + gid + 8 * i;
             const int64_t row = cta.q0 + cta.row0 + r;
             if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
@@ -1584,7 +1601,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
       for (int i = 0; i < 2 && !(kStsm && tma_o); ++i) {
         float lse;
-        const float inv = finish_row(m_run[i], l_run[i], &lse) * v_mul;
+        const float inv = kEarlyFinish && finished ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
