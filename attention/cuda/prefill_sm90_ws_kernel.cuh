@@ -178,6 +178,16 @@ struct PrefillWsTiles {
 // (2 for A/B); the FP8 instances take the pages' depth (no room for a third stage beside the
 // codes' slots). FLASHSERVE_PREFILL_WS_STAGES_64 (bench-only, 2): d 64's depth at both tiles,
 // packed and pages.
+// The next item's view made under the drain's last P·V (bench-only, 0; the dynamic walk only):
+// the producer hands each item over a second time, as one 64-bit word (its count in the walk,
+// then the item) in a slot of its own beside the Q stage's, written when it claims the item, not
+// gated by the Q stage's landing; the consumers read the next item's word after issuing this
+// item's last P·V and make its view (item(): the work order's and the sequence's arithmetic,
+// ~0.4 us an item on the trace at d 128) while that P·V runs, so the next item starts at its Q
+// wait. FA3 hands its consumers the next tile apart from Q too (session 47, not measured yet).
+#ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
+#define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
+#endif
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_128
 #define FLASHSERVE_PREFILL_WS_STAGES_128 3
 #endif
@@ -292,7 +302,9 @@ struct PrefillWsTraits {
   // during this item, not after its last S.
   // + 20: the dynamic walk's slots (the items the producer hands the consumers, one a Q slot; two
   // claims the producer threads share; the varlen walk's items).
-  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + 1024;
+  // (+ 20 more with FLASHSERVE_PREFILL_WS_ITEM_AHEAD: its two 64-bit slots, 8-byte aligned.)
+  static constexpr int kRestBytes =
+      kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + (FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0 ? 20 : 0) + 1024;
   static constexpr bool kTmaO =
       !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= 227 * 1024;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
@@ -711,7 +723,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = dynamic && walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
-  int* seq_q = item_slot + 5;
+  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
+  // count in the walk << 32 | the item), after the five ints (item_slot is 8-byte aligned).
+  constexpr bool kItemAhead = FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0;
+  volatile uint64_t* ahead_slots = reinterpret_cast<volatile uint64_t*>(item_slot + 6);
+  int* seq_q = item_slot + (kItemAhead ? 10 : 5);
   int* seq_k = seq_q + Tr::kSeqCache;
   int* seq_tiles = seq_cached ? seq_k + Tr::kSeqCache : seq_q;
   if (seq_cached) {
@@ -728,6 +744,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     pipe_k.init(kPaged ? 128 : 1, 4 * kConsumers);
     pipe_v.init(kPaged ? 128 : 1, 4 * kConsumers);
     MBarrier::fence_init();
+    if constexpr (kItemAhead) ahead_slots[0] = ahead_slots[1] = 0;  // (counts start at 1)
   }
   __syncthreads();
   if (tid == 128) trace.after_init();
@@ -827,12 +844,19 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       }
     }
     PipeState<kQ> sq;
+    uint32_t handed = 0;  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: items handed over (thread 0)
+    auto hand_ahead = [&](int w) {
+      if constexpr (kItemAhead) ahead_slots[sq.index] = (static_cast<uint64_t>(++handed) << 32) | static_cast<uint32_t>(w);
+    };
     // Q, into a slot the consumers are done with (its last item's S and, kTmaO, O store);
     // `traced`: the item's index for WsTrace.
     auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
-      if (dynamic) item_slot[sq.index] = w;
+      if (dynamic) {
+        item_slot[sq.index] = w;
+        hand_ahead(w);
+      }
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
       T* q_slot = smem_q + sq.index * Tr::kQElems;
@@ -876,6 +900,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       if (!dynamic || tid != 0) return;
       pipe_q.producer_acquire(sq);
       item_slot[sq.index] = w;
+      hand_ahead(w);
       MBarrier::arrive(pipe_q.full_barrier(sq));
       q_advance(sq);
     };
@@ -1215,6 +1240,28 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // with three, the third's own stamps take words 16-23)
     if (kConsumers == 2 && stamper) trace.stamp(traced, 16 + 4 * cw + step);
   };
+  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the dynamic walk's next item, read from its 64-bit slot
+  // (the taken-th item handed over; lane 0 polls, the rewrite of a stage's slot waits for every
+  // consumer warp's release of that Q stage, after its read) and its view, made under the drain.
+  uint32_t taken = 0;
+  auto read_ahead = [&](int stage) {
+    ++taken;
+    uint64_t v = 0;
+    if (lane == 0) {
+      do {
+        v = ahead_slots[stage];
+      } while (static_cast<uint32_t>(v >> 32) != taken);
+    }
+    return __shfl_sync(0xffffffffu, static_cast<int>(static_cast<uint32_t>(v)), 0);
+  };
+  PrefillCta cta_next;
+  int w_next = 0, h_next = 0, b_next = 0, kb_next = 0, nt_next = 0;
+  bool have_next = false;
+  auto view_ahead = [&] {
+    w_next = read_ahead(sq.index);
+    if (w_next < grid_items) item(w_next, cta_next, h_next, b_next, kb_next, nt_next);  // (handed items have rows)
+    have_next = true;
+  };
   auto walk = [&](auto fenced) {
     for (int w = blockIdx.x;; w += gridDim.x) {
       PrefillCta cta;
@@ -1222,16 +1269,35 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // The item of the Q stage sq (dynamic walk): lane 0 reads the slot, the one lane whose
       // release of the stage (below) lets the producer rewrite it: so the read is ordered
       // before that rewrite in every lane's own program order.
-      if (dynamic) {
-        pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
-        int slot = 0;
-        if (lane == 0) slot = item_slot[sq.index];
-        w = __shfl_sync(0xffffffffu, slot, 0);
-        stamp_fine(0);
+      bool viewed = false;  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the view made ahead
+      if constexpr (kItemAhead) {
+        if (dynamic) {
+          if (!have_next) view_ahead();  // (the CTA's first item, or after one without keys)
+          have_next = false;
+          w = w_next;
+          if (w >= grid_items) break;
+          cta = cta_next;
+          h = h_next;
+          b = b_next;
+          key_base = kb_next;
+          num_tiles = nt_next;
+          stamp_fine(0);
+          viewed = true;
+        }
       }
-      if (w >= grid_items) break;
-      if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      if (!viewed) {
+        if (dynamic) {
+          pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
+          int slot = 0;
+          if (lane == 0) slot = item_slot[sq.index];
+          w = __shfl_sync(0xffffffffu, slot, 0);
+          stamp_fine(0);
+        }
+        if (w >= grid_items) break;
+        if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
+      }
       if (dynamic && num_tiles == 0) {
+        if constexpr (kItemAhead) pipe_q.consumer_wait(sq);  // (not waited for above)
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
         release_held();
@@ -1532,6 +1598,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
           for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
           finished = true;
+        }
+        if constexpr (kItemAhead) {
+          if (dynamic) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
         }
         wgmma_wait<0>();
 #pragma unroll

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# Session 47 call 1 (issue 22), carry build-s47 (prep1.sh: build-s46 = the tree at 13f4c50, v4.35,
-# its library and test_prefill_cuda; ef/ = the rows' finish under the drain's last P·V,
-# -DFLASHSERVE_PREFILL_WS_EARLY_FINISH=1 in d 128's, d 64's and d 256's bf16 packed instances and d
-# 128's 176-key paged one, with its test_prefill_cuda; trace/ = the tree with
-# -DFLASHSERVE_PREFILL_TRACE=ON). In order of need, as the device time may end the call early:
+# Session 47 call 1 (issue 22), carry build-s47x (prep1.sh; run as `tar xJf build-s47x/b.tar.xz && DL=560 bash THIS`: build-s46 = the tree at 13f4c50, v4.35,
+# its library and test_prefill_cuda; ef/, ia/, efia/: the item boundary's switches; trace/ = the
+# tree with -DFLASHSERVE_PREFILL_TRACE=ON). In order of need, as the device time may end the call early:
 # 1. session 46's call 5's key tile rule (its own build against v4.34's launch, 176 keys forced;
 #    prediction 4x4k +2.1%, 8x2k +3.2%, the skew +1.0%, controls level) and the tree's grid;
-# 2. ef against the tree (prediction: +0.7-1.5% on the short rows, 16x1k, causal more; level on
-#    1x16k; the finish is ~40 instructions an item a warpgroup off the item boundary) and ef's grid;
+# 2. the item boundary (bench/history/prefill.md "Session 47"): ef (the rows' finish under the
+#    drain's last P·V), ia (the next item's view made under it, the item handed over apart from
+#    Q), both (efia, whose grid runs first). Prediction: ef +0.7-1.5%, ia +1.5-2.5% on the short
+#    rows (16x1k, causal more), level on 1x16k;
 # 3. ab's paged and packed 4x4k rows interleaved pass by pass, bench_prefill's paged column beside;
 # 4. the trace of the causal rows that trail FA3 (call2.sh);
 # 5. session 46's call 6 (the work order's L2 budget; d 256 causal +-3%, the rest level).
 set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
-go() { [ $(( $(date +%s) - t0 )) -lt "$1" ] || { echo "$(el) skipped: past $1 s"; false; }; }  # a step only before $1 s
+# A step only before $1 s (of a 590 s call; DL=SECONDS scales the thresholds to a shorter one).
+go() {
+  local at=$(( $1 * ${DL:-590} / 590 ))
+  [ $(( $(date +%s) - t0 )) -lt "$at" ] || { echo "$(el) skipped: past $at s"; false; }
+}
 ab rule 8 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16 v434=FLASHSERVE_PREFILL_WS_BLOCK_N=176
 suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.BigPages'
-go 330 && ab ef 8 d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d64-4x4k-c,d128-1x16k,d256-1x16k-c,d128-2x8k ef=@$B/ef/libflashserve_c.so
-go 400 && suite $B/ef/test_prefill_cuda 70 test_prefill_ef 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches'
+# efia's grid first: the item ahead's hand-over is new synchronization (a hang shows as the timeout)
+go 300 && suite $B/efia/test_prefill_cuda 70 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.FullyMaskedRowsAndLongSequences:PrefillCuda.MaskOptions:PrefillCuda.HeadDim256'
+ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d64-4x4k-c,d128-1x16k,d256-1x16k-c,d128-many-c,d128-skew-c
+if grep -q "^\[  PASSED" "$out/test_prefill_efia.log" 2>/dev/null; then
+  go 370 && ab boundary 6 $ROWS ef=@$B/ef/libflashserve_c.so ia=@$B/ia/libflashserve_c.so efia=@$B/efia/libflashserve_c.so
+else
+  go 370 && ab boundary 6 $ROWS ef=@$B/ef/libflashserve_c.so
+fi
 go 420 && timeout 60 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --interleave \
   --only d128-4x4k-c-p16,d128-4x4k-c,d128-4x4k-p16,d128-4x4k > "$out/ab_interleaved.log" 2>&1
 echo "$(el) ab interleaved rc $?"; grep -v again "$out/ab_interleaved.log"
