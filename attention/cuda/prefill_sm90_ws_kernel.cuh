@@ -169,6 +169,17 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+// The next item's view made under the drain's last P·V (bench-only, 0; the dynamic walk only):
+// the producer hands each item over a second time, as one 64-bit word (its count in the walk,
+// then the item) in a slot of its own beside the Q stage's, written when it takes the item's Q
+// stage, before Q's load is issued, so not gated by Q's landing; the consumers read the next
+// item's word after issuing this item's last P·V and make its view (item(): the work order's and
+// the sequence's arithmetic, ~0.4 us an item on the trace at d 128) while that P·V runs, so the
+// next item starts at its Q wait. FA3 hands its consumers the next tile apart from Q too
+// (session 47, not measured yet).
+#ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
+#define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
+#endif
 // The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
 // KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
 // Q's second slot in the O buffer). Three against two, same run (bench/history/prefill.md
@@ -178,16 +189,6 @@ struct PrefillWsTiles {
 // (2 for A/B); the FP8 instances take the pages' depth (no room for a third stage beside the
 // codes' slots). FLASHSERVE_PREFILL_WS_STAGES_64 (bench-only, 2): d 64's depth at both tiles,
 // packed and pages.
-// The next item's view made under the drain's last P·V (bench-only, 0; the dynamic walk only):
-// the producer hands each item over a second time, as one 64-bit word (its count in the walk,
-// then the item) in a slot of its own beside the Q stage's, written when it claims the item, not
-// gated by the Q stage's landing; the consumers read the next item's word after issuing this
-// item's last P·V and make its view (item(): the work order's and the sequence's arithmetic,
-// ~0.4 us an item on the trace at d 128) while that P·V runs, so the next item starts at its Q
-// wait. FA3 hands its consumers the next tile apart from Q too (session 47, not measured yet).
-#ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
-#define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
-#endif
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_128
 #define FLASHSERVE_PREFILL_WS_STAGES_128 3
 #endif
