@@ -1349,10 +1349,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
         for (int e = 0; e < 32; ++e) o[c][e] = 0.f;
       float v_mul = 1.f;  // FP8: the values' scale on the output
-      // The rows' 1/l and lse (FLASHSERVE_PREFILL_WS_EARLY_FINISH: made under the drain's P·V).
+      // The rows' 1/l and lse (FLASHSERVE_PREFILL_WS_EARLY_FINISH: made under the drain's P·V,
+      // which items with keys have).
       constexpr bool kEarlyFinish = FLASHSERVE_PREFILL_WS_EARLY_FINISH != 0;
       float fin_inv[2] = {0.f, 0.f}, fin_lse[2] = {-INFINITY, -INFINITY};
-      bool finished = false;
 
       float s[kBN / 2];
       // kHalfDiag: S of a half tile in registers of its own (m64n64 into s's first half made ptxas
@@ -1598,7 +1598,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if constexpr (kEarlyFinish) {
 #pragma unroll
           for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
-          finished = true;
         }
         if constexpr (kItemAhead) {
           if (dynamic) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
@@ -1648,7 +1647,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             float lse;
-            inv2[i] = kEarlyFinish && finished ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
+            inv2[i] = kEarlyFinish && num_tiles > 0 ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
             const int r = wrow0 + gid + 8 * i;
             const int64_t row = cta.q0 + cta.row0 + r;
             if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
@@ -1671,7 +1670,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
       for (int i = 0; i < 2 && !(kStsm && tma_o); ++i) {
         float lse;
-        const float inv = kEarlyFinish && finished ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
+        const float inv = kEarlyFinish && num_tiles > 0 ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;

@@ -9,11 +9,12 @@
 #    Q), both (efia, whose grid runs first). Prediction: ef +0.7-1.5%, ia +1.5-2.5% on the short
 #    rows (16x1k, causal more), level on 1x16k;
 # 3. ab's paged and packed 4x4k rows interleaved pass by pass, bench_prefill's paged column beside;
-# 4. the trace of the causal rows that trail FA3 (call2.sh);
+# 4. the trace of the causal rows that trail FA3 (d 64 and d 256 1x16k, causal and not);
 # 5. session 46's call 6 (the work order's L2 budget; d 256 causal +-3%, the rest level).
 set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
+source bench/results/session47/boundary.sh
 # A step only before $1 s (of a 590 s call; DL=SECONDS scales the thresholds to a shorter one).
 go() {
   local at=$(( $1 * ${DL:-590} / 590 ))
@@ -24,11 +25,7 @@ suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCu
 # efia's grid first: the item ahead's hand-over is new synchronization (a hang shows as the timeout)
 go 300 && suite $B/efia/test_prefill_cuda 70 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.FullyMaskedRowsAndLongSequences:PrefillCuda.MaskOptions:PrefillCuda.HeadDim256'
 ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d64-4x4k-c,d128-1x16k,d256-1x16k-c,d128-many-c,d128-skew-c
-if grep -q "^\[  PASSED" "$out/test_prefill_efia.log" 2>/dev/null; then
-  go 370 && ab boundary 6 $ROWS ef=@$B/ef/libflashserve_c.so ia=@$B/ia/libflashserve_c.so efia=@$B/efia/libflashserve_c.so
-else
-  go 370 && ab boundary 6 $ROWS ef=@$B/ef/libflashserve_c.so
-fi
+go 370 && boundary 6 $ROWS
 go 420 && timeout 60 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 8 --interleave \
   --only d128-4x4k-c-p16,d128-4x4k-c,d128-4x4k-p16,d128-4x4k > "$out/ab_interleaved.log" 2>&1
 echo "$(el) ab interleaved rc $?"; grep -v again "$out/ab_interleaved.log"
@@ -42,4 +39,4 @@ echo "$(el) trace rc $?"; grep -v again "$out/trace.log"
 go 520 && ab l2knobs 3 d256-1x16k-c,d256-1x16k,d128-1x16k-c,d64-1x16k-c \
   mb16=FLASHSERVE_PREFILL_WS_L2_MB=16 mb48=FLASHSERVE_PREFILL_WS_L2_MB=48 \
   all=FLASHSERVE_PREFILL_WS_SECTION=0
-tar czf /tmp/all.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/all.tgz "$out/out.tgz"
+pack_out

@@ -7,13 +7,10 @@
 set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
+source bench/results/session47/boundary.sh
 suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.BigPages'
 ab rule 6 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16 v434=FLASHSERVE_PREFILL_WS_BLOCK_N=176
 suite $B/efia/test_prefill_cuda 60 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.FullyMaskedRowsAndLongSequences'
 ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d128-1x16k
-if grep -q "^\[  PASSED" "$out/test_prefill_efia.log" 2>/dev/null; then
-  ab boundary 5 $ROWS ef=@$B/ef/libflashserve_c.so ia=@$B/ia/libflashserve_c.so efia=@$B/efia/libflashserve_c.so
-else
-  ab boundary 5 $ROWS ef=@$B/ef/libflashserve_c.so
-fi
-tar czf /tmp/all.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/all.tgz "$out/out.tgz"
+boundary 5 $ROWS
+pack_out

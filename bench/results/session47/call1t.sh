@@ -6,11 +6,8 @@
 set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
+source bench/results/session47/boundary.sh
 suite $B/efia/test_prefill_cuda 50 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches'
 ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c
-if grep -q "^\[  PASSED" "$out/test_prefill_efia.log" 2>/dev/null; then
-  ab boundary 4 $ROWS ef=@$B/ef/libflashserve_c.so ia=@$B/ia/libflashserve_c.so efia=@$B/efia/libflashserve_c.so
-else
-  ab boundary 4 $ROWS ef=@$B/ef/libflashserve_c.so
-fi
-tar czf /tmp/all.tgz -C "$out" . && find "$out" -mindepth 1 -delete && mv /tmp/all.tgz "$out/out.tgz"
+boundary 4 $ROWS
+pack_out
