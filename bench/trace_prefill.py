@@ -6,22 +6,20 @@ ab_prefill.py does (L2 flushed), then traces one more call and prints, in micros
 the items: Q wait, K(0) wait, first issue slot, first tile (S(0) and its softmax), the main loop a
 tile, drain (the last P·V), store; the gaps between items on an SM (a CTA's exit to the next's
 entry, or a persistent CTA's item to item); and the overhead an item beyond its tiles at the main
-loop's pace, in tiles. --dump DIR keeps each call's records (the CTAs that ran, the items used) as
-.npz.
+loop's pace, in tiles; then the items by their key tiles (buckets): the pace a tile and an item's
+cost beyond its tiles, so that the boundary's cost reads apart from the rows' lengths. --dump DIR
+keeps each call's records (the CTAs that ran, the items used) as .npz; --read DIR prints the
+buckets of such a dump again (no GPU).
 
-Usage: python3 bench/trace_prefill.py --lib build-trace/libflashserve_c.so --only 0,2,3 [--config NAME=VAR=VAL,...]"""
+Usage: python3 bench/trace_prefill.py --lib build-trace/libflashserve_c.so --only 0,2,3 [--config NAME=VAR=VAL,...]
+       python3 bench/trace_prefill.py --read DIR"""
 import argparse
+import glob
 import os
 import sys
 import tempfile
 
 import numpy as np
-import torch
-
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-import ab_prefill as ab  # noqa: E402
-import bench_prefill as bp  # noqa: E402
-import flashserve_ctypes as fsc  # noqa: E402
 
 MAGIC = 0x3165636172747366
 HEADER, ITEMS, EVENTS = 8, 32, 32  # WsTrace's layout
@@ -142,6 +140,50 @@ def fine(rec, meta, us):
     return {k: float(np.mean(v)) if v else float("nan") for k, v in acc.items()}
 
 
+def buckets(rec, meta):
+    """Lines of the items by key tiles ([1,2), [2,4), ... [128,inf)): count, the main loop's pace a
+    tile, the item (its first start to its last store done, over the warpgroups), its start to the
+    first tile's softmax done, and the item beyond its tiles at the call's pace (the median over
+    the items of more than one tile; us, medians)."""
+    ghz = (rec[:, 4] - rec[:, 2]).sum() / (rec[:, 5] - rec[:, 1]).sum()
+    us = 1e-3 / ghz
+    n_wg = meta["consumers"]
+    items = []
+    for r in rec:
+        for i in range(min(int(r[6]), ITEMS)):
+            e = r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
+            t = int(e[25])
+            if t <= 0:
+                continue
+            s = [e[8 * c: 8 * c + 8] for c in range(n_wg)]
+            pace = max(x[5] - x[4] for x in s) * us / (t - 1) if t > 1 else float("nan")
+            item = (max(x[7] for x in s) - min(x[0] for x in s)) * us
+            first = (max(x[4] for x in s) - min(x[0] for x in s)) * us
+            items.append((t, pace, item, first))
+    if not items:
+        return ["  (no items)"]
+    a = np.array(items)
+    multi = a[a[:, 0] > 1, 1]
+    call_pace = float(np.median(multi)) if len(multi) else float("nan")
+    lines = [f"  the call's pace {call_pace:.3f} us a tile"]
+    for lo, hi in [(1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 128), (128, 1 << 30)]:
+        m = (a[:, 0] >= lo) & (a[:, 0] < hi)
+        if m.sum():
+            over = a[m, 2] - a[m, 0] * call_pace
+            lines.append(f"  tiles [{lo},{hi if hi < 1 << 30 else 'inf'}): {int(m.sum()):5d} items, pace "
+                         f"{np.median(a[m, 1]):.3f} us a tile, item {np.median(a[m, 2]):.2f}, to the first softmax "
+                         f"{np.median(a[m, 3]):.2f}, beyond its tiles {np.median(over):.2f}")
+    return lines
+
+
+def read_dumps(directory):
+    for f in sorted(glob.glob(os.path.join(directory, "*.npz"))):
+        z = np.load(f)
+        meta = {k: int(z[k]) for k in z.files if k != "rec"}
+        print(f"{os.path.basename(f)} ({meta.get('block_m')}x{meta.get('block_n')}, {meta.get('consumers')} consumers)")
+        print("\n".join(buckets(z["rec"], meta)))
+
+
 FINE = [(k, k, 7, 2) for k in ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")]
 COLS = [("span", "span", 8, 1), ("busy", "busy", 6, 2), ("tail", "tail", 6, 1), ("tiles", "tiles", 6, 1),
         ("life", "life", 7, 1), ("cta_gap", "gap", 6, 2), ("setup", "setup", 6, 2), ("q", "Q", 6, 2),
@@ -152,11 +194,22 @@ COLS = [("span", "span", 8, 1), ("busy", "busy", 6, 2), ("tail", "tail", 6, 1), 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
+    ap.add_argument("--lib")
+    ap.add_argument("--read", metavar="DIR", help="print the buckets of a --dump's records and stop")
     ap.add_argument("--only", help="comma-separated indices into ab_prefill.ROWS or row names (ab_prefill.row_name)")
     ap.add_argument("--config", action="append", default=[], help="NAME=VAR=VAL[,VAR=VAL]")
     ap.add_argument("--dump", metavar="DIR", help="keep each traced call's records there")
     args = ap.parse_args()
+    if args.read:
+        read_dumps(args.read)
+        return
+    if not args.lib:
+        ap.error("--lib is needed (or --read)")
+    import torch
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    import ab_prefill as ab
+    import bench_prefill as bp
+    import flashserve_ctypes as fsc
     lib = fsc.load(args.lib)
     configs = [("default", {})] + [(c.partition("=")[0], dict(kv.split("=", 1) for kv in c.partition("=")[2].split(",")))
                                    for c in args.config]
@@ -166,7 +219,7 @@ def main():
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
     print(f"{'row':<22}{'config':<10}{'TFLOP/s':>8}" + "".join(f"{h:>{w}}" for _, h, w, _ in COLS), flush=True)
-    fine_lines = []
+    fine_lines, bucket_lines = [], []
     for idx, row in rows:
         dim, lens, causal, bs = row[:4]
         runs, flops, label, keep = ab.setup_row(row, {None: lib}, gen)
@@ -198,11 +251,13 @@ def main():
                   f"   ({a['ctas']} CTAs, {a['sms']} SMs, {a['ghz']:.2f} GHz, {meta['block_m']}x{meta['block_n']}"
                   f"{' persistent' if meta['persistent'] else ''})", flush=True)
             fine_lines.append(f"{tag:<22}{name:<10}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in FINE))
+            bucket_lines += [f"{tag} {name}"] + buckets(rec, meta)
         del runs, keep
         torch.cuda.empty_cache()
     print(f"\nthe item boundary, us (trace_prefill.fine)\n{'row':<22}{'config':<10}" +
           "".join(f"{h:>{w}}" for _, h, w, _ in FINE))
     print("\n".join(fine_lines), flush=True)
+    print("\nthe items by key tiles (trace_prefill.buckets)\n" + "\n".join(bucket_lines), flush=True)
 
 
 if __name__ == "__main__":
