@@ -275,9 +275,9 @@ TEST(PrefillCuda, FullyMaskedRowsAndLongSequences) {
 // more sequences than a persistent CTA caches (PrefillWsTraits::kSeqCache: 257 at d 64 and in
 // d 128's pages, 162 in d 256's packed instances: their views then read the offsets from global
 // memory, and the varlen walk keeps only its q tile prefix in shared memory, up to 3·kSeqCache - 1
-// sequences, past that the grid order; d 128's packed 128-key instance caches 158, its 176-key
-// one 256, so a packed batch of 200 runs both ways, and one of 500 takes the grid order on the
-// 128-key tile, whose prefix holds 473). The dynamic walk takes only the q tiles that exist
+// sequences, past that the grid order; d 128's packed 128-key instance caches 159, its 176-key
+// one 257, so a packed batch of 200 runs both ways, and one of 500 takes the grid order on the
+// 128-key tile, whose prefix holds 476). The dynamic walk takes only the q tiles that exist
 // (WsVarlenOrder). Every run of check_problem, against the reference, mma.sync and the CPU.
 TEST(PrefillCuda, SkewedVarlenBatches) {
   FS_SKIP_WITHOUT_CUDA();
