@@ -725,7 +725,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = dynamic && walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
   // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
-  // count in the walk << 32 | the item), from int 6 of item_slot (8-byte aligned; seq_q moves from int 5 to 10).
+  // count in the walk << 32 | the item), from int 6 of item_slot (8-byte aligned; seq_q moves
+  // from int 5 to int 10).
   constexpr bool kItemAhead = FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0;
   volatile uint64_t* ahead_slots = reinterpret_cast<volatile uint64_t*>(item_slot + 6);
   int* seq_q = item_slot + (kItemAhead ? 10 : 5);
