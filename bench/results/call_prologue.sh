@@ -10,6 +10,13 @@ B=${B:-build-gpu}
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+# go AT: true while the call is before AT s of a plan of GO_SPAN s (590 unless set), the plan
+# scaled to DL s where the call is given less; else says the step is skipped (false).
+go() {
+  local span=${GO_SPAN:-590}
+  local at=$(( $1 * ${DL:-$span} / span ))
+  [ $(( $(date +%s) - t0 )) -lt "$at" ] || { echo "$(el) skipped: past $at s"; false; }
+}
 # sanitize TOOL SECONDS BINARY FILTER [NAME]: compute-sanitizer's TOOL over the gtest cases FILTER,
 # its log in $out/san_NAME.log (NAME: TOOL), its summary line printed (the caller's environment
 # passes through; SAN_KERNELS=SUBSTRING instruments only the kernels whose names hold it).

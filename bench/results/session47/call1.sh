@@ -15,11 +15,6 @@ set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
 source bench/results/session47/boundary.sh
-# A step only before $1 s (of a 590 s call; DL=SECONDS scales the thresholds to a shorter one).
-go() {
-  local at=$(( $1 * ${DL:-590} / 590 ))
-  [ $(( $(date +%s) - t0 )) -lt "$at" ] || { echo "$(el) skipped: past $at s"; false; }
-}
 ab rule 8 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16 v434=FLASHSERVE_PREFILL_WS_BLOCK_N=176
 suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.BigPages'
 # efia's grid first: the item ahead's hand-over is new synchronization (a hang shows as the timeout)

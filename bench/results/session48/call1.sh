@@ -16,11 +16,6 @@ set -uo pipefail
 B=build-s47
 source bench/results/call_prologue.sh
 source bench/results/session47/boundary.sh
-# A step only before $1 s (of a 590 s call; DL=SECONDS scales the thresholds to a shorter one).
-go() {
-  local at=$(( $1 * ${DL:-590} / 590 ))
-  [ $(( $(date +%s) - t0 )) -lt "$at" ] || { echo "$(el) skipped: past $at s"; false; }
-}
 suite $B/test_prefill_cuda 70 test_prefill_cuda 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.BigPages'
 suite $B/efia/test_prefill_cuda 70 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.FullyMaskedRowsAndLongSequences:PrefillCuda.MaskOptions:PrefillCuda.HeadDim256'
 ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d64-4x4k-c,d128-1x16k,d256-1x16k-c,d128-many-c,d128-skew-c

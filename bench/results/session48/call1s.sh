@@ -6,12 +6,9 @@
 # rows and the tree's grid.
 set -uo pipefail
 B=build-s47
+GO_SPAN=250
 source bench/results/call_prologue.sh
 source bench/results/session47/boundary.sh
-go() {
-  local at=$(( $1 * ${DL:-250} / 250 ))
-  [ $(( $(date +%s) - t0 )) -lt "$at" ] || { echo "$(el) skipped: past $at s"; false; }
-}
 suite $B/efia/test_prefill_cuda 50 test_prefill_efia 'Gpu/PrefillCudaGrid.*:PrefillCuda.SkewedVarlenBatches:PrefillCuda.FullyMaskedRowsAndLongSequences'
 boundary 5 d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d128-1x16k
 go 180 && timeout 45 python3 bench/trace_prefill.py --lib $B/trace/libflashserve_c.so --dump "$out/npz" \
