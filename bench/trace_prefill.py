@@ -38,10 +38,16 @@ def read(path):
     return rec, meta
 
 
+def clock(rec):
+    """The SMs' clock in cycles a ns, pooled over the CTAs (clock64 against the global timer), and
+    a cycle in microseconds."""
+    ghz = (rec[:, 4] - rec[:, 2]).sum() / (rec[:, 5] - rec[:, 1]).sum()
+    return ghz, 1e-3 / ghz
+
+
 def anatomy(rec, meta):
     """The summary of one traced call: a dict of means (microseconds) and counts."""
-    ghz = (rec[:, 4] - rec[:, 2]).sum() / (rec[:, 5] - rec[:, 1]).sum()  # cycles a ns, pooled over the CTAs
-    us = 1e-3 / ghz  # a cycle in microseconds
+    ghz, us = clock(rec)
     n_wg = meta["consumers"]
     out = {"ctas": len(rec), "sms": len(np.unique(rec[:, 0])), "ghz": ghz}
     t0 = rec[:, 1].min()
@@ -145,8 +151,7 @@ def buckets(rec, meta):
     tile, the item (its first start to its last store done, over the warpgroups), its start to the
     first tile's softmax done, and the item beyond its tiles at the call's pace (the median over
     the items of more than one tile; us, medians)."""
-    ghz = (rec[:, 4] - rec[:, 2]).sum() / (rec[:, 5] - rec[:, 1]).sum()
-    us = 1e-3 / ghz
+    us = clock(rec)[1]
     n_wg = meta["consumers"]
     items = []
     for r in rec:

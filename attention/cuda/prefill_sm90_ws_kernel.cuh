@@ -1627,6 +1627,14 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           return pack2<T>(a, b);
         }
       };
+      // Row i's 1/l (times the values' scale) and lse: made under the drain where kEarlyFinish.
+      auto row_inv = [&](int i, float& lse) {
+        if (kEarlyFinish && num_tiles > 0) {
+          lse = fin_lse[i];
+          return fin_inv[i];
+        }
+        return finish_row(m_run[i], l_run[i], &lse) * v_mul;
+      };
       const int bar_o = kConsumers + 3 + cw;  // (FP8's Q barrier: never both)
       // This warpgroup's rows of the item's Q slot in column block 0 (block c: + c·kBlockM·64):
       // the slot's last O store has read it (release_held, before its Q was loaded); the barrier
@@ -1648,7 +1656,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             float lse;
-            inv2[i] = kEarlyFinish && num_tiles > 0 ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
+            inv2[i] = row_inv(i, lse);
             const int r = wrow0 + gid + 8 * i;
             const int64_t row = cta.q0 + cta.row0 + r;
             if (p.lse != nullptr && tig == 0 && r < cta.block_rows) p.lse[row * p.num_heads + h] = lse;
@@ -1671,7 +1679,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #pragma unroll
       for (int i = 0; i < 2 && !(kStsm && tma_o); ++i) {
         float lse;
-        const float inv = kEarlyFinish && num_tiles > 0 ? (lse = fin_lse[i], fin_inv[i]) : finish_row(m_run[i], l_run[i], &lse) * v_mul;
+        const float inv = row_inv(i, lse);
         const int r = wrow0 + gid + 8 * i;
         const int64_t row = cta.q0 + cta.row0 + r;
         T* out = static_cast<T*>(p.o) + row * p.o_row_stride + static_cast<int64_t>(h) * p.o_head_stride;
