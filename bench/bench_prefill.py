@@ -9,12 +9,15 @@ a row timed in --rounds rounds (3), the median of the rounds reported and the ro
 ((max - min) / median of any column) printed last.
 
 Rows: 16k tokens as 16×1k, 4×4k, 1×16k at hidden 2048 (heads = 2048 / head_dim, MHA), head dims
-64 and 128 (and 256 where the build has it), a varlen batch of mixed lengths, causal and not;
-chunked prefill (2k new tokens over a 30k cached prefix, our K/V in 16-token pages, the peers'
-packed and in 16-token pages of their own layout, same block ids); GQA 32/8 at 128k causal. "ours" is the default kernel (the warp-specialized TMA kernel
-on sm_90), "v3" the wgmma kernel before it (FLASHSERVE_PREFILL_KERNEL=wgmma), "mma" the mma.sync
-kernel (Ampere's path), "ws_alt" and "ws_order0" the warp-specialized kernel with the other
-key tile (d 128) and with session 11's work order (A/B columns, see measure()). The short table last gives ours ÷ the best peer of each row.
+64 and 128 (and 256 where the build has it), a varlen batch of mixed lengths, a skewed one (one
+8k prompt among 63 short ones) and 200 short prompts of 64-511 tokens ("varlen many": more
+sequences than the kernel's sequence cache), causal and not; chunked prefill (2k new tokens over a
+30k cached prefix, our K/V in 16-token pages, the peers' packed and in 16-token pages of their own
+layout, same block ids); GQA 32/8 at 128k causal. "ours" is the default kernel (the
+warp-specialized TMA kernel on sm_90), "v3" the wgmma kernel before it
+(FLASHSERVE_PREFILL_KERNEL=wgmma), "mma" the mma.sync kernel (Ampere's path), "ws_alt" and
+"ws_order0" the warp-specialized kernel with the other key tile (d 128) and with session 11's work
+order (A/B columns, see measure()). The short table last gives ours ÷ the best peer of each row.
 
 Usage: python3 bench/bench_prefill.py --lib build-gpu/libflashserve_c.so [--quick] [--flashinfer] [--json F]"""
 import argparse
@@ -313,14 +316,14 @@ def main():
     for tdt, fdt in dtypes:
         for dim in dims:
             heads = 2048 // dim
-            for lens in shapes + ["varlen mixed", "varlen skew"]:
+            for lens in shapes + ["varlen mixed", "varlen skew", "varlen many"]:
                 label = f"{len(lens)}x{lens[0] // 1024}k" if not isinstance(lens, str) else lens
                 paged_row = (label.startswith("4x") or label == "varlen skew") and dim == 128
                 if (args.paged_only and not paged_row) or args.chunked_only:
                     continue
                 if dim == 256 and label != "1x16k":
                     continue
-                if args.quick and (label == "varlen mixed" or (label == "varlen skew" and dim != 128)):
+                if args.quick and (label == "varlen mixed" or (label in ("varlen skew", "varlen many") and dim != 128)):
                     continue
                 if label == "varlen mixed":
                     g = torch.Generator().manual_seed(3)
@@ -328,6 +331,9 @@ def main():
                 elif label == "varlen skew":  # a long prompt among short ones, as a server's prefill step
                     g = torch.Generator().manual_seed(4)
                     lens = [8192] + [int(x) for x in torch.randint(64, 512, (63,), generator=g)]
+                elif label == "varlen many":  # a server's step of short prompts: ab_prefill's "many" batch
+                    g = torch.Generator().manual_seed(8)
+                    lens = [int(x) for x in torch.randint(64, 512, (200,), generator=g)]
                 uniform = len(set(lens)) == 1
                 total = sum(lens)
                 q = torch.randn(total, heads, dim, dtype=tdt, device="cuda", generator=gen)
