@@ -7,7 +7,8 @@ the items: Q wait, K(0) wait, first issue slot, first tile (S(0) and its softmax
 tile, drain (the last P·V), store; the gaps between items on an SM (a CTA's exit to the next's
 entry, or a persistent CTA's item to item); and the overhead an item beyond its tiles at the main
 loop's pace, in tiles; then the items by their key tiles (buckets): the pace a tile and an item's
-cost beyond its tiles, so that the boundary's cost reads apart from the rows' lengths. --dump DIR
+cost beyond its tiles, so that the boundary's cost reads apart from the rows' lengths; and the main
+loop's pace before and after the plain run's end (the masked tiles apart: runs). --dump DIR
 keeps each call's records (the CTAs that ran, the items used) as .npz; --read DIR prints the
 buckets of such a dump again (no GPU).
 
@@ -181,12 +182,50 @@ def buckets(rec, meta):
     return lines
 
 
+def runs(rec, meta):
+    """Lines of the main loop split at the plain run's end (WsTrace words 27 and 31, consumer
+    warpgroup 0; builds from session 49 on): the pace a tile of tiles 1 .. plain_hi - 1 (the plain
+    run and any general tiles before it) and of the tiles after the run (the masked tiles of a
+    causal row's diagonal, the half tile included), sums over the items over their tiles; and the
+    items that never reach a plain run (all their tiles general). us."""
+    us = clock(rec)[1]
+    a_t = a_n = b_t = b_n = c_t = c_n = 0.0
+    n_items = n_runs = before = 0
+    for r in rec:
+        for i in range(min(int(r[6]), ITEMS)):
+            e = r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
+            t = int(e[25])
+            if t <= 1:
+                continue
+            n_items += 1
+            s = e[0:8]
+            if e[27] <= 0:
+                c_t += s[5] - s[4]
+                c_n += t - 1
+                continue
+            w = int(e[31])
+            lo, hi = w & 0xFFFF, (w >> 16) & 0xFFFF
+            n_runs += 1
+            before += max(lo - 1, 0)
+            a_t += e[27] - s[4]
+            a_n += hi - 1
+            b_t += s[5] - e[27]
+            b_n += t - hi
+    if not n_items:
+        return ["  (no items of two tiles or more)"]
+    if not n_runs and not c_n:
+        return ["  (no plain-run stamps: a build before session 49)"]
+    f = lambda tm, n: f"{tm * us / n:.3f} us a tile over {int(n)} tiles" if n else "no tiles"  # noqa: E731
+    return [f"  {n_runs} of {n_items} items reach a plain run: tiles before its end {f(a_t, a_n)} "
+            f"({before} general tiles before runs), after it {f(b_t, b_n)}; the other items {f(c_t, c_n)}"]
+
+
 def read_dumps(directory):
     for f in sorted(glob.glob(os.path.join(directory, "*.npz"))):
         z = np.load(f)
         meta = {k: int(z[k]) for k in z.files if k != "rec"}
         print(f"{os.path.basename(f)} ({meta.get('block_m')}x{meta.get('block_n')}, {meta.get('consumers')} consumers)")
-        print("\n".join(buckets(z["rec"], meta)))
+        print("\n".join(buckets(z["rec"], meta) + runs(z["rec"], meta)))
 
 
 FINE = [(k, k, 7, 2) for k in ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")]
@@ -256,7 +295,7 @@ def main():
                   f"   ({a['ctas']} CTAs, {a['sms']} SMs, {a['ghz']:.2f} GHz, {meta['block_m']}x{meta['block_n']}"
                   f"{' persistent' if meta['persistent'] else ''})", flush=True)
             fine_lines.append(f"{tag:<22}{name:<10}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in FINE))
-            bucket_lines += [f"{tag} {name}"] + buckets(rec, meta)
+            bucket_lines += [f"{tag} {name}"] + buckets(rec, meta) + runs(rec, meta)
         del runs, keep
         torch.cuda.empty_cache()
     print(f"\nthe item boundary, us (trace_prefill.fine)\n{'row':<22}{'config':<10}" +

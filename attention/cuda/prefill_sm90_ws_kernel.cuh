@@ -94,7 +94,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
 // there, 6 its items) and kEvents words for each of its first kItems items: consumer warpgroup c
 // stamps clock64 at 8·c + (0 item start, 1 Q landed, 2 K(0) landed, 3 its first issue slot, 4
 // the first tile's softmax done, 5 the main loop done, 6 the last P·V retired, 7 O stored);
-// warpgroup 0 of the consumers also writes 24 the item w, 25 its key tiles; the producer 28 item
+// warpgroup 0 of the consumers also writes 24 the item w, 25 its key tiles, 27 the clock at its
+// plain run's end (tiles [plain_lo, plain_hi), where the loop gets there) and 31 plain_lo |
+// plain_hi << 16 | the loop's end tile << 32 (the masked tiles after the run); the producer 28 item
 // start, 29 Q issued (its stage acquired), 30 the item w, 26 the item's last load issued. The
 // item boundary in finer steps (two consumer warpgroups only: with three, the third's stamps
 // take words 16-23), consumer warpgroup c at 16 + 4·c + (0 the dynamic walk's wait
@@ -1580,6 +1582,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           if constexpr (kNoTransform) {
             if (t == plain_lo) {
               for (; t < plain_hi; ++t) tile(t, kind_c<TileKind::kPlain>{});
+              if (cw == 0 && stamper) {  // (WsTrace: the plain run's end, words 27 and 31)
+                trace.stamp(traced, 27);
+                trace.value(traced, 31, plain_lo | plain_hi << 16 | static_cast<long long>(t_end) << 32);
+              }
               if (t == t_end) break;
             }
           }
