@@ -13,7 +13,16 @@
 //   tma    - thread 0 issues 2-d tensor boxes of bytes / 128 rows of 128 bytes (128-byte
 //            swizzle), as the packed kernels' TMA loads, sized like a page's;
 //   gather - the 128 producer threads issue cp.async of 16 bytes (the row gather's unit) and
-//            arrive on the stage's barrier by cp.async.mbarrier.arrive.noinc.
+//            arrive on the stage's barrier by cp.async.mbarrier.arrive.noinc;
+//   tma_mc - tma in clusters of two CTAs on the same copies, each CTA issuing every other one
+//            multicast to both (the boxes land in both CTAs' stages and complete on both
+//            barriers); a stage is freed by both CTAs' consumers (an arrival on the peer's empty
+//            barrier too). The grid: as many clusters as run at once. Its bytes a cycle an SM
+//            against tma's say whether two CTAs that share K/V tiles (issue 22: d 256's and d 128's
+//            packed tiles want ~22-29 bytes a cycle an SM of the ~31 measured) could each take
+//            them faster than one alone.
+// Then tma's 16 KB boxes from the L2 pool on 1/8 .. all of the SMs: whether the ~31 bytes a cycle
+// an SM are the SM's limit (level at any count) or the L2's over all SMs (more an SM with fewer).
 // Output, a line a configuration: GB/s over the grid, and cycles a copy an SM (the SM clock from
 // clock64 on each CTA's thread 0, averaged), for a pool in the L2 (16 MB) and one far past it (2 GB).
 // Bulk and tma copies are issued by warp 0's lanes, one a copy, after lane 0 sets the stage's
@@ -45,8 +54,8 @@ using flashserve::cuda::smem_u32;
 namespace {
 
 constexpr int kPageBytes = 4096;  // a kv head's slice of a 16-token page at d 128
-enum Mode { kBulk = 0, kTma = 1, kGather = 2 };
-const char* const kModeNames[] = {"bulk", "tma", "gather"};
+enum Mode { kBulk = 0, kTma = 1, kGather = 2, kTmaMc = 3 };
+const char* const kModeNames[] = {"bulk", "tma", "gather", "tma_mc"};
 
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
@@ -58,6 +67,32 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, uin
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+// tma_2d multicast to both CTAs of a cluster of two: the box lands at dst in each CTA's shared
+// memory and completes its bytes on the barrier at the same offset in each.
+__device__ __forceinline__ void tma_2d_mc(uint32_t dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(static_cast<uint16_t>(3))
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// An arrival on the barrier at bar's offset in the cluster's CTA `rank`.
+__device__ __forceinline__ void arrive_remote(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 a;\nmapa.shared::cluster.u32 a, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [a];\n}\n" ::"r"(smem_u32(bar)),
+      "r"(rank)
       : "memory");
 }
 
@@ -86,11 +121,16 @@ __global__ void __launch_bounds__(256, 1)
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
       MBarrier::init(full + s, kMode == kGather ? 128 : 1);
-      MBarrier::init(empty + s, 4);  // one arrival a consumer warp
+      MBarrier::init(empty + s, kMode == kTmaMc ? 8 : 4);  // one arrival a consumer warp (of both CTAs)
     }
     MBarrier::fence_init();
   }
   __syncthreads();
+  uint32_t rank = 0;
+  if constexpr (kMode == kTmaMc) {
+    rank = cluster_rank();
+    cluster_sync();  // the peer's barriers are initialised before any copy or arrival reaches them
+  }
   const long long t0 = clock64();
   const uint32_t base = smem_u32(smem);
   if (tid < 128) {  // the producer warpgroup
@@ -116,10 +156,15 @@ __global__ void __launch_bounds__(256, 1)
         __syncwarp();
         if (tid < copies) {
           const int j = tid;
-          const int64_t off = src_offset(page_mask, n0 + j, bytes, j);
+          // kTmaMc: the pair's copies are the cluster's (n0 from the cluster's first CTA), and
+          // each CTA issues every other one, multicast to both.
+          const int64_t n = kMode == kTmaMc ? n0 - static_cast<int64_t>(rank) * iters * copies : n0;
+          const int64_t off = src_offset(page_mask, n + j, bytes, j);
           const uint32_t dst = base + s * stage_bytes + j * bytes;
           if constexpr (kMode == kBulk) {
             bulk_copy(dst, pool + off, bytes, full + s);
+          } else if constexpr (kMode == kTmaMc) {
+            if (j % 2 == static_cast<int>(rank)) tma_2d_mc(dst, &map, full + s, 0, static_cast<int>(off / 128));
           } else {
             tma_2d(dst, &map, full + s, 0, static_cast<int>(off / 128));
           }
@@ -131,11 +176,15 @@ __global__ void __launch_bounds__(256, 1)
       const int s = it % stages;
       MBarrier::wait(full + s, (it / stages) & 1);
       __syncwarp();
-      if (tid % 32 == 0) MBarrier::arrive(empty + s);
+      if (tid % 32 == 0) {
+        MBarrier::arrive(empty + s);
+        if constexpr (kMode == kTmaMc) arrive_remote(empty + s, rank ^ 1);  // the peer writes here too
+      }
     }
   }
   __syncthreads();
   if (tid == 0) cycles[blockIdx.x] = clock64() - t0;
+  if constexpr (kMode == kTmaMc) cluster_sync();  // no CTA leaves while its peer may still arrive on it
 }
 
 // The pool as rows of 128 bytes (64 bf16), boxes of `rows` rows, 128-byte swizzle.
@@ -164,9 +213,20 @@ Run run(const char* pool, uint32_t page_mask, int bytes, int copies, int stages,
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  fill_ring<kMode><<<sms, 256, smem>>>(pool, page_mask, bytes, copies, stages, iters / 4, map, d_cycles);  // warm-up
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(sms);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = kMode == kTmaMc ? 1 : 0;
+  CHECK(cudaLaunchKernelEx(&cfg, fill_ring<kMode>, pool, page_mask, bytes, copies, stages, iters / 4, map,
+                           d_cycles));  // warm-up
   CHECK(cudaEventRecord(a));
-  fill_ring<kMode><<<sms, 256, smem>>>(pool, page_mask, bytes, copies, stages, iters, map, d_cycles);
+  CHECK(cudaLaunchKernelEx(&cfg, fill_ring<kMode>, pool, page_mask, bytes, copies, stages, iters, map, d_cycles));
   CHECK(cudaEventRecord(b));
   CHECK(cudaEventSynchronize(b));
   CHECK(cudaGetLastError());
@@ -195,6 +255,26 @@ int main() {
   CHECK(cudaMemset(pool, 0x3c, pool_bytes[1]));  // the bytes' values do not matter to a copy
   long long* d_cycles = nullptr;
   CHECK(cudaMalloc(&d_cycles, sms * sizeof(long long)));
+  // tma_mc's grid: as many clusters of two as can run at once (the largest smem configuration's).
+  int mc_ctas = 0;
+  {
+    const int smem = 1024 + 4 * 16384 * 2 + 2 * 4 * 8;
+    CHECK(cudaFuncSetAttribute(fill_ring<kTmaMc>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(sms & ~1);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 2;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CHECK(cudaOccupancyMaxActiveClusters(&clusters, fill_ring<kTmaMc>, &cfg));
+    mc_ctas = 2 * clusters < sms ? 2 * clusters : sms & ~1;
+    std::printf("tma_mc: clusters of two CTAs, %d CTAs at once (%d SMs)\n", mc_ctas, sms);
+  }
   std::printf("%-7s %8s %6s %6s %6s %9s %9s %14s\n", "mode", "pool", "bytes", "copies", "stages", "ms", "GB/s",
               "cycles/copy/SM");
   for (int p = 0; p < 2; ++p) {
@@ -207,16 +287,28 @@ int main() {
       const int bytes = c[0], copies = c[1], stages = c[2];
       const int iters = 3000;
       const CUtensorMap map = pool_map(encode, pool, pool_bytes[p], bytes / 128);
-      for (int mode = 0; mode < 3; ++mode) {
-        if (mode == kTma && bytes / 128 > 256) continue;
+      for (int mode = 0; mode < 4; ++mode) {
+        if ((mode == kTma || mode == kTmaMc) && bytes / 128 > 256) continue;
         Run r{};
         if (mode == kBulk) r = run<kBulk>(pool, page_mask, bytes, copies, stages, iters, sms, map, d_cycles);
         if (mode == kTma) r = run<kTma>(pool, page_mask, bytes, copies, stages, iters, sms, map, d_cycles);
         if (mode == kGather) r = run<kGather>(pool, page_mask, bytes, copies, stages, iters, sms, map, d_cycles);
+        if (mode == kTmaMc) r = run<kTmaMc>(pool, page_mask, bytes, copies, stages, iters, mc_ctas, map, d_cycles);
         std::printf("%-7s %7lldM %6d %6d %6d %9.3f %9.0f %14.1f\n", kModeNames[mode],
                     static_cast<long long>(pool_bytes[p] >> 20), bytes, copies, stages, r.ms, r.gbps,
                     r.cycles_per_copy);
       }
+    }
+  }
+  // Fewer SMs (16 KB boxes from the L2 pool, tma): whether an SM's ~31 bytes a cycle is its own
+  // limit (the same at any count) or the L2's over all SMs (more an SM with fewer).
+  {
+    const CUtensorMap map = pool_map(encode, pool, pool_bytes[0], 128);
+    const uint32_t page_mask = static_cast<uint32_t>(pool_bytes[0] / kPageBytes) - 1;
+    for (int n : {sms / 8, sms / 4, sms / 2, 3 * sms / 4, sms}) {
+      const Run r = run<kTma>(pool, page_mask, 16384, 2, 4, 3000, n, map, d_cycles);
+      std::printf("tma on %3d SMs: 16 KB boxes from the L2 pool, %9.0f GB/s, %7.1f cycles a copy an SM\n", n, r.gbps,
+                  r.cycles_per_copy);
     }
   }
   CHECK(cudaFree(pool));

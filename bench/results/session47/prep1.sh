@@ -3,7 +3,7 @@
 # tree at 13f4c50); ef/, ia/, efia/ (bench/variant_lib.sh: -DFLASHSERVE_PREFILL_WS_EARLY_FINISH=1,
 # -DFLASHSERVE_PREFILL_WS_ITEM_AHEAD=1, both, in the bf16 packed instances of d 128 (128 and 176
 # keys), d 64 (192 and 128 rows), d 256 and d 128's 176-key paged one; efia's test_prefill_cuda)
-# and trace/ (prep_trace.sh's library).
+# trace/ (prep_trace.sh's library) and bulk_rate (bench/bulk_rate.cu).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 [ -f build-s46/libflashserve_c.so ] || bash bench/results/session46/prep5.sh
@@ -19,7 +19,9 @@ cp build-var/ef/libflashserve_c.so build-s47/ef/
 cp build-var/ia/libflashserve_c.so build-s47/ia/
 cp build-var/efia/libflashserve_c.so build-var/efia/tests/test_prefill_cuda build-s47/efia/
 cp build-trace/libflashserve_c.so build-s47/trace/
-strip --strip-unneeded build-s47/*.so build-s47/test_prefill_cuda build-s47/*/*
+cmake --build build-gpu --target bulk_rate > /dev/null  # (session 49: session48/call1.sh runs it)
+cp build-gpu/tools/bulk_rate build-s47/
+strip --strip-unneeded build-s47/*.so build-s47/test_prefill_cuda build-s47/bulk_rate build-s47/*/*
 du -sh build-s47
 # The carry: build-s47x/b.tar.xz (~5 MB; the tree's tracked files count toward a call's 64 MiB too):
 # the call unpacks it first (`tar xJf build-s47x/b.tar.xz`).

@@ -12,6 +12,8 @@
 # 4. the trace of the rows that trail the peers (d 64 16x1k, d 64 / d 256 1x16k, causal and not,
 #    d 64 4x4k causal), with the main loop split at the plain run's end (session 49's stamps: the
 #    masked tiles' pace apart from the plain tiles');
+# 4b. bulk_rate (session 49): K/V boxes multicast to a cluster of two against one CTA's own, and
+#    one CTA's byte rate on fewer SMs (is ~31 bytes a cycle an SM the SM's limit or the L2's);
 # 5. ab's paged and packed 4x4k rows interleaved pass by pass, bench_prefill's paged column beside;
 # 6. the work order's L2 budget (d 256 causal +-3%, the rest level).
 set -uo pipefail
@@ -23,6 +25,10 @@ suite $B/efia/test_prefill_cuda 70 test_prefill_efia 'Gpu/PrefillCudaGrid.*:Pref
 ROWS=d128-16x1k,d128-16x1k-c,d64-16x1k,d64-16x1k-c,d128-4x4k-c,d64-4x4k-c,d128-1x16k,d256-1x16k-c,d128-many-c,d128-skew-c
 go 250 && boundary 6 $ROWS
 go 360 && ab rule 6 d128-4x4k,d128-8x2k,d128-skew,d128-1x16k,d128-4x4k-p16 v434=FLASHSERVE_PREFILL_WS_BLOCK_N=176
+if go 430; then
+  timeout 40 $B/bulk_rate > "$out/bulk_rate.log" 2>&1
+  echo "$(el) bulk_rate rc $?"; grep -E "^tma|^tma_mc" "$out/bulk_rate.log" | head -30
+fi
 go 440 && timeout 70 python3 bench/trace_prefill.py --lib $B/trace/libflashserve_c.so --dump "$out/npz" \
   --only d64-16x1k,d64-16x1k-c,d64-4x4k-c,d64-1x16k,d64-1x16k-c,d256-1x16k,d256-1x16k-c \
   > "$out/trace.log" 2>&1
