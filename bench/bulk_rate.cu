@@ -205,6 +205,21 @@ struct Run {
   double gbps, cycles_per_copy, ms;
 };
 
+// fill_ring's launch: ctas CTAs of 256 threads, smem bytes, in clusters of two where `pairs`
+// (attr: the cluster's attribute, kept by the caller while the config is used).
+cudaLaunchConfig_t ring_config(int ctas, int smem, bool pairs, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = 2;
+  attr->val.clusterDim.y = attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pairs ? 1 : 0;
+  return cfg;
+}
+
 template <int kMode>
 Run run(const char* pool, uint32_t page_mask, int bytes, int copies, int stages, int iters, int sms,
         const CUtensorMap& map, long long* d_cycles) {
@@ -213,16 +228,8 @@ Run run(const char* pool, uint32_t page_mask, int bytes, int copies, int stages,
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(sms);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
   cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 2;
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = kMode == kTmaMc ? 1 : 0;
+  const cudaLaunchConfig_t cfg = ring_config(sms, smem, kMode == kTmaMc, &attr);
   CHECK(cudaLaunchKernelEx(&cfg, fill_ring<kMode>, pool, page_mask, bytes, copies, stages, iters / 4, map,
                            d_cycles));  // warm-up
   CHECK(cudaEventRecord(a));
@@ -260,16 +267,8 @@ int main() {
   {
     const int smem = 1024 + 4 * 16384 * 2 + 2 * 4 * 8;
     CHECK(cudaFuncSetAttribute(fill_ring<kTmaMc>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(sms & ~1);
-    cfg.blockDim = dim3(256);
-    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = ring_config(sms & ~1, smem, true, &attr);
     int clusters = 0;
     CHECK(cudaOccupancyMaxActiveClusters(&clusters, fill_ring<kTmaMc>, &cfg));
     mc_ctas = 2 * clusters < sms ? 2 * clusters : sms & ~1;

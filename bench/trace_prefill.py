@@ -46,6 +46,13 @@ def clock(rec):
     return ghz, 1e-3 / ghz
 
 
+def item_events(rec):
+    """Each recorded item's kEvents words, CTA by CTA (its first ITEMS items)."""
+    for r in rec:
+        for i in range(min(int(r[6]), ITEMS)):
+            yield r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
+
+
 def anatomy(rec, meta):
     """The summary of one traced call: a dict of means (microseconds) and counts."""
     ghz, us = clock(rec)
@@ -155,12 +162,9 @@ def buckets(rec, meta):
     us = clock(rec)[1]
     n_wg = meta["consumers"]
     items = []
-    for r in rec:
-        for i in range(min(int(r[6]), ITEMS)):
-            e = r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
-            t = int(e[25])
-            if t <= 0:
-                continue
+    for e in item_events(rec):
+        t = int(e[25])
+        if t > 0:
             s = [e[8 * c: 8 * c + 8] for c in range(n_wg)]
             pace = max(x[5] - x[4] for x in s) * us / (t - 1) if t > 1 else float("nan")
             item = (max(x[7] for x in s) - min(x[0] for x in s)) * us
@@ -191,26 +195,24 @@ def runs(rec, meta):
     us = clock(rec)[1]
     a_t = a_n = b_t = b_n = c_t = c_n = 0.0
     n_items = n_runs = before = 0
-    for r in rec:
-        for i in range(min(int(r[6]), ITEMS)):
-            e = r[HEADER + i * EVENTS: HEADER + (i + 1) * EVENTS]
-            t = int(e[25])
-            if t <= 1:
-                continue
-            n_items += 1
-            s = e[0:8]
-            if e[27] <= 0:
-                c_t += s[5] - s[4]
-                c_n += t - 1
-                continue
-            w = int(e[31])
-            lo, hi = w & 0xFFFF, (w >> 16) & 0xFFFF
-            n_runs += 1
-            before += max(lo - 1, 0)
-            a_t += e[27] - s[4]
-            a_n += hi - 1
-            b_t += s[5] - e[27]
-            b_n += t - hi
+    for e in item_events(rec):
+        t = int(e[25])
+        if t <= 1:
+            continue
+        n_items += 1
+        s = e[0:8]
+        if e[27] <= 0:
+            c_t += s[5] - s[4]
+            c_n += t - 1
+            continue
+        w = int(e[31])
+        lo, hi = w & 0xFFFF, (w >> 16) & 0xFFFF
+        n_runs += 1
+        before += max(lo - 1, 0)
+        a_t += e[27] - s[4]
+        a_n += hi - 1
+        b_t += s[5] - e[27]
+        b_n += t - hi
     if not n_items:
         return ["  (no items of two tiles or more)"]
     if not n_runs and not c_n:
