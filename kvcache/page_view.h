@@ -28,8 +28,8 @@
 // dtype (PrefillParams/DecodeParams::dtype, the type of q and o; a view of another type is a
 // mismatch, INVALID_ARGUMENT). FP8 pages (fp8_e4m3, fp8_e5m2) hold codes and the layer's scales,
 // one a kv head for K and for V: key = k_scales[h]·fp8(code), value = v_scales[h]·fp8(code);
-// the kernels fold k_scales[h] into the softmax scale and multiply the output by v_scales[h]
-// (the CPU kernels today; CUDA refuses FP8 pages until its kernels exist).
+// the kernels, CPU and CUDA alike, fold k_scales[h] into the softmax scale and multiply the
+// output by v_scales[h] (the scales where the kernel runs: a CUDA pool's device copy).
 #pragma once
 
 #include <cstdint>

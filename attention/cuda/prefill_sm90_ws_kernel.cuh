@@ -9,18 +9,19 @@
 // for packed K/V and one for pages (WsKv; at d 64 and 128 a third for pages of 128 tokens or
 // more), and at d 64 and 128 one without the logit transform's code and one with it
 // (prefill_ws_split_logits). 128 threads a warpgroup:
-//  - warpgroup 0, the producer (setmaxnreg 24 or 32): Q once and K/V tiles of kBlockN keys into
-//    a ring of kStages stages, K and V with barriers of their own (sm90_pipeline.cuh), issued in
-//    the order the consumers need them: K(0), then K(t), V(t-1), ..., V(last). Packed K/V and Q
-//    come by TMA (one elected thread; a box of 64 columns × 1 head × rows a 128-byte swizzled
-//    column block, the layout wgmma.cuh describes). Paged K/V by the row gather of all 128
-//    producer threads (WsRowGather: 8 threads a key row, the rows' pool offsets staged in shared
-//    memory a tile ahead, zero-filled past the keys and on page ids outside the pool: a page's
-//    free slots may hold anything, NaN too), each thread arriving on the stage's barrier when
-//    its cp.async copies land; the page ids of tile t + 2 are read while tile t's copies are
-//    issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V. The
-//    WsKv::kPageBoxes instances (16-bit pages of 128 tokens or more, 128-key tiles): whole tiles
-//    by TMA page boxes, the row gather for a sequence's last partial tile.
+//  - warpgroup 0, the producer (setmaxnreg 24, 32 beside three consumer warpgroups, over FP8 pages
+//    56 or, on the register path, 88: PrefillWsTraits::kProducerRegs): Q once and K/V tiles of
+//    kBlockN keys into a ring of kStages stages, K and V with barriers of their own
+//    (sm90_pipeline.cuh), issued in the order the consumers need them: K(0), then K(t), V(t-1),
+//    ..., V(last). Packed K/V and Q come by TMA (one elected thread; a box of 64 columns × 1 head ×
+//    rows a 128-byte swizzled column block, the layout wgmma.cuh describes). Paged K/V by the row
+//    gather of all 128 producer threads (WsRowGather: 8 threads a key row, the rows' pool offsets
+//    staged in shared memory a tile ahead, zero-filled past the keys and on page ids outside the
+//    pool: a page's free slots may hold anything, NaN too), each thread arriving on the stage's
+//    barrier when its cp.async copies land; the page ids of tile t + 2 are read while tile t's
+//    copies are issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V.
+//    The WsKv::kPageBoxes instances (16-bit pages of 128 tokens or more, 128-key tiles): whole
+//    tiles by TMA page boxes, the row gather for a sequence's last partial tile.
 //  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
 //    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
 //    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
@@ -79,7 +80,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // e4m3 codes by e5m2's byte placement (the same shared-memory traffic, no F2FP); 0 (always
   // outside a bench): none.
   int fp8_diag = 0;
-  // The dynamic scheduler's two counters (packed K/V on a persistent grid; null: the static walk):
+  // The dynamic scheduler's two counters (packed or paged K/V on a persistent grid; null: the static walk):
   // [0] items claimed past the grid's first, [1] CTAs done; the last CTA done zeroes both.
   unsigned* sched = nullptr;
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.

@@ -156,9 +156,12 @@ _FP8_NAMES = {"fp8_e4m3": _capi.FS_FP8_E4M3, "fp8_e5m2": _capi.FS_FP8_E5M2}
 
 
 def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep):
-    """The pages' fs_dtype and their scales' arrays: the call's dtype (the caches share q's), or FP8
-    (torch float8 caches, or uint8 codes with kv_dtype "fp8_e4m3"/"fp8_e5m2") with k_scales and
-    v_scales float32 [num_kv_heads] on the host. keep collects arrays that must outlive the call."""
+    """The pages' fs_dtype and their scales' pointers: the call's dtype (the caches share q's), or
+    FP8 (torch float8 caches, or uint8 codes with kv_dtype "fp8_e4m3"/"fp8_e5m2") with k_scales and
+    v_scales float32 [num_kv_heads] (arrays, tensors or lists; each finite and > 0), which the
+    kernels read where they run: on the host for CPU caches (the library checks them), a device
+    copy for CUDA ones (checked here first: the library does not read device scales on the host).
+    keep collects arrays that must outlive the call."""
     if kc.dtype != vc.dtype:
         raise TypeError(f"k_cache {kc.dtype_name} and v_cache {vc.dtype_name} differ")
     code = kc.dtype
@@ -180,8 +183,15 @@ def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep):
         a = _host(s, np.float32)
         if a.shape != (num_kv_heads,):
             raise ValueError(f"{name}: expected float32 [{num_kv_heads}], got shape {list(a.shape)}")
+        if kc.device == _capi.FS_DEVICE_CUDA:
+            if not (np.isfinite(a).all() and (a > 0).all()):  # the library's check, made here (as its error)
+                raise FlashserveError(f"{name}: every scale must be finite and > 0, got {a.tolist()}")
+            import torch
+            a = torch.from_numpy(a).to(f"cuda:{kc.device_index}")  # on the current stream, before the call
+            ptrs.append(a.data_ptr())
+        else:
+            ptrs.append(a.ctypes.data)
         keep.append(a)
-        ptrs.append(a.ctypes.data)
     return code, ptrs[0], ptrs[1]
 
 

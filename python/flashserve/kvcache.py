@@ -12,7 +12,7 @@
 
 On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch; FP8 caches,
 dtype "fp8_e4m3" / "fp8_e5m2", are uint8 arrays of the codes); on CUDA they are torch tensors over
-the storage's memory (through __cuda_array_interface__). An FP8 cache keeps a scale per (layer,
+the storage's memory (through __cuda_array_interface__; FP8: torch.float8_e4m3fn / float8_e5m2). An FP8 cache keeps a scale per (layer,
 kv head) for K and for V (1.0 until set_scales), quantizes float32 / float16 / bfloat16 K/V on
 append (round to nearest even, saturating; NaN stays NaN), and page_args(layer) gives decode and
 paged_prefill what they need to read it:
@@ -205,7 +205,7 @@ class KVCache:
 
     def _wrap(self, ptr):
         shape, n = self._pool_shape(), int(np.prod(self._pool_shape()))
-        if self.device == "cpu":  # FP8 caches (the codes, uint8) exist only here: CUDA refuses them
+        if self.device == "cpu":  # FP8 caches: uint8 arrays of the codes (numpy has no FP8 type)
             # The views keep this cache (and so the memory) alive through their buffer.
             ctype = {"float32": ctypes.c_float, "fp8_e4m3": ctypes.c_uint8, "fp8_e5m2": ctypes.c_uint8}.get(
                 self.dtype, ctypes.c_uint16)
@@ -217,9 +217,14 @@ class KVCache:
             import torch
             return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
         import torch
-        typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2"}[self.dtype]
+        typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2", "fp8_e4m3": "|u1", "fp8_e5m2": "|u1"}[self.dtype]
         t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self._storage), device=f"cuda:{self._index}")
-        return t.view(torch.bfloat16) if self.dtype == "bfloat16" else t
+        # FP8 caches: torch's float8 tensors over the codes (decode and paged_prefill take them).
+        view = {"bfloat16": torch.bfloat16, "fp8_e4m3": getattr(torch, "float8_e4m3fn", None),
+                "fp8_e5m2": getattr(torch, "float8_e5m2", None)}.get(self.dtype, t.dtype)
+        if view is None:
+            raise TypeError(f"a CUDA {self.dtype} cache's views need torch's float8 types (torch >= 2.1)")
+        return t.view(view)
 
     def layer(self, layer):
         """(k_cache, v_cache) of one layer: [num_blocks, num_kv_heads, block_size, head_dim] views of
@@ -250,6 +255,10 @@ class KVCache:
         pages = _capi.Pages()
         _check(_lib().fs_kv_storage_pages(self._h, int(layer), ctypes.byref(pages)), "scales")
         hk = self.shape.num_kv_heads
+        if self.device != "cpu":  # the pages' scales are the storage's device copy there
+            import torch
+            return tuple(torch.as_tensor(_CudaArray(p, (hk,), "<f4", self._storage), device=f"cuda:{self._index}")
+                         .cpu().numpy().copy() for p in (pages.k_scales, pages.v_scales))
         return tuple(np.ctypeslib.as_array((ctypes.c_float * hk).from_address(p)).copy()
                      for p in (pages.k_scales, pages.v_scales))
 
