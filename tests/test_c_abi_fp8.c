@@ -4,7 +4,8 @@
  * fp32 call. Checked: (a) FP8 decode against a float64 softmax over the dequantized pages (read
  * back byte by byte and decoded here from the formats' fields): the kernel's own error; (b) FP8
  * decode against the bf16 pool's decode: what quantization costs; (c) bad input: scales <= 0 /
- * NaN, FP8 pages without scales, FP8 as the call's dtype, an unknown source dtype, FP8 on CUDA.
+ * NaN, FP8 pages without scales, FP8 as the call's dtype, an unknown source dtype; and an FP8
+ * storage on CUDA: made where a device is, else refused with a message.
  * Prints "N passed, N failed". */
 #include <math.h>
 #include <stdio.h>
