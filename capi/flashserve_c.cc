@@ -177,6 +177,33 @@ int fs_prefill_run(const fs_prefill_args* a, void* stream) {
   });
 }
 
+int fs_prefill_check_lengths(const fs_prefill_args* a) {
+  return guarded("fs_prefill_check_lengths", [&] {
+    if (a == nullptr) return flashserve::invalid_argument("fs_prefill_check_lengths: args is null");
+    const bool copies = a->cu_seqlens_q != nullptr && (a->paged ? a->pages.block_table != nullptr &&
+                                                                      a->pages.seq_lens != nullptr
+                                                                : a->cu_seqlens_k != nullptr);
+    if (a->batch > 0 && !copies)
+      return flashserve::invalid_argument(
+          "fs_prefill_check_lengths: a host copy (cu_seqlens, block table, seq_lens) is null");
+    return flashserve::validate_prefill_lengths_host(to_prefill_params(*a));
+  });
+}
+
+int fs_decode_check_lengths(const fs_decode_args* a) {
+  return guarded("fs_decode_check_lengths", [&] {
+    if (a == nullptr) return flashserve::invalid_argument("fs_decode_check_lengths: args is null");
+    if (a->batch > 0 && (a->pages.block_table == nullptr || a->pages.seq_lens == nullptr))
+      return flashserve::invalid_argument("fs_decode_check_lengths: a host copy (block table, seq_lens) is null");
+    flashserve::DecodeParams p;
+    copy_common(*a, p);
+    p.q_len = a->q_len;
+    p.num_splits = a->num_splits;
+    p.pages_per_split = a->pages_per_split;
+    return flashserve::validate_decode_lengths_host(p);
+  });
+}
+
 int fs_prefill_ws_key_tile(const fs_prefill_args* a, int32_t* key_tile) {
   return guarded("fs_prefill_ws_key_tile", [&] {
     if (a == nullptr || key_tile == nullptr)

@@ -177,6 +177,18 @@ typedef struct fs_prefill_args {
 
 FS_API int fs_prefill_run(const fs_prefill_args* args, void* stream);
 
+/* A CUDA call's lengths and block tables live on the device, and fs_prefill_run / fs_decode_run
+ * read none of them on the host there: the kernels never read outside the pools (lengths clamped
+ * to the tables, bad block ids skipped), but a prefill's rows follow cu_seqlens_q, and rows past
+ * the output are written where it is wrong. A caller that holds host copies checks them with
+ * these, the CPU calls' own checks: args as for the run, with cu_seqlens_q, cu_seqlens_k (packed)
+ * or pages.block_table and pages.seq_lens (paged; decode: the latter two) pointing at the host
+ * copies (the device and the tensors' pointers are not read). FS_INVALID_ARGUMENT or
+ * FS_OUT_OF_RANGE with a message, as the CPU call would return. The Python binding checks every
+ * CUDA call so. */
+FS_API int fs_prefill_check_lengths(const fs_prefill_args* args);
+FS_API int fs_decode_check_lengths(const fs_decode_args* args);
+
 /* The key tile (keys a K/V tile) the CUDA warp-specialized kernel (Hopper) takes for args: 176 or
  * 128 at head_dim 128, 128 at 64, 80 at 256, 0 at other head dims; reads the shapes, the mask and
  * the pages' dtype, no tensor (a benchmark's question). FS_UNSUPPORTED in a CPU-only build. */

@@ -137,6 +137,63 @@ int main(void) {
     CHECK(fs_prefill_ws_key_tile(NULL, &tile) == FS_INVALID_ARGUMENT, "null args");
     CHECK(fs_prefill_ws_key_tile(&p, NULL) == FS_INVALID_ARGUMENT, "null out");
   }
+  {
+    /* The host checks of a CUDA call's lengths (fs_*_check_lengths): the CPU call's own, on host
+     * copies; the device field is not read. */
+    fs_prefill_args p;
+    memset(&p, 0, sizeof p);
+    p.device = FS_DEVICE_CUDA;
+    p.batch = 2;
+    p.total_q = 5;
+    p.total_k = 9;
+    int32_t cu_q[3] = {0, 3, 5}, cu_k[3] = {0, 4, 9};
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    CHECK(fs_prefill_check_lengths(&p) == FS_OK, "good cu_seqlens");
+    cu_q[1] = 6;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT && strstr(fs_last_error(), "decreases"),
+          "cu_seqlens_q decreasing");
+    cu_q[1] = 3;
+    cu_q[2] = 7;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT && strstr(fs_last_error(), "rows"),
+          "cu_seqlens_q past total_q (the rows the kernel would write)");
+    cu_q[2] = 5;
+    cu_k[0] = 1;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT, "cu_seqlens_k[0] != 0");
+    p.cu_seqlens_k = NULL;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT, "no host copy of cu_seqlens_k");
+    /* Paged: 2 sequences of 4 and 2 keys in blocks of 2 (3 blocks), the queries their last 3 / 2. */
+    const int32_t ptable[2][2] = {{0, 2}, {1, -1}};
+    int32_t plens[2] = {4, 2};
+    p.paged = 1;
+    p.pages.num_blocks = NB;
+    p.pages.block_size = BS;
+    p.pages.block_table = &ptable[0][0];
+    p.pages.block_table_stride = 2;
+    p.pages.seq_lens = plens;
+    CHECK(fs_prefill_check_lengths(&p) == FS_OK, "good pages");
+    plens[1] = 1;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT && strstr(fs_last_error(), "queries"),
+          "seq_lens shorter than the queries");
+    plens[1] = 3;
+    CHECK(fs_prefill_check_lengths(&p) == FS_OUT_OF_RANGE, "a block id -1 in use");
+    plens[1] = 2;
+    plens[0] = 5;
+    CHECK(fs_prefill_check_lengths(&p) == FS_OUT_OF_RANGE, "seq_lens past the block table");
+    fs_decode_args d = a;
+    d.device = FS_DEVICE_CUDA;
+    CHECK(fs_decode_check_lengths(&d) == FS_OK, "decode: good lengths");
+    const int32_t long_len = 5, bad_table[2] = {2, 3};
+    d.pages.seq_lens = &long_len;
+    CHECK(fs_decode_check_lengths(&d) == FS_OUT_OF_RANGE, "decode: seq_lens past the block table");
+    d.pages.seq_lens = &seq_len;
+    d.pages.block_table = bad_table;
+    CHECK(fs_decode_check_lengths(&d) == FS_OUT_OF_RANGE, "decode: a block id past the pool");
+    d.pages.block_table = NULL;
+    CHECK(fs_decode_check_lengths(&d) == FS_INVALID_ARGUMENT, "decode: no host copy of the table");
+    CHECK(fs_prefill_check_lengths(NULL) == FS_INVALID_ARGUMENT, "null prefill args");
+    CHECK(fs_decode_check_lengths(NULL) == FS_INVALID_ARGUMENT, "null decode args");
+  }
 
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -62,7 +62,8 @@ class _T:
             self.device = _capi.FS_DEVICE_CUDA if x.is_cuda else _capi.FS_DEVICE_CPU
             self.device_index = x.device.index if x.is_cuda else -1
             types = {torch.float32: _capi.FS_FLOAT32, torch.float16: _capi.FS_FLOAT16,
-                     torch.bfloat16: _capi.FS_BFLOAT16, torch.int32: "int32"}
+                     torch.bfloat16: _capi.FS_BFLOAT16, torch.int32: "int32",
+                     torch.uint8: "uint8"}  # uint8: FP8 codes, with kv_dtype= naming the format
             for name, code in (("float8_e4m3fn", _capi.FS_FP8_E4M3), ("float8_e5m2", _capi.FS_FP8_E5M2)):
                 if hasattr(torch, name):  # torch >= 2.1
                     types[getattr(torch, name)] = code
@@ -97,11 +98,13 @@ class _T:
 
 
 def _same_device(*ts):
+    """The arrays' one device: (fs_device, CUDA device index or -1)."""
     devs = {(t.device, t.device_index) for t in ts if t is not None}
     if len(devs) > 1:
-        names = ", ".join(f"{t.name} on {'cuda' if t.device else 'cpu'}" for t in ts if t is not None)
+        names = ", ".join(f"{t.name} on {f'cuda:{t.device_index}' if t.device else 'cpu'}"
+                          for t in ts if t is not None)
         raise ValueError(f"all arrays must be on one device: {names}")
-    return next(iter(devs))[0]
+    return next(iter(devs))
 
 
 def _same_dtype(*ts):
@@ -109,11 +112,22 @@ def _same_dtype(*ts):
         raise TypeError("q, k, v and the output must share a dtype: " + ", ".join(f"{t.name} {t.dtype_name}" for t in ts))
 
 
-def _stream(device):
-    if device != _capi.FS_DEVICE_CUDA:
+def _on_device(dev):
+    """A context in which the library's calls run on dev's device (CUDA: that device current, so
+    that the library launches there and plans for its SMs); nothing for the CPU."""
+    if dev[0] != _capi.FS_DEVICE_CUDA:
+        import contextlib
+        return contextlib.nullcontext()
+    import torch
+    return torch.cuda.device(dev[1])
+
+
+def _stream(dev):
+    """dev's current torch stream (None on the CPU), where the call runs."""
+    if dev[0] != _capi.FS_DEVICE_CUDA:
         return None
     import torch
-    return torch.cuda.current_stream().cuda_stream
+    return torch.cuda.current_stream(dev[1]).cuda_stream
 
 
 def _empty_like(x, shape, dtype=None):
@@ -137,17 +151,19 @@ def _host(x, dtype):
     return np.ascontiguousarray(x, dtype=dtype)
 
 
-def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, device, num_heads):
+def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, dev, num_heads):
     args.mask.softmax_scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
     args.mask.causal = int(bool(causal))
     args.mask.window_left, args.mask.window_right = (int(window[0]), int(window[1]))
     args.mask.softcap = float(softcap)
     if alibi_slopes is not None:
-        s = _T(alibi_slopes, "alibi_slopes")
+        s = _T(alibi_slopes, "alibi_slopes").need(1)
         if s.dtype != _capi.FS_FLOAT32 or s.shape != (num_heads,):
             raise ValueError(f"alibi_slopes: expected float32 [{num_heads}], got {s.dtype_name} {list(s.shape)}")
-        if s.device != device:
+        if (s.device, s.device_index) != tuple(dev):
             raise ValueError("alibi_slopes must be on the same device as q")
+        if s.device == _capi.FS_DEVICE_CUDA and not np.isfinite(_host(alibi_slopes, np.float32)).all():
+            raise FlashserveError("alibi_slopes: every slope must be finite")  # (the CPU call's check)
         args.mask.alibi_slopes = s.ptr
     return args
 
@@ -239,15 +255,17 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         _same_dtype(tq, tk, tv, to)
     lse = _float32_like(q, (total_q, heads))
     tl = _T(lse, "lse")
-    device = _same_device(tq, tk, tv, to, cq, ck, tl)
+    dev = _same_device(tq, tk, tv, to, cq, ck, tl)
     a = _capi.PrefillArgs()
-    a.device, a.dtype, a.batch = device, tq.dtype, batch
+    a.device, a.dtype, a.batch = dev[0], tq.dtype, batch
     a.num_heads, a.num_kv_heads, a.head_dim = heads, kv_heads, d
     a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[0], tq.strides[1]
     a.cu_seqlens_q, a.total_q = cq.ptr, total_q
+    cuda = dev[0] == _capi.FS_DEVICE_CUDA
+    # Host copies: the CUDA call's lengths, checked here (fs_prefill_check_lengths), and the hints.
+    cq_host = _host(cu_seqlens_q, np.int32) if cuda or max_seqlen_q is None else None
     if max_seqlen_q is None:
-        c = _host(cu_seqlens_q, np.int32)
-        max_seqlen_q = int((c[1:] - c[:-1]).max()) if batch > 0 else 0
+        max_seqlen_q = int((cq_host[1:] - cq_host[:-1]).max()) if batch > 0 else 0
     a.max_seqlen_q = int(max_seqlen_q)
     if paged:
         ts = _T(seq_lens, "seq_lens").need(1, "int32")
@@ -258,7 +276,8 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         _pages(a.pages, tk, tv, ck, ts, page_dtype)
         # The keys of all sequences: only a hint (the CUDA kernel's key tile), read from seq_lens
         # like max_seqlen_q from cu_seqlens_q when not given.
-        a.total_k = int(_host(seq_lens, np.int64).sum()) if total_k is None else int(total_k)
+        lens_host = _host(seq_lens, np.int32) if cuda or total_k is None else None
+        a.total_k = int(lens_host.astype(np.int64).sum()) if total_k is None else int(total_k)
     else:
         if ck.shape[0] != batch + 1:
             raise ValueError(f"cu_seqlens_k: expected {batch + 1} entries, got {ck.shape[0]}")
@@ -266,10 +285,23 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         a.k_row_stride, a.k_head_stride = tk.strides[0], tk.strides[1]
         a.v_row_stride, a.v_head_stride = tv.strides[0], tv.strides[1]
         a.cu_seqlens_k, a.total_k = ck.ptr, tk.shape[0]
-    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, device, heads)
+    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, dev, heads)
     a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[0], to.strides[1]
     a.lse = tl.ptr
-    _check(_library().fs_prefill_run(_capi.ctypes.byref(a), _stream(device)), "varlen_prefill")
+    lib = _library()
+    if cuda and hasattr(lib, "fs_prefill_check_lengths"):
+        h = _capi.PrefillArgs.from_buffer_copy(a)
+        h.cu_seqlens_q = cq_host.ctypes.data
+        if paged:
+            table = _host(cu_seqlens_k, np.int32)
+            h.pages.block_table, h.pages.block_table_stride = table.ctypes.data, table.shape[1]
+            h.pages.seq_lens = lens_host.ctypes.data
+        else:
+            ck_host = _host(cu_seqlens_k, np.int32)
+            h.cu_seqlens_k = ck_host.ctypes.data
+        _check(lib.fs_prefill_check_lengths(_capi.ctypes.byref(h)), "varlen_prefill")
+    with _on_device(dev):
+        _check(lib.fs_prefill_run(_capi.ctypes.byref(a), _stream(dev)), "varlen_prefill")
     return (o, lse) if return_lse else o
 
 
@@ -325,30 +357,38 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
     _same_dtype(tq, to)
     lse = _float32_like(q, (batch, q_len, heads))
     tl = _T(lse, "lse")
-    device = _same_device(tq, tk, tv, tb, ts, to, tl)
+    dev = _same_device(tq, tk, tv, tb, ts, to, tl)
     a = _capi.DecodeArgs()
-    a.device, a.dtype, a.batch, a.q_len = device, tq.dtype, batch, q_len
+    a.device, a.dtype, a.batch, a.q_len = dev[0], tq.dtype, batch, q_len
     a.num_heads, a.num_kv_heads, a.head_dim = heads, tk.shape[1], d
     a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[1], tq.strides[2]
     _pages(a.pages, tk, tv, tb, ts, page_dtype)
-    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, device, heads)
+    _mask(a, d, causal, softmax_scale, window, alibi_slopes, softcap, dev, heads)
     a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[1], to.strides[2]
     a.lse = tl.ptr
     workspace = None
-    if device == _capi.FS_DEVICE_CUDA:  # plan on the host, workspace from torch
-        import torch
-        lens = _host(seq_lens, np.int32)
-        # num_workers None: 0, the current device's kernel shape for these pages
-        # (fs_decode_plan_create_for_pages: FP8 pages take their own instance's).
-        plan = _capi.DecodePlan()
-        _check(_library().fs_decode_plan_create_for_pages(batch, lens.ctypes.data, q_len, heads, tk.shape[1], d,
-                                                          tk.shape[2], int(num_workers or 0), 0, 64, 0, 0,
-                                                          page_dtype[0], _capi.ctypes.byref(plan)),
-               "decode")
-        workspace = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device=q.device)
-        a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
-        a.workspace, a.workspace_bytes = workspace.data_ptr(), plan.workspace_bytes
-    _check(_library().fs_decode_run(_capi.ctypes.byref(a), _stream(device)), "decode")
+    lib = _library()
+    with _on_device(dev):
+        if dev[0] == _capi.FS_DEVICE_CUDA:  # plan on the host, workspace from torch
+            import torch
+            lens = _host(seq_lens, np.int32)
+            # num_workers None: 0, the device's kernel shape for these pages
+            # (fs_decode_plan_create_for_pages: FP8 pages take their own instance's).
+            plan = _capi.DecodePlan()
+            _check(lib.fs_decode_plan_create_for_pages(batch, lens.ctypes.data, q_len, heads, tk.shape[1], d,
+                                                       tk.shape[2], int(num_workers or 0), 0, 64, 0, 0,
+                                                       page_dtype[0], _capi.ctypes.byref(plan)),
+                   "decode")
+            a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
+            if hasattr(lib, "fs_decode_check_lengths"):  # the lengths and the table, on host copies
+                h = _capi.DecodeArgs.from_buffer_copy(a)
+                table = _host(block_table, np.int32)
+                h.pages.block_table, h.pages.block_table_stride = table.ctypes.data, table.shape[1]
+                h.pages.seq_lens = lens.ctypes.data
+                _check(lib.fs_decode_check_lengths(_capi.ctypes.byref(h)), "decode")
+            workspace = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device=q.device)
+            a.workspace, a.workspace_bytes = workspace.data_ptr(), plan.workspace_bytes
+        _check(lib.fs_decode_run(_capi.ctypes.byref(a), _stream(dev)), "decode")
     del workspace
     return (o, lse) if return_lse else o
 
@@ -363,7 +403,7 @@ def merge_states(o_a, lse_a, o_b, lse_b):
     if la.dtype != _capi.FS_FLOAT32 or lb.dtype != _capi.FS_FLOAT32:
         raise TypeError("lse_a, lse_b: expected float32")
     _same_dtype(ta, tb)
-    device = _same_device(ta, tb, la, lb)
+    dev = _same_device(ta, tb, la, lb)
     d = ta.shape[-1]
     rows = int(np.prod(ta.shape[:-1]))
     if _is_torch(o_a):
@@ -376,13 +416,14 @@ def merge_states(o_a, lse_a, o_b, lse_b):
     o = _empty_like(o_a, ta.shape)
     lse = _float32_like(o_a, la.shape)
     a = _capi.MergeArgs()
-    a.device, a.num_states, a.num_rows, a.head_dim = device, 2, rows, d
+    a.device, a.num_states, a.num_rows, a.head_dim = dev[0], 2, rows, d
     a.in_dtype = a.out_dtype = ta.dtype
     a.o_in, a.o_in_state_stride, a.o_in_row_stride = _T(o_in, "o").ptr, rows * d, d
     a.lse_in, a.lse_in_state_stride, a.lse_in_row_stride = _T(lse_in, "lse").ptr, rows, 1
     a.o_out, a.o_out_row_stride = _T(o, "o").ptr, d
     a.lse_out, a.lse_out_row_stride = _T(lse, "lse").ptr, 1
-    _check(_library().fs_merge_states(_capi.ctypes.byref(a), _stream(device)), "merge_states")
+    with _on_device(dev):
+        _check(_library().fs_merge_states(_capi.ctypes.byref(a), _stream(dev)), "merge_states")
     return o, lse
 
 

@@ -100,6 +100,9 @@ def load(path=None):
         ctypes.POINTER(DecodePlan)]
     lib.fs_decode_run.argtypes = [ctypes.POINTER(DecodeArgs), ctypes.c_void_p]
     lib.fs_prefill_run.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.c_void_p]
+    for name, args in (("fs_prefill_check_lengths", PrefillArgs), ("fs_decode_check_lengths", DecodeArgs)):
+        if hasattr(lib, name):  # (a benchmark may load a build from before them)
+            getattr(lib, name).argtypes = [ctypes.POINTER(args)]
     if hasattr(lib, "fs_prefill_ws_key_tile"):  # (a benchmark may load a build from before it)
         lib.fs_prefill_ws_key_tile.argtypes = [ctypes.POINTER(PrefillArgs), ctypes.POINTER(ctypes.c_int32)]
     lib.fs_cuda_sm_count.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32)]

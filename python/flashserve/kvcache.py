@@ -12,10 +12,11 @@
 
 On the CPU the pools are numpy arrays (float32, float16; bfloat16 needs torch; FP8 caches,
 dtype "fp8_e4m3" / "fp8_e5m2", are uint8 arrays of the codes); on CUDA they are torch tensors over
-the storage's memory (through __cuda_array_interface__; FP8: torch.float8_e4m3fn / float8_e5m2). An FP8 cache keeps a scale per (layer,
-kv head) for K and for V (1.0 until set_scales), quantizes float32 / float16 / bfloat16 K/V on
-append (round to nearest even, saturating; NaN stays NaN), and page_args(layer) gives decode and
-paged_prefill what they need to read it:
+the storage's memory (through __cuda_array_interface__; FP8 caches: torch.float8_e4m3fn /
+float8_e5m2). An FP8 cache keeps a scale per (layer, kv head) for K and for V (1.0 until
+set_scales), quantizes float32 / float16 / bfloat16 K/V on append (round to nearest even,
+saturating; NaN stays NaN), and page_args(layer) gives decode and paged_prefill what they need to
+read it:
 
     kv = flashserve.KVCache(32, 1024, 8, 128, dtype="fp8_e4m3")
     kv.set_scales(0, k_amax / 448, v_amax / 448)     # float32 [num_kv_heads], before appending
@@ -217,7 +218,8 @@ class KVCache:
             import torch
             return torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16).reshape(shape)
         import torch
-        typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2", "fp8_e4m3": "|u1", "fp8_e5m2": "|u1"}[self.dtype]
+        typestr = {"float32": "<f4", "float16": "<f2", "bfloat16": "<i2", "fp8_e4m3": "|u1",
+                   "fp8_e5m2": "|u1"}[self.dtype]
         t = torch.as_tensor(_CudaArray(ptr, shape, typestr, self._storage), device=f"cuda:{self._index}")
         # FP8 caches: torch's float8 tensors over the codes (decode and paged_prefill take them).
         view = {"bfloat16": torch.bfloat16, "fp8_e4m3": getattr(torch, "float8_e4m3fn", None),
