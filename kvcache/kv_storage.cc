@@ -41,6 +41,7 @@ KVStorage& KVStorage::operator=(KVStorage&& o) noexcept {
     device_scales_ = std::exchange(o.device_scales_, nullptr);
     device_pairs_ = std::exchange(o.device_pairs_, nullptr);
     device_pairs_cap_ = std::exchange(o.device_pairs_cap_, 0);
+    device_pairs_read_ = std::exchange(o.device_pairs_read_, nullptr);
   }
   return *this;
 }
@@ -51,6 +52,7 @@ void KVStorage::release() {
     cuda::free_device(data_);
     cuda::free_device(device_pairs_);
     cuda::free_device(device_scales_);
+    cuda::destroy_event(device_pairs_read_);
 #endif
   } else {
     std::free(data_);
@@ -60,6 +62,7 @@ void KVStorage::release() {
   scales_.clear();
   device_pairs_ = nullptr;
   device_pairs_cap_ = 0;
+  device_pairs_read_ = nullptr;
 }
 
 Status KVStorage::create(Device device, const KVStorageShape& shape, KVStorage* out) {
@@ -277,7 +280,7 @@ Status KVStorage::copy_blocks(const BlockCopy* pairs, int32_t n, void* stream) {
       device_pairs_ = static_cast<int64_t*>(p);
       device_pairs_cap_ = n;
     }
-    return cuda::copy_blocks(*this, pairs, n, device_pairs_, stream);
+    return cuda::copy_blocks(*this, pairs, n, device_pairs_, &device_pairs_read_, stream);
 #else
     return unsupported("KVStorage: built without CUDA");
 #endif

@@ -104,6 +104,7 @@ class KVStorage {
   float* device_scales_ = nullptr;  // CUDA FP8: the device copy of scales_
   int64_t* device_pairs_ = nullptr;  // CUDA: staging for copy_blocks' pairs
   int32_t device_pairs_cap_ = 0;
+  void* device_pairs_read_ = nullptr;  // CUDA: the event after the last copy_blocks kernel (cuda::copy_blocks)
 };
 
 }  // namespace flashserve

@@ -73,6 +73,44 @@ TEST(KVStorageCuda, AppendAndCopyBlocksMatchCpu) {
   }
 }
 
+// copy_blocks on two streams back to back: the pairs' staging is the storage's one device buffer,
+// so the second call must not overwrite it before the first call's kernel has read it (it waits
+// for that kernel's event). The first call's kernel is long (every layer of 400 pairs), the
+// second's pairs differ and copy to other blocks; the result must be the CPU's, pair for pair.
+TEST(KVStorageCuda, CopyBlocksOnTwoStreams) {
+  FS_SKIP_WITHOUT_CUDA();
+  KVStorageShape sh = shape(DType::kBFloat16, 16);
+  sh.num_layers = 8;
+  sh.num_blocks = 1024;
+  KVStorage cpu, gpu;
+  ASSERT_TRUE(KVStorage::create(Device::kCPU, sh, &cpu).ok());
+  ASSERT_TRUE(KVStorage::create(Device::kCUDA, sh, &gpu).ok());
+  std::vector<uint16_t> pool(static_cast<size_t>(sh.bytes() / 2));  // any bits: the copies are compared bytewise
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (auto& e : pool) e = static_cast<uint16_t>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 48);
+  std::memcpy(cpu.k_pages(0), pool.data(), static_cast<size_t>(sh.bytes()));
+  FS_ASSERT_CUDA(cudaMemcpy(gpu.k_pages(0), pool.data(), static_cast<size_t>(sh.bytes()), cudaMemcpyHostToDevice));
+  std::vector<BlockCopy> first, second;
+  for (int i = 0; i < 400; ++i) first.push_back({i, 512 + i});
+  for (int i = 0; i < 64; ++i) second.push_back({400 + i, 960 + i});
+  cudaStream_t a = nullptr, b = nullptr;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  for (int round = 0; round < 4; ++round) {  // (the first round makes the event)
+    ASSERT_TRUE(cpu.copy_blocks(first.data(), 400).ok());
+    ASSERT_TRUE(cpu.copy_blocks(second.data(), 64).ok());
+    ASSERT_TRUE(gpu.copy_blocks(first.data(), 400, a).ok());
+    ASSERT_TRUE(gpu.copy_blocks(second.data(), 64, b).ok());
+    for (auto& p : first) p.src = (p.src + 1) % 400;  // other sources the next round
+  }
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<char> host(static_cast<size_t>(sh.bytes()));
+  FS_ASSERT_CUDA(cudaMemcpy(host.data(), gpu.k_pages(0), host.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(std::memcmp(host.data(), cpu.k_pages(0), host.size()), 0);
+  FS_ASSERT_CUDA(cudaStreamDestroy(a));
+  FS_ASSERT_CUDA(cudaStreamDestroy(b));
+}
+
 TEST(KVStorageCuda, BadSlotsNeverWriteOutsideThePool) {
   FS_SKIP_WITHOUT_CUDA();
   const KVStorageShape sh = shape(DType::kBFloat16, 16);

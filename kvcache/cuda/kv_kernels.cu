@@ -183,7 +183,8 @@ Status copy_to_device(void* dst, const void* src, int64_t bytes) {
   return cuda_status(cudaStreamSynchronize(cudaStreamLegacy), "cudaMemcpy");
 }
 
-Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void* stream) {
+Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_t* staging, void** staging_read,
+                   void* stream) {
   static_assert(sizeof(BlockCopy) == 8, "BlockCopy is two int32");
   const KVStorageShape& sh = s.shape();
   const int64_t elem = dtype_size(sh.dtype);
@@ -191,12 +192,23 @@ Status copy_blocks(const KVStorage& s, const BlockCopy* pairs, int32_t n, int64_
   const int64_t block_bytes = pv.block_stride * elem;  // a block's K and V
   if (block_bytes % 16) return invalid_argument("KVStorage::copy_blocks: on CUDA, blocks must be whole 16-byte chunks");
   auto st = static_cast<cudaStream_t>(stream);
+  auto* read = reinterpret_cast<cudaEvent_t*>(staging_read);
+  if (*read == nullptr) {
+    FS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(read, cudaEventDisableTiming));
+  } else {
+    FS_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(st, *read, 0));  // the last call's kernel, on any stream
+  }
   FS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging, pairs, static_cast<size_t>(n) * 8, cudaMemcpyHostToDevice, st));
   copy_blocks_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(sh.num_layers)), kThreads, 0, st>>>(
       static_cast<char*>(s.k_pages(0)), reinterpret_cast<const int2*>(staging), sh.pool_elems() * elem, pv,
       static_cast<int32_t>(elem));
   FS_CUDA_CHECK_LAUNCH("copy_blocks kernel");
+  FS_CUDA_RETURN_IF_ERROR(cudaEventRecord(*read, st));
   return Status::Ok();
+}
+
+void destroy_event(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 
 }  // namespace flashserve::cuda

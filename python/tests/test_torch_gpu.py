@@ -54,6 +54,16 @@ for dtype in (torch.bfloat16, torch.float16):
             qo += ql
             ko += kl
         check(f"varlen_prefill {dtype} d{d}", worst < 2e-2, f"max err {worst}")
+        # Bad lengths on CUDA: checked on host copies (fs_prefill_check_lengths), nothing written.
+        o_before = o.clone()
+        for name, bad_q in (("cu_seqlens_q past total_q", [0, 77, 78, 300]),
+                            ("cu_seqlens_q decreasing", [0, 77, 70, 208])):
+            try:
+                flashserve.varlen_prefill(q, k, v, torch.tensor(bad_q, dtype=torch.int32, device="cuda"), cu_k,
+                                          causal=True, out=o)
+                check(f"varlen_prefill refuses {name}", False)
+            except flashserve.FlashserveError:
+                check(f"varlen_prefill refuses {name}", torch.equal(o, o_before), "out was written")
 
         # Decode: 4 sequences, pages of 16, scattered block ids.
         B, L, bs = 4, 1000, 16
@@ -74,6 +84,12 @@ for dtype in (torch.bfloat16, torch.float16):
             ref = F.scaled_dot_product_attention(qd[b].transpose(0, 1)[None].float(), kk, vv, enable_gqa=True)
             worst = max(worst, (od[b, 0].float() - ref[0, :, 0]).abs().max().item())
         check(f"decode {dtype} d{d}", worst < 2e-2, f"max err {worst}")
+        try:  # a length past its block table: refused on the host copies (fs_decode_check_lengths)
+            flashserve.decode(qd, kc, vc, table, torch.tensor([L, 513, 17, table.shape[1] * bs + 1],
+                                                              dtype=torch.int32, device="cuda"))
+            check("decode refuses seq_lens past the block table", False)
+        except flashserve.FlashserveError:
+            check("decode refuses seq_lens past the block table", True)
 
 # The paged cache on the GPU: BlockManager slots, KVCache.append of CUDA tensors, decode through
 # KVCache.layer's views, against SDPA over the appended data.
