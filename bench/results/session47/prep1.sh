@@ -19,8 +19,10 @@ cp build-var/ef/libflashserve_c.so build-s47/ef/
 cp build-var/ia/libflashserve_c.so build-s47/ia/
 cp build-var/efia/libflashserve_c.so build-var/efia/tests/test_prefill_cuda build-s47/efia/
 cp build-trace/libflashserve_c.so build-s47/trace/
-cmake --build build-gpu --target bulk_rate > /dev/null  # (session 49: session48/call1.sh runs it)
+cmake --build build-gpu --target bulk_rate flashserve_c test_kv_storage_cuda > /dev/null  # (session 49:
+# session48/call1.sh runs bulk_rate, and the tree's library and test_kv_storage_cuda from tree/)
 cp build-gpu/tools/bulk_rate build-s47/
+mkdir -p build-s47/tree && cp build-gpu/libflashserve_c.so build-gpu/tests/test_kv_storage_cuda build-s47/tree/
 strip --strip-unneeded build-s47/*.so build-s47/test_prefill_cuda build-s47/bulk_rate build-s47/*/*
 du -sh build-s47
 # The carry: build-s47x/b.tar.xz (~5 MB; the tree's tracked files count toward a call's 64 MiB too):

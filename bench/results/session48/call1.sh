@@ -15,7 +15,8 @@
 # 4b. bulk_rate (session 49): K/V boxes multicast to a cluster of two against one CTA's own, and
 #    one CTA's byte rate on fewer SMs (is ~31 bytes a cycle an SM the SM's limit or the L2's);
 # 5. ab's paged and packed 4x4k rows interleaved pass by pass, bench_prefill's paged column beside;
-# 5b. (session 49) python/tests/test_torch_gpu.py, its FP8 KVCache on CUDA new;
+# 5b. (session 49) the tree's build: python/tests/test_torch_gpu.py (FP8 KVCache on CUDA, the
+#    host checks of CUDA calls' lengths) and test_kv_storage_cuda (copy_blocks on two streams);
 # 6. the work order's L2 budget (d 256 causal +-3%, the rest level).
 set -uo pipefail
 B=build-s47
@@ -37,10 +38,12 @@ echo "$(el) trace rc $?"; grep -v again "$out/trace.log" | head -60
 go 490 && timeout 50 python3 bench/ab_prefill.py --lib $B/libflashserve_c.so --passes 6 --interleave \
   --only d128-4x4k-c-p16,d128-4x4k-c,d128-4x4k-p16,d128-4x4k > "$out/ab_interleaved.log" 2>&1
 echo "$(el) ab interleaved rc $?"; grep -v again "$out/ab_interleaved.log"
-if go 515; then  # (session 49) the Python binding on the GPU, FP8 KVCache on CUDA new
-  PYTHONPATH=python FLASHSERVE_LIB=$B/libflashserve_c.so timeout 40 python3 python/tests/test_torch_gpu.py \
+if go 515; then  # (session 49) the tree's build (tree/): the Python binding on the GPU (FP8 KVCache on
+  # CUDA, the host checks of CUDA calls' lengths, new) and copy_blocks on two streams
+  PYTHONPATH=python FLASHSERVE_LIB=$B/tree/libflashserve_c.so timeout 40 python3 python/tests/test_torch_gpu.py \
     > "$out/test_torch_gpu.log" 2>&1
   echo "$(el) test_torch_gpu rc $?"; tail -n 8 "$out/test_torch_gpu.log"
+  suite $B/tree/test_kv_storage_cuda 30
 fi
 go 520 && ab l2knobs 3 d256-1x16k-c,d256-1x16k,d128-1x16k-c,d64-1x16k-c \
   mb16=FLASHSERVE_PREFILL_WS_L2_MB=16 mb48=FLASHSERVE_PREFILL_WS_L2_MB=48 \
