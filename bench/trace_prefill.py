@@ -8,7 +8,7 @@ tile, drain (the last P·V), store; the gaps between items on an SM (a CTA's exi
 entry, or a persistent CTA's item to item); and the overhead an item beyond its tiles at the main
 loop's pace, in tiles; then the items by their key tiles (buckets): the pace a tile and an item's
 cost beyond its tiles, so that the boundary's cost reads apart from the rows' lengths; and the main
-loop's pace before and after the plain run's end (the masked tiles apart: runs). --dump DIR
+loop's pace before and after the plain run's end (the masked tiles apart: plain_runs). --dump DIR
 keeps each call's records (the CTAs that ran, the items used) as .npz; --read DIR prints the
 buckets of such a dump again (no GPU).
 
@@ -186,7 +186,7 @@ def buckets(rec, meta):
     return lines
 
 
-def runs(rec, meta):
+def plain_runs(rec, meta):
     """Lines of the main loop split at the plain run's end (WsTrace words 27 and 31, consumer
     warpgroup 0; builds from session 49 on): the pace a tile of tiles 1 .. plain_hi - 1 (the plain
     run and any general tiles before it) and of the tiles after the run (the masked tiles of a
@@ -227,7 +227,7 @@ def read_dumps(directory):
         z = np.load(f)
         meta = {k: int(z[k]) for k in z.files if k != "rec"}
         print(f"{os.path.basename(f)} ({meta.get('block_m')}x{meta.get('block_n')}, {meta.get('consumers')} consumers)")
-        print("\n".join(buckets(z["rec"], meta) + runs(z["rec"], meta)))
+        print("\n".join(buckets(z["rec"], meta) + plain_runs(z["rec"], meta)))
 
 
 FINE = [(k, k, 7, 2) for k in ("nwait", "ndec", "sbar", "ssts", "sfen", "stma", "pahead", "pclaim", "qahead")]
@@ -297,7 +297,7 @@ def main():
                   f"   ({a['ctas']} CTAs, {a['sms']} SMs, {a['ghz']:.2f} GHz, {meta['block_m']}x{meta['block_n']}"
                   f"{' persistent' if meta['persistent'] else ''})", flush=True)
             fine_lines.append(f"{tag:<22}{name:<10}" + "".join(f"{a[k]:>{w}.{p}f}" for k, _, w, p in FINE))
-            bucket_lines += [f"{tag} {name}"] + buckets(rec, meta) + runs(rec, meta)
+            bucket_lines += [f"{tag} {name}"] + buckets(rec, meta) + plain_runs(rec, meta)
         del runs, keep
         torch.cuda.empty_cache()
     print(f"\nthe item boundary, us (trace_prefill.fine)\n{'row':<22}{'config':<10}" +

@@ -180,6 +180,9 @@ int fs_prefill_run(const fs_prefill_args* a, void* stream) {
 int fs_prefill_check_lengths(const fs_prefill_args* a) {
   return guarded("fs_prefill_check_lengths", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_prefill_check_lengths: args is null");
+    if (a->batch < 0 || (a->paged && (a->pages.block_size <= 0 || a->pages.block_table_stride < 0)))
+      return flashserve::invalid_argument("fs_prefill_check_lengths: batch < 0, or pages of block_size <= 0 or a "
+                                          "negative block_table_stride");
     const bool copies = a->cu_seqlens_q != nullptr && (a->paged ? a->pages.block_table != nullptr &&
                                                                       a->pages.seq_lens != nullptr
                                                                 : a->cu_seqlens_k != nullptr);
@@ -193,6 +196,9 @@ int fs_prefill_check_lengths(const fs_prefill_args* a) {
 int fs_decode_check_lengths(const fs_decode_args* a) {
   return guarded("fs_decode_check_lengths", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_decode_check_lengths: args is null");
+    if (a->batch < 0 || a->pages.block_size <= 0 || a->pages.block_table_stride < 0)
+      return flashserve::invalid_argument("fs_decode_check_lengths: batch < 0, block_size <= 0 or a negative "
+                                          "block_table_stride");
     if (a->batch > 0 && (a->pages.block_table == nullptr || a->pages.seq_lens == nullptr))
       return flashserve::invalid_argument("fs_decode_check_lengths: a host copy (block table, seq_lens) is null");
     flashserve::DecodeParams p;

@@ -191,6 +191,14 @@ int main(void) {
     CHECK(fs_decode_check_lengths(&d) == FS_OUT_OF_RANGE, "decode: a block id past the pool");
     d.pages.block_table = NULL;
     CHECK(fs_decode_check_lengths(&d) == FS_INVALID_ARGUMENT, "decode: no host copy of the table");
+    d.pages.block_table = table;
+    d.pages.block_size = 0;
+    CHECK(fs_decode_check_lengths(&d) == FS_INVALID_ARGUMENT, "decode: block_size 0 (no division by it)");
+    p.pages.block_size = 0;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT, "pages of block_size 0");
+    p.pages.block_size = BS;
+    p.batch = -1;
+    CHECK(fs_prefill_check_lengths(&p) == FS_INVALID_ARGUMENT, "batch < 0");
     CHECK(fs_prefill_check_lengths(NULL) == FS_INVALID_ARGUMENT, "null prefill args");
     CHECK(fs_decode_check_lengths(NULL) == FS_INVALID_ARGUMENT, "null decode args");
   }

@@ -96,17 +96,17 @@ TEST(KVStorageCuda, CopyBlocksOnTwoStreams) {
   cudaStream_t a = nullptr, b = nullptr;
   FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
   FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  std::vector<char> host(static_cast<size_t>(sh.bytes()));
   for (int round = 0; round < 4; ++round) {  // (the first round makes the event)
     ASSERT_TRUE(cpu.copy_blocks(first.data(), 400).ok());
     ASSERT_TRUE(cpu.copy_blocks(second.data(), 64).ok());
     ASSERT_TRUE(gpu.copy_blocks(first.data(), 400, a).ok());
     ASSERT_TRUE(gpu.copy_blocks(second.data(), 64, b).ok());
+    FS_ASSERT_CUDA(cudaDeviceSynchronize());
+    FS_ASSERT_CUDA(cudaMemcpy(host.data(), gpu.k_pages(0), host.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(host.data(), cpu.k_pages(0), host.size()), 0) << "round " << round;
     for (auto& p : first) p.src = (p.src + 1) % 400;  // other sources the next round
   }
-  FS_ASSERT_CUDA(cudaDeviceSynchronize());
-  std::vector<char> host(static_cast<size_t>(sh.bytes()));
-  FS_ASSERT_CUDA(cudaMemcpy(host.data(), gpu.k_pages(0), host.size(), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(std::memcmp(host.data(), cpu.k_pages(0), host.size()), 0);
   FS_ASSERT_CUDA(cudaStreamDestroy(a));
   FS_ASSERT_CUDA(cudaStreamDestroy(b));
 }

@@ -1,8 +1,10 @@
 """flashserve: the attention backend from Python, over the C ABI (ctypes).
 
-Takes numpy arrays (CPU) or torch tensors (CPU or CUDA; the current CUDA stream is used),
-checks shapes, dtypes and devices before every call, and raises ValueError / TypeError with a
-message that names the argument; errors from the library raise FlashserveError.
+Takes numpy arrays (CPU) or torch tensors (CPU or CUDA; a call runs on its tensors' device, on
+that device's current stream), checks shapes, dtypes and devices before every call, and raises
+ValueError / TypeError with a message that names the argument; errors from the library raise
+FlashserveError. On CUDA the lengths and block tables are checked on host copies too, unless a
+call passes check=False.
 
     import flashserve
     o = flashserve.varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
@@ -171,13 +173,14 @@ def _mask(args, head_dim, causal, softmax_scale, window, alibi_slopes, softcap, 
 _FP8_NAMES = {"fp8_e4m3": _capi.FS_FP8_E4M3, "fp8_e5m2": _capi.FS_FP8_E5M2}
 
 
-def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep):
+def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep, check=True):
     """The pages' fs_dtype and their scales' pointers: the call's dtype (the caches share q's), or
     FP8 (torch float8 caches, or uint8 codes with kv_dtype "fp8_e4m3"/"fp8_e5m2") with k_scales and
     v_scales float32 [num_kv_heads] (arrays, tensors or lists; each finite and > 0), which the
     kernels read where they run: on the host for CPU caches (the library checks them), a device
-    copy for CUDA ones (checked here first: the library does not read device scales on the host).
-    keep collects arrays that must outlive the call."""
+    copy for CUDA ones (checked here first: the library does not read device scales on the host;
+    check=False takes CUDA float32 tensors on the caches' device as they are, unchecked, with no
+    copy). keep collects arrays that must outlive the call."""
     if kc.dtype != vc.dtype:
         raise TypeError(f"k_cache {kc.dtype_name} and v_cache {vc.dtype_name} differ")
     code = kc.dtype
@@ -196,6 +199,14 @@ def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep):
     for name, s in (("k_scales", k_scales), ("v_scales", v_scales)):
         if s is None:
             raise ValueError(f"FP8 caches need {name}: float32 [{num_kv_heads}], one a kv head")
+        if not check and kc.device == _capi.FS_DEVICE_CUDA and _is_torch(s) and s.is_cuda:
+            t = _T(s, name).need(1)
+            if t.dtype != _capi.FS_FLOAT32 or t.shape != (num_kv_heads,) or t.device_index != kc.device_index:
+                raise ValueError(f"{name}: expected float32 [{num_kv_heads}] on the caches' device, got "
+                                 f"{t.dtype_name} {list(t.shape)} on cuda:{t.device_index}")
+            keep.append(s)
+            ptrs.append(t.ptr)
+            continue
         a = _host(s, np.float32)
         if a.shape != (num_kv_heads,):
             raise ValueError(f"{name}: expected float32 [{num_kv_heads}], got shape {list(a.shape)}")
@@ -229,7 +240,8 @@ def _pages(args_pages, kc, vc, block_table, seq_lens, page_dtype=(0, None, None)
 # ---- the functions ----------------------------------------------------------------------------
 
 def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window, alibi_slopes,
-             softcap, out, return_lse, seq_lens, kv_dtype=None, k_scales=None, v_scales=None, total_k=None):
+             softcap, out, return_lse, seq_lens, kv_dtype=None, k_scales=None, v_scales=None, total_k=None,
+             check=True):
     paged = seq_lens is not None  # pages: k, v are the caches and cu_seqlens_k the block table
     tq = _T(q, "q").need(3, "float")
     tk = _T(k, "k_cache" if paged else "k").need(4 if paged else 3, "pages" if paged else "float")
@@ -247,9 +259,9 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     to = _T(o, "out").need(3, "float")
     if to.shape != tq.shape:
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
-    keep = []  # FP8 scales' host copies, alive until the call returns
+    keep = []  # FP8 scales (host arrays, or device copies on CUDA), alive until the call returns
     if paged:
-        page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, kv_heads, keep)
+        page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, kv_heads, keep, check)
         _same_dtype(tq, to)
     else:
         _same_dtype(tq, tk, tv, to)
@@ -261,9 +273,9 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     a.num_heads, a.num_kv_heads, a.head_dim = heads, kv_heads, d
     a.q, a.q_row_stride, a.q_head_stride = tq.ptr, tq.strides[0], tq.strides[1]
     a.cu_seqlens_q, a.total_q = cq.ptr, total_q
-    cuda = dev[0] == _capi.FS_DEVICE_CUDA
+    checked = check and dev[0] == _capi.FS_DEVICE_CUDA
     # Host copies: the CUDA call's lengths, checked here (fs_prefill_check_lengths), and the hints.
-    cq_host = _host(cu_seqlens_q, np.int32) if cuda or max_seqlen_q is None else None
+    cq_host = _host(cu_seqlens_q, np.int32) if checked or max_seqlen_q is None else None
     if max_seqlen_q is None:
         max_seqlen_q = int((cq_host[1:] - cq_host[:-1]).max()) if batch > 0 else 0
     a.max_seqlen_q = int(max_seqlen_q)
@@ -276,7 +288,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         _pages(a.pages, tk, tv, ck, ts, page_dtype)
         # The keys of all sequences: only a hint (the CUDA kernel's key tile), read from seq_lens
         # like max_seqlen_q from cu_seqlens_q when not given.
-        lens_host = _host(seq_lens, np.int32) if cuda or total_k is None else None
+        lens_host = _host(seq_lens, np.int32) if checked or total_k is None else None
         a.total_k = int(lens_host.astype(np.int64).sum()) if total_k is None else int(total_k)
     else:
         if ck.shape[0] != batch + 1:
@@ -289,7 +301,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     a.o, a.o_row_stride, a.o_head_stride = to.ptr, to.strides[0], to.strides[1]
     a.lse = tl.ptr
     lib = _library()
-    if cuda and hasattr(lib, "fs_prefill_check_lengths"):
+    if checked and hasattr(lib, "fs_prefill_check_lengths"):
         h = _capi.PrefillArgs.from_buffer_copy(a)
         h.cu_seqlens_q = cq_host.ctypes.data
         if paged:
@@ -306,36 +318,43 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
 
 
 def varlen_prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, *, causal=False, softmax_scale=None,
-                   window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False):
+                   window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False, check=True):
     """Packed varlen attention (FlashAttention's flash_attn_varlen_func): q [total_q, H, D],
     k, v [total_k, Hkv, D], cu_seqlens_* int32 [batch + 1]. Causal is bottom-right aligned.
-    Returns o [total_q, H, D] (and lse [total_q, H], natural log, with return_lse)."""
+    Returns o [total_q, H, D] (and lse [total_q, H], natural log, with return_lse).
+    On CUDA, check=True copies the lengths to the host and checks them first (0 = first <= ... <=
+    last = the rows: a wrong cu_seqlens_q would write rows past out), which waits for the stream;
+    check=False (with max_seqlen_q given) makes no host copy, for CUDA graph capture, and leaves
+    the lengths to the caller."""
     return _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_scale, window,
-                    alibi_slopes, softcap, out, return_lse, seq_lens=None)
+                    alibi_slopes, softcap, out, return_lse, seq_lens=None, check=check)
 
 
 def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, seq_lens, max_seqlen_q=None, *, causal=True,
                   softmax_scale=None, window=(-1, -1), alibi_slopes=None, softcap=0.0, out=None, return_lse=False,
-                  kv_dtype=None, k_scales=None, v_scales=None, total_k=None):
+                  kv_dtype=None, k_scales=None, v_scales=None, total_k=None, check=True):
     """Varlen prefill over the paged cache: the queries of sequence b are the last q_len_b of its
     seq_lens[b] keys (a prompt chunk attending to its cached prefix). FP8 caches (as decode's)
     take k_scales, v_scales float32 [Hkv]. total_k: sum(seq_lens) where the caller knows it (a
     hint for the CUDA kernel's key tile; None reads seq_lens, a copy to the host as for
-    max_seqlen_q)."""
+    max_seqlen_q). check: as varlen_prefill's, over cu_seqlens_q, seq_lens and the block table
+    (and FP8 scales: check=False takes CUDA tensors as they are)."""
     return _prefill(q, k_cache, v_cache, cu_seqlens_q, block_table, max_seqlen_q, causal, softmax_scale, window,
                     alibi_slopes, softcap, out, return_lse, seq_lens=seq_lens, kv_dtype=kv_dtype,
-                    k_scales=k_scales, v_scales=v_scales, total_k=total_k)
+                    k_scales=k_scales, v_scales=v_scales, total_k=total_k, check=check)
 
 
 def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_scale=None, window=(-1, -1),
            alibi_slopes=None, softcap=0.0, out=None, return_lse=False, num_workers=None, kv_dtype=None,
-           k_scales=None, v_scales=None):
+           k_scales=None, v_scales=None, check=True):
     """Split-K decode over the paged cache (vLLM's paged_attention / FlashInfer's decode):
     q [batch, q_len (1..8), H, D], caches [blocks, Hkv, block_size, D], block_table int32
     [batch, max_blocks], seq_lens int32 [batch] (the new tokens included). The caches hold q's
     dtype, or FP8 (torch.float8_e4m3fn / float8_e5m2, or uint8 codes with kv_dtype "fp8_e4m3" /
     "fp8_e5m2") with k_scales, v_scales float32
-    [Hkv]: key = k_scales[h] * fp8."""
+    [Hkv]: key = k_scales[h] * fp8. On CUDA the plan reads seq_lens on the host (a copy); check=True
+    also copies the block table and checks both first (lengths within the table, ids in the pool),
+    check=False leaves them (and CUDA FP8 scale tensors) to the caller."""
     tq = _T(q, "q").need(4, "float")
     tk = _T(k_cache, "k_cache").need(4, "pages")
     tv = _T(v_cache, "v_cache").need(4, "pages")
@@ -352,8 +371,8 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
     if to.strides[0] != q_len * to.strides[1] or tq.strides[0] != q_len * tq.strides[1]:
         raise ValueError("q and out: batch and q_len must be contiguous with each other")
-    keep = []  # FP8 scales' host copies, alive until the call returns
-    page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, tk.shape[1], keep)
+    keep = []  # FP8 scales (host arrays, or device copies on CUDA), alive until the call returns
+    page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, tk.shape[1], keep, check)
     _same_dtype(tq, to)
     lse = _float32_like(q, (batch, q_len, heads))
     tl = _T(lse, "lse")
@@ -380,7 +399,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
                                                        page_dtype[0], _capi.ctypes.byref(plan)),
                    "decode")
             a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
-            if hasattr(lib, "fs_decode_check_lengths"):  # the lengths and the table, on host copies
+            if check and hasattr(lib, "fs_decode_check_lengths"):  # the lengths and the table, on host copies
                 h = _capi.DecodeArgs.from_buffer_copy(a)
                 table = _host(block_table, np.int32)
                 h.pages.block_table, h.pages.block_table_stride = table.ctypes.data, table.shape[1]
