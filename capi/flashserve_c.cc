@@ -91,6 +91,17 @@ flashserve::PrefillParams to_prefill_params(const fs_prefill_args& a) {
   return p;
 }
 
+flashserve::DecodeParams to_decode_params(const fs_decode_args& a) {
+  flashserve::DecodeParams p;
+  copy_common(a, p);
+  p.q_len = a.q_len;
+  p.num_splits = a.num_splits;
+  p.pages_per_split = a.pages_per_split;
+  p.workspace = a.workspace;
+  p.workspace_bytes = a.workspace_bytes;
+  return p;
+}
+
 }  // namespace
 
 extern "C" {
@@ -159,14 +170,7 @@ int fs_decode_plan_create_for_pages(int32_t batch, const int32_t* seq_lens_host,
 int fs_decode_run(const fs_decode_args* a, void* stream) {
   return guarded("fs_decode_run", [&] {
     if (a == nullptr) return flashserve::invalid_argument("fs_decode_run: args is null");
-    flashserve::DecodeParams p;
-    copy_common(*a, p);
-    p.q_len = a->q_len;
-    p.num_splits = a->num_splits;
-    p.pages_per_split = a->pages_per_split;
-    p.workspace = a->workspace;
-    p.workspace_bytes = a->workspace_bytes;
-    return flashserve::decode(p, stream);
+    return flashserve::decode(to_decode_params(*a), stream);
   });
 }
 
@@ -201,12 +205,7 @@ int fs_decode_check_lengths(const fs_decode_args* a) {
                                           "block_table_stride");
     if (a->batch > 0 && (a->pages.block_table == nullptr || a->pages.seq_lens == nullptr))
       return flashserve::invalid_argument("fs_decode_check_lengths: a host copy (block table, seq_lens) is null");
-    flashserve::DecodeParams p;
-    copy_common(*a, p);
-    p.q_len = a->q_len;
-    p.num_splits = a->num_splits;
-    p.pages_per_split = a->pages_per_split;
-    return flashserve::validate_decode_lengths_host(p);
+    return flashserve::validate_decode_lengths_host(to_decode_params(*a));
   });
 }
 

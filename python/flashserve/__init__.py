@@ -222,6 +222,15 @@ def _page_dtype(q, kc, vc, kv_dtype, k_scales, v_scales, num_kv_heads, keep, che
     return code, ptrs[0], ptrs[1]
 
 
+def _pages_on_host(pages, block_table, lens_host):
+    """Points an fs_pages' block table and seq_lens at host copies, for fs_*_check_lengths; returns
+    the table's copy, which must outlive the check."""
+    table = _host(block_table, np.int32)
+    pages.block_table, pages.block_table_stride = table.ctypes.data, table.shape[1]
+    pages.seq_lens = lens_host.ctypes.data
+    return table
+
+
 def _pages(args_pages, kc, vc, block_table, seq_lens, page_dtype=(0, None, None)):
     if kc.shape != vc.shape:
         raise ValueError(f"k_cache {list(kc.shape)} and v_cache {list(vc.shape)} differ")
@@ -259,7 +268,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
     to = _T(o, "out").need(3, "float")
     if to.shape != tq.shape:
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
-    keep = []  # FP8 scales (host arrays, or device copies on CUDA), alive until the call returns
+    keep = []  # FP8 scales (host arrays or device copies) and the checks' host copies, alive through the call
     if paged:
         page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, kv_heads, keep, check)
         _same_dtype(tq, to)
@@ -305,9 +314,7 @@ def _prefill(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, causal, softmax_
         h = _capi.PrefillArgs.from_buffer_copy(a)
         h.cu_seqlens_q = cq_host.ctypes.data
         if paged:
-            table = _host(cu_seqlens_k, np.int32)
-            h.pages.block_table, h.pages.block_table_stride = table.ctypes.data, table.shape[1]
-            h.pages.seq_lens = lens_host.ctypes.data
+            keep.append(_pages_on_host(h.pages, cu_seqlens_k, lens_host))
         else:
             ck_host = _host(cu_seqlens_k, np.int32)
             h.cu_seqlens_k = ck_host.ctypes.data
@@ -371,7 +378,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
         raise ValueError(f"out: expected shape {list(tq.shape)}, got {list(to.shape)}")
     if to.strides[0] != q_len * to.strides[1] or tq.strides[0] != q_len * tq.strides[1]:
         raise ValueError("q and out: batch and q_len must be contiguous with each other")
-    keep = []  # FP8 scales (host arrays, or device copies on CUDA), alive until the call returns
+    keep = []  # FP8 scales (host arrays or device copies) and the checks' host copies, alive through the call
     page_dtype = _page_dtype(tq, tk, tv, kv_dtype, k_scales, v_scales, tk.shape[1], keep, check)
     _same_dtype(tq, to)
     lse = _float32_like(q, (batch, q_len, heads))
@@ -401,9 +408,7 @@ def decode(q, k_cache, v_cache, block_table, seq_lens, *, causal=True, softmax_s
             a.num_splits, a.pages_per_split = plan.num_splits, plan.pages_per_split
             if check and hasattr(lib, "fs_decode_check_lengths"):  # the lengths and the table, on host copies
                 h = _capi.DecodeArgs.from_buffer_copy(a)
-                table = _host(block_table, np.int32)
-                h.pages.block_table, h.pages.block_table_stride = table.ctypes.data, table.shape[1]
-                h.pages.seq_lens = lens.ctypes.data
+                keep.append(_pages_on_host(h.pages, block_table, lens))
                 _check(lib.fs_decode_check_lengths(_capi.ctypes.byref(h)), "decode")
             workspace = torch.empty(max(16, plan.workspace_bytes), dtype=torch.uint8, device=q.device)
             a.workspace, a.workspace_bytes = workspace.data_ptr(), plan.workspace_bytes
