@@ -34,13 +34,17 @@
 // the pool: a cost of this loop (one 16-byte copy a thread an iteration), not the kernels' row
 // gather, which keeps pages at ~0.9 of packed; its numbers are not the row gather's.
 //
-// Build: the CMake target bulk_rate (build-gpu/tools/bulk_rate). Run: build-gpu/tools/bulk_rate
+// Build: the CMake target bulk_rate (build-gpu/tools/bulk_rate). Run: build-gpu/tools/bulk_rate, or
+// `bulk_rate power SECONDS` under bench/power_bulk.py (the stretches for the board's power, below)
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
 #include <vector>
 
 #include "attention/cuda/device_utils.cuh"
@@ -239,6 +243,8 @@ Run run(const char* pool, uint32_t page_mask, int bytes, int copies, int stages,
   CHECK(cudaGetLastError());
   float ms = 0.f;
   CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
   std::vector<long long> cyc(sms);
   CHECK(cudaMemcpy(cyc.data(), d_cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost));
   double mean = 0;
@@ -247,9 +253,65 @@ Run run(const char* pool, uint32_t page_mask, int bytes, int copies, int stages,
   return {static_cast<double>(sms) * copies_total * bytes / (ms * 1e6), mean / copies_total, ms};
 }
 
+// Every SM's threads spin on clock64 for `cycles`: the power stretches' baseline (SMs busy at the
+// clock the copies run at, no bytes moved).
+__global__ void __launch_bounds__(256, 1) spin(long long cycles, long long* sink) {
+  const long long t0 = clock64();
+  long long t = t0;
+  while (t - t0 < cycles) t = clock64();
+  if (t == 0) *sink = t;  // never: keeps the loop
+}
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// `bulk_rate power SECONDS` (bench/power_bulk.py samples the board meanwhile): stretches of about
+// SECONDS each of 16 KB boxes back to back, tma on every SM and tma_mc, from the L2 pool and from
+// the 2 GB one, and the spin baseline; a line a stretch's start and end (wall-clock seconds) with
+// its bytes a second received. The question (session 50): the energy of a byte from the L2 into
+// shared memory, and so what halving the L2's reads by multicast could give back to the clock
+// under the 700 W cap that every prefill row runs at.
+int power_stretches(double seconds, int sms, int mc_ctas, PFN_cuTensorMapEncodeTiled_v12000 encode, char* pool,
+                    const int64_t* pool_bytes, long long* d_cycles) {
+  for (int p = 0; p < 2; ++p) {
+    const CUtensorMap map = pool_map(encode, pool, pool_bytes[p], 128);
+    const uint32_t page_mask = static_cast<uint32_t>(pool_bytes[p] / kPageBytes) - 1;
+    for (int mode : {kTma, kTmaMc}) {
+      const double t0 = now_s();
+      std::printf("stretch %s_%lldM begin %.3f\n", kModeNames[mode], static_cast<long long>(pool_bytes[p] >> 20), t0);
+      std::fflush(stdout);
+      double bytes = 0, secs = 0;
+      while (now_s() - t0 < seconds) {
+        const int ctas = mode == kTma ? sms : mc_ctas;
+        const Run r = mode == kTma ? run<kTma>(pool, page_mask, 16384, 2, 4, 30000, ctas, map, d_cycles)
+                                   : run<kTmaMc>(pool, page_mask, 16384, 2, 4, 30000, ctas, map, d_cycles);
+        bytes += r.gbps * r.ms * 1e6;
+        secs += r.ms * 1e-3;
+      }
+      std::printf("stretch %s_%lldM end %.3f %.0f GB/s\n", kModeNames[mode], static_cast<long long>(pool_bytes[p] >> 20),
+                  now_s(), bytes / secs * 1e-9);
+      std::fflush(stdout);
+    }
+  }
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double t0 = now_s();
+  std::printf("stretch spin begin %.3f\n", t0);
+  std::fflush(stdout);
+  while (now_s() - t0 < seconds) {
+    spin<<<sms, 256>>>(static_cast<long long>(clock_khz) * 20, d_cycles);  // ~20 ms a launch
+    CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("stretch spin end %.3f 0 GB/s\n", now_s());
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   void* fn = nullptr;
@@ -274,6 +336,8 @@ int main() {
     mc_ctas = 2 * clusters < sms ? 2 * clusters : sms & ~1;
     std::printf("tma_mc: clusters of two CTAs, %d CTAs at once (%d SMs)\n", mc_ctas, sms);
   }
+  if (argc == 3 && std::string(argv[1]) == "power")
+    return power_stretches(std::atof(argv[2]), sms, mc_ctas, encode, pool, pool_bytes, d_cycles);
   std::printf("%-7s %8s %6s %6s %6s %9s %9s %14s\n", "mode", "pool", "bytes", "copies", "stages", "ms", "GB/s",
               "cycles/copy/SM");
   for (int p = 0; p < 2; ++p) {

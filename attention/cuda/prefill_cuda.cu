@@ -322,13 +322,15 @@ bool ws_alt_tile(const PrefillParams& p) {
 // the same, so a section is one pair: its q tiles run side by side and read each K/V tile from
 // HBM about once (16×1k at d 128 with 64-pair sections, the K/V of 32 MB of pairs at a time:
 // L2 hit rate 48%, DRAM 1.75 TB/s, 394 TFLOP/s). Causal: as many pairs as have their K and V
-// in kL2Budget (FA3 sizes its sections alike), so the longest q tiles of all pairs of a
-// section go first; keys by the mean a sequence (packed; paged: the most a block table holds,
-// so sections are never too large), a kv head shared by its query heads. Overrides, read at
-// every call (A/B benchmarks): FLASHSERVE_PREFILL_WS_SECTION=N pairs (0: all, session 11's
-// order), FLASHSERVE_PREFILL_WS_L2_MB=M the budget in MiB (causal and not).
+// in 8 MB, so the longest q tiles of all pairs of a section go first; keys by the mean a
+// sequence (packed; paged: the most a block table holds, so sections are never too large), a
+// kv head shared by its query heads. 8 MB since prefill v4.36 (32 MB, FA3's, before: with Q and
+// O streaming beside them the sections' K/V were read from HBM 1.5-2x; session 50, 8 passes on
+// an H100: 8 MB 0.0..+5.3% on every causal row, none down). Overrides, read at every call (A/B
+// benchmarks): FLASHSERVE_PREFILL_WS_SECTION=N pairs (0: all, session 11's order),
+// FLASHSERVE_PREFILL_WS_L2_MB=M the budget in MiB (causal and not).
 int ws_section(const PrefillParams& p) {
-  int64_t budget = 32ll << 20;
+  int64_t budget = 8ll << 20;
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(p.num_heads) * p.batch);
   if (const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SECTION")) {
     const long n = std::strtol(force, nullptr, 10);
@@ -352,6 +354,10 @@ int ws_section(const PrefillParams& p) {
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
+  // K and V evict_last, Q evict_first in L2 (prefill v4.36); FLASHSERVE_PREFILL_WS_L2_HINTS=N, read
+  // at every call (A/B): bit 0 the K/V hint, bit 1 Q's, 0 none.
+  const char* hints = std::getenv("FLASHSERVE_PREFILL_WS_L2_HINTS");
+  maps->l2_hints = hints != nullptr ? static_cast<int>(std::strtol(hints, nullptr, 10)) & 3 : 3;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");

@@ -86,6 +86,10 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // Bench-only stamps (WsTrace): null outside a -DFLASHSERVE_PREFILL_TRACE=ON build's traced call.
   unsigned long long* trace = nullptr;
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
+  // The loads' L2 policies (prefill v4.36): bit 0 K and V evict_last (the CTAs of a section read
+  // them again and again), bit 1 Q evict_first (read once); 0: evict_normal, as without a hint.
+  // Last in the struct, so that objects built before it read the fields above where they were.
+  int l2_hints = 3;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -848,6 +852,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         prefetch_tensor_map(&maps.v);
       }
     }
+    // The loads' L2 policies (prefill v4.36; maps.l2_hints): K and V evict_last, Q evict_first.
+    auto kv_policy = [&]() { return (maps.l2_hints & 1) != 0 ? l2_evict_last_policy() : l2_evict_normal_policy(); };
+    auto q_policy = [&]() { return (maps.l2_hints & 2) != 0 ? l2_evict_first_policy() : l2_evict_normal_policy(); };
     PipeState<kQ> sq;
     uint32_t handed = 0;  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: items handed over (thread 0)
     auto hand_ahead = [&](int w) {
@@ -865,9 +872,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       MBarrier::arrive_expect_tx(pipe_q.full_barrier(sq), Tr::kQBytes);
       const int q_row = static_cast<int>(cta.q0 + cta.row0);
       T* q_slot = smem_q + sq.index * Tr::kQElems;
+      const uint64_t policy = q_policy();
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
-        tma_load_3d(q_slot + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row);
+        tma_load_3d_hint(q_slot + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row, policy);
       q_advance(sq);
       trace.stamp(traced, 29);
       trace.value(traced, 30, w);
@@ -1121,10 +1129,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
                 const int page = cta.src.table[k0 >> cta.src.block_shift];  // out of range: zeros
                 T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
                 MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
+                const uint64_t policy = kv_policy();
   #pragma unroll
                 for (int c = 0; c < Tr::kBlocks; ++c)
-                  tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask, kv_head,
-                              page);
+                  tma_load_4d_hint(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
+                                   kv_head, page, policy);
               } else {
                 MBarrier::arrive(bar);
               }
@@ -1174,11 +1183,13 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           }
           MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
           const int row = p.cu_seqlens_k[b] + key_base + tile * kBN;
+          const uint64_t policy = kv_policy();
 #pragma unroll
           for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
             for (int j = 0; j < kBN; j += kKvBoxRows)
-              tma_load_3d(dst + c * kBN * 64 + j * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row + j);
+              tma_load_3d_hint(dst + c * kBN * 64 + j * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row + j,
+                               policy);
           st.advance();
         };
         for (int t = 0; t <= num_tiles; ++t) {  // K(t) and V(t - 1)
