@@ -875,7 +875,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       const uint64_t policy = q_policy();
 #pragma unroll
       for (int c = 0; c < Tr::kBlocks; ++c)
-        tma_load_3d_hint(q_slot + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row, policy);
+        tma_load_3d(q_slot + c * Tr::kBlockM * 64, &maps.q, pipe_q.full_barrier(sq), c * 64, h, q_row, policy);
       q_advance(sq);
       trace.stamp(traced, 29);
       trace.value(traced, 30, w);
@@ -1132,8 +1132,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
                 const uint64_t policy = kv_policy();
   #pragma unroll
                 for (int c = 0; c < Tr::kBlocks; ++c)
-                  tma_load_4d_hint(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
-                                   kv_head, page, policy);
+                  tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
+                              kv_head, page, policy);
               } else {
                 MBarrier::arrive(bar);
               }
@@ -1188,8 +1188,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           for (int c = 0; c < Tr::kBlocks; ++c)
 #pragma unroll
             for (int j = 0; j < kBN; j += kKvBoxRows)
-              tma_load_3d_hint(dst + c * kBN * 64 + j * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row + j,
-                               policy);
+              tma_load_3d(dst + c * kBN * 64 + j * 64, is_v ? &maps.v : &maps.k, bar, c * 64, kv_head, row + j,
+                          policy);
           st.advance();
         };
         for (int t = 0; t <= num_tiles; ++t) {  // K(t) and V(t - 1)
