@@ -106,6 +106,7 @@ __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0,
 // starting FMNMX a row (prefill v4.36: 8 of a d 64 plain tile's 465 instructions a thread).
 template <int kNTiles, typename At>
 __device__ __forceinline__ float lane_max(At at) {
+  static_assert(kNTiles >= 1, "a row of at least one 8-key tile");
   constexpr int kP = kNTiles < 4 ? kNTiles : 4;
   float m4[4];
 #pragma unroll
@@ -124,6 +125,7 @@ __device__ __forceinline__ float lane_max(At at) {
 // four starting FADD a row, as lane_max's FMNMX).
 template <int kNTiles, typename At>
 __device__ __forceinline__ float exp_row(At at, float to_log2, float m_use) {
+  static_assert(kNTiles >= 1, "a row of at least one 8-key tile");
   constexpr int kP = kNTiles < 4 ? kNTiles : 4;
   float r4[4];
 #pragma unroll

@@ -355,9 +355,9 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
   // K and V evict_last, Q evict_first in L2 (prefill v4.36); FLASHSERVE_PREFILL_WS_L2_HINTS=N, read
-  // at every call (A/B): bit 0 the K/V hint, bit 1 Q's, 0 none.
+  // at every call (A/B): N 0-3, bit 0 the K/V hint, bit 1 Q's, 0 none; anything else: the default.
   const char* hints = std::getenv("FLASHSERVE_PREFILL_WS_L2_HINTS");
-  maps->l2_hints = hints != nullptr ? static_cast<int>(std::strtol(hints, nullptr, 10)) & 3 : 3;
+  maps->l2_hints = hints != nullptr && hints[0] >= '0' && hints[0] <= '3' && hints[1] == '\0' ? hints[0] - '0' : 3;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
