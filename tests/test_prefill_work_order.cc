@@ -206,5 +206,31 @@ TEST(PrefillWorkOrder, QTilesOfASequence) {
   EXPECT_EQ(ws_q_tiles(5000, 128, 10), 10);  // capped at the grid's num_m
 }
 
+// The section's pairs (prefill v4.36's 8 MB of K and V): one pair without a causal mask; causal,
+// the pairs whose K and V fit the budget, at least one and at most all of them, a kv head's K/V
+// shared by its query heads.
+TEST(PrefillWorkOrder, SectionsHoldThePairsWhoseKVFitTheBudget) {
+  const int64_t mb = int64_t{1} << 20;
+  EXPECT_EQ(kWsSectionBytes, 8 * mb);
+  // Non-causal (and no budget asked for): one pair, whatever the K/V.
+  EXPECT_EQ(ws_section_pairs(512, 1024, 64, 1, false, kWsSectionBytes), 1);
+  EXPECT_EQ(ws_section_pairs(512, 16, 64, 1, false, 32 * mb), 1);
+  // d 64 16x1k causal (32 heads, 512 pairs): 1024 keys x 64 x 2 x 2 bytes = 256 KB a pair.
+  EXPECT_EQ(ws_section_pairs(512, 1024, 64, 1, true, kWsSectionBytes), 32);
+  EXPECT_EQ(ws_section_pairs(512, 1024, 64, 1, true, 32 * mb), 128);  // v4.35's budget
+  // d 128 1x16k causal: 8 MB a pair, one pair; d 256: 16 MB, still one (at least one).
+  EXPECT_EQ(ws_section_pairs(16, 16384, 128, 1, true, kWsSectionBytes), 1);
+  EXPECT_EQ(ws_section_pairs(8, 16384, 256, 1, true, kWsSectionBytes), 1);
+  // d 128 4x4k causal: 2 MB a pair, four pairs of the 64.
+  EXPECT_EQ(ws_section_pairs(64, 4096, 128, 1, true, kWsSectionBytes), 4);
+  // GQA 32/8: four query heads share a kv head's K/V, so a pair counts a quarter of it.
+  EXPECT_EQ(ws_section_pairs(64, 4096, 128, 4, true, kWsSectionBytes), 16);
+  // Capped at the pairs there are; tiny K/V never divides by zero.
+  EXPECT_EQ(ws_section_pairs(3, 16, 64, 1, true, kWsSectionBytes), 3);
+  EXPECT_EQ(ws_section_pairs(7, 0, 64, 1, true, kWsSectionBytes), 7);
+  EXPECT_EQ(ws_section_pairs(7, 1, 64, 8, true, kWsSectionBytes), 7);
+  EXPECT_EQ(ws_section_pairs(7, 1024, 64, 0, true, kWsSectionBytes), 7);  // a group of 0 reads as 1
+}
+
 }  // namespace
 }  // namespace flashserve::cuda

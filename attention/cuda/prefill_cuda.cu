@@ -318,32 +318,23 @@ bool ws_alt_tile(const PrefillParams& p) {
   return gather && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
 }
 
-// The work order's section (WsWorkOrder). Without a causal mask every q tile of a pair costs
-// the same, so a section is one pair: its q tiles run side by side and read each K/V tile from
-// HBM about once (16×1k at d 128 with 64-pair sections, the K/V of 32 MB of pairs at a time:
-// L2 hit rate 48%, DRAM 1.75 TB/s, 394 TFLOP/s). Causal: as many pairs as have their K and V
-// in 8 MB, so the longest q tiles of all pairs of a section go first; keys by the mean a
-// sequence (packed; paged: the most a block table holds, so sections are never too large), a
-// kv head shared by its query heads. 8 MB since prefill v4.36 (32 MB, FA3's, before: with Q and
-// O streaming beside them the sections' K/V were read from HBM 1.5-2x; session 50, 8 passes on
-// an H100: 8 MB 0.0..+5.3% on every causal row, none down). Overrides, read at every call (A/B
-// benchmarks): FLASHSERVE_PREFILL_WS_SECTION=N pairs (0: all, session 11's order),
-// FLASHSERVE_PREFILL_WS_L2_MB=M the budget in MiB (causal and not).
+// The work order's section for p (ws_section_pairs has the rule and its measurements): keys by
+// the mean a sequence (packed; paged: the most a block table holds, so sections are never too
+// large), a kv head shared by its query heads. Overrides, read at every call (A/B benchmarks):
+// FLASHSERVE_PREFILL_WS_SECTION=N pairs (0: all, session 11's order), FLASHSERVE_PREFILL_WS_L2_MB=M
+// the budget in MiB (causal and not).
 int ws_section(const PrefillParams& p) {
-  int64_t budget = 8ll << 20;
   const int64_t pairs = std::max<int64_t>(1, static_cast<int64_t>(p.num_heads) * p.batch);
   if (const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SECTION")) {
     const long n = std::strtol(force, nullptr, 10);
     return static_cast<int>(n <= 0 || n > pairs ? pairs : n);
   }
   const char* mb = std::getenv("FLASHSERVE_PREFILL_WS_L2_MB");
-  if (mb != nullptr) budget = std::max(1l, std::strtol(mb, nullptr, 10)) << 20;
-  if (mb == nullptr && !p.mask.causal) return 1;
+  const int64_t budget = mb != nullptr ? std::max(1l, std::strtol(mb, nullptr, 10)) << 20 : kWsSectionBytes;
   const int64_t keys = p.paged ? std::max<int64_t>(p.max_seqlen_q, p.pages.block_table_stride * p.pages.block_size)
                                : std::max<int64_t>(1, p.total_k / std::max(1, p.batch));
-  const int64_t group = std::max(1, p.num_heads / std::max(1, p.num_kv_heads));
-  const int64_t bytes = std::max<int64_t>(1, keys * p.head_dim * 2 * 2 / group);  // K and V, 16-bit
-  return static_cast<int>(std::clamp<int64_t>(budget / bytes, 1, pairs));
+  return ws_section_pairs(pairs, keys, p.head_dim, p.num_heads / std::max(1, p.num_kv_heads),
+                          p.mask.causal || mb != nullptr, budget);
 }
 
 // The warp-specialized kernel's maps for this call and its tiles: Q, and K and V when packed
