@@ -77,8 +77,8 @@ void check_problem(const Problem& p) {
   if (!sm90) return;
   // The warp-specialized kernel runs under the overrides that pick its variants (each read at
   // every call): at d 128 both key tiles (FLASHSERVE_PREFILL_WS_BLOCK_N 128 and the wide 176; the
-  // default picks one by the mask), at d 64 both row tiles (FLASHSERVE_PREFILL_WS_BLOCK_M 192 and
-  // 128), and once with a work order of 5-pair sections
+  // default picks one by the mask), at d 64 the three row tiles (FLASHSERVE_PREFILL_WS_BLOCK_M 192,
+  // 128 and 64), and once with a work order of 5-pair sections
   // (FLASHSERVE_PREFILL_WS_SECTION: the last one short; the default makes a small problem one
   // section). Paged K/V come by the row gather (its own instance, WsKv::kPages), at every page
   // size (16-bit pages of 128 tokens or more on the 128-key tile without a logit transform by TMA
@@ -102,7 +102,16 @@ void check_problem(const Problem& p) {
             {"ws",
              {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "128"},
               {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-              {"FLASHSERVE_PREFILL_WS_GRID", "3"}}}};
+              {"FLASHSERVE_PREFILL_WS_GRID", "3"}}},
+            // The 64-row tile (one consumer warpgroup, two CTAs an SM), one CTA an item and on a
+            // persistent grid of 2 or 6 CTAs (GRID counts SMs) by the dynamic or the static walk.
+            {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "64"}, {"FLASHSERVE_PREFILL_WS_PERSISTENT", "0"}}},
+            {"ws",
+             {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "64"},
+              {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
+              {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 0 ? "1" : "3"},
+              {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"},
+              {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   if (p.head_dim == 128)
     runs = {{"wgmma", {}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}},

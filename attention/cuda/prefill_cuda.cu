@@ -56,6 +56,10 @@ FS_WS_INSTANCE(64, 128, 128, __half, false)
 FS_WS_INSTANCE(64, 128, 128, __nv_bfloat16, false)
 FS_WS_INSTANCE(64, 128, 128, __half, true)
 FS_WS_INSTANCE(64, 128, 128, __nv_bfloat16, true)
+FS_WS_INSTANCE(64, 64, 128, __half, false)
+FS_WS_INSTANCE(64, 64, 128, __nv_bfloat16, false)
+FS_WS_INSTANCE(64, 64, 128, __half, true)
+FS_WS_INSTANCE(64, 64, 128, __nv_bfloat16, true)
 FS_WS_INSTANCE(128, 128, 128, __half, false)
 FS_WS_INSTANCE(128, 128, 128, __nv_bfloat16, false)
 FS_WS_INSTANCE(128, 128, 128, __half, true)
@@ -78,6 +82,8 @@ FS_WS_BOXES_INSTANCE(64, 192, __half)
 FS_WS_BOXES_INSTANCE(64, 192, __nv_bfloat16)
 FS_WS_BOXES_INSTANCE(64, 128, __half)
 FS_WS_BOXES_INSTANCE(64, 128, __nv_bfloat16)
+FS_WS_BOXES_INSTANCE(64, 64, __half)
+FS_WS_BOXES_INSTANCE(64, 64, __nv_bfloat16)
 FS_WS_BOXES_INSTANCE(128, 128, __half)
 FS_WS_BOXES_INSTANCE(128, 128, __nv_bfloat16)
 #undef FS_WS_BOXES_INSTANCE
@@ -266,7 +272,8 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
          encode_tiled(&maps->v, p.dtype, 4, pv.v_pages, dims, strides, box);
 }
 
-// Whether the call takes its head dim's second tile (prefill_ws_tiles' alt).
+// The form of the call's tile (prefill_ws_tiles' form): its head dim's first or second, or at d 64
+// the third (kWsPair: 64 rows, two CTAs an SM; only where FLASHSERVE_PREFILL_WS_BLOCK_M=64 forces it).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
 // only where sequences have on average 8k keys or more (packed, causal or not; with fewer items an
 // SM, the 128-key tile's finer grain balances better, and at causal rows the diagonal costs a
@@ -284,13 +291,21 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // and no sequence has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to
 // 576); the measurements at prefill_ws_tiles.
 // FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128,
-// FLASHSERVE_PREFILL_WS_BLOCK_M=128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
+// FLASHSERVE_PREFILL_WS_BLOCK_M=64, 128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
 // call.
 // (d 64's rule without the override: ws_by_default reads it too, so that forcing the tile does not
 // move a call between kernels.)
 bool has_window(const MaskParams& m) { return m.window_left >= 0 || m.window_right >= 0; }
 bool ws_d64_short_causal(const PrefillParams& p) {
   return p.mask.causal && !has_window(p.mask) && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
+}
+bool ws_alt_tile(const PrefillParams& p);
+int ws_tile_form(const PrefillParams& p) {
+  if (p.head_dim == 64) {
+    const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
+    if (force != nullptr && std::strcmp(force, "64") == 0) return kWsPair;
+  }
+  return ws_alt_tile(p) ? kWsSecond : kWsFirst;
 }
 bool ws_alt_tile(const PrefillParams& p) {
   if (p.head_dim == 64) {
@@ -345,10 +360,14 @@ int ws_section(const PrefillParams& p) {
 bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillTmaMaps* maps) {
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
-  // K and V evict_last, Q evict_first in L2 (prefill v4.36); FLASHSERVE_PREFILL_WS_L2_HINTS=N, read
-  // at every call (A/B): N 0-3, bit 0 the K/V hint, bit 1 Q's, 0 none; anything else: the default.
+  // Q evict_first in L2, K and V at normal priority (2; prefill v4.36 had 3, K and V evict_last
+  // too). Beside v4.36's 8 MB causal sections the hints read level: 2, 3 and 0 within 1% on every
+  // causal row (bench/history/prefill.md "Session 51", call 1, H100, 8 passes, paired medians);
+  // 2 leaves no evict_last lines in the L2 for the kernels after prefill (a persisting set-aside
+  // would hold them). FLASHSERVE_PREFILL_WS_L2_HINTS=N, read at every call (A/B): N 0-3, bit 0
+  // the K/V hint, bit 1 Q's, 0 none; anything else: the default.
   const char* hints = std::getenv("FLASHSERVE_PREFILL_WS_L2_HINTS");
-  maps->l2_hints = hints != nullptr && hints[0] >= '0' && hints[0] <= '3' && hints[1] == '\0' ? hints[0] - '0' : 3;
+  maps->l2_hints = hints != nullptr && hints[0] >= '0' && hints[0] <= '3' && hints[1] == '\0' ? hints[0] - '0' : 2;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
@@ -492,7 +511,7 @@ struct WsTraceDump {
 
 int prefill_ws_key_tile(const PrefillParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
-  return prefill_ws_tiles(p.head_dim, ws_alt_tile(p), p.paged).block_n;
+  return prefill_ws_tiles(p.head_dim, ws_tile_form(p), p.paged).block_n;
 }
 
 bool prefill_ws_page_boxes(const PrefillParams& p) {
@@ -577,13 +596,14 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
       if (err != cudaSuccess) return cuda_status(err, "prefill: device attributes");
-      // FLASHSERVE_PREFILL_WS_GRID=N caps the persistent grid at N CTAs (tests: small problems
-      // then walk several items a CTA, the rings' stages and phases carried from item to item).
+      // FLASHSERVE_PREFILL_WS_GRID=N caps the persistent grid at N SMs' CTAs (N, or 2·N for d 64's
+      // kWsPair tile; tests: small problems then walk several items a CTA, the rings' stages and
+      // phases carried from item to item).
       if (const char* cap = std::getenv("FLASHSERVE_PREFILL_WS_GRID"); cap != nullptr && std::atoi(cap) > 0)
         sms = std::min(sms, std::atoi(cap));
     }
-    const bool alt = ws_alt_tile(p);
-    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, alt, p.paged), &maps)) {
+    const int form = ws_tile_form(p);
+    if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, form, p.paged), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
 #ifdef FLASHSERVE_PREFILL_TRACE
@@ -609,12 +629,12 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
                                                            [&](auto hd, auto dt) {
         constexpr int kD = decltype(hd)::value;
         using T = cuda_storage_t<decltype(dt)::value>;
-        // An instance for packed K/V and one for pages (WsKv), of the head dim's first or second
-        // tile (ws_alt_tile), and where the head dim has two, the one for the call's logits
+        // An instance for packed K/V and one for pages (WsKv), of the head dim's tile form
+        // (ws_tile_form), and where the head dim has two, the one for the call's logits
         // (prefill_ws_split_logits); pages whose maps the host encoded (maps.page_boxes) by the
         // page boxes' instance of the 128-key tile.
-        auto launch = [&](auto alt_c) {
-          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(alt_c)::value, false);  // block_m, block_n
+        auto launch = [&](auto form_c) {
+          constexpr PrefillWsTiles kT = prefill_ws_tiles(kD, decltype(form_c)::value, false);  // block_m, block_n
           auto run = [&](auto transform_c) {
             constexpr bool kTf = decltype(transform_c)::value;
             err = p.paged
@@ -632,14 +652,17 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
           }
           run(std::true_type{});
         };
-        constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kD, false, false), kSecond = prefill_ws_tiles(kD, true, false);
-        if constexpr (kFirst.block_m != kSecond.block_m || kFirst.block_n != kSecond.block_n) {
-          if (alt) return launch(std::true_type{});
+        constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kD, kWsFirst, false), kSecond = prefill_ws_tiles(kD, kWsSecond, false);
+        if constexpr (kD == 64) {
+          if (form == kWsPair) return launch(std::integral_constant<int, kWsPair>{});
         }
-        launch(std::false_type{});
+        if constexpr (kFirst.block_m != kSecond.block_m || kFirst.block_n != kSecond.block_n) {
+          if (form == kWsSecond) return launch(std::integral_constant<int, kWsSecond>{});
+        }
+        launch(std::integral_constant<int, kWsFirst>{});
       }));
 #ifdef FLASHSERVE_PREFILL_TRACE
-      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, alt, p.paged), sms != INT_MAX, p.mask.causal);
+      if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(p.head_dim, form, p.paged), sms != INT_MAX, p.mask.causal);
 #endif
       return cuda_status(err, "prefill kernel (sm90, warp-specialized)");
     }

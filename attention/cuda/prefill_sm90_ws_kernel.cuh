@@ -42,6 +42,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -88,8 +89,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int trace_ctas = 0;  // CTAs with a record (blockIdx.x below it)
   // The loads' L2 policies (prefill v4.36): bit 0 K and V evict_last (the CTAs of a section read
   // them again and again), bit 1 Q evict_first (read once); 0: evict_normal, as without a hint.
+  // The host's default (make_tma_maps) says which it sets and why.
   // Last in the struct, so that objects built before it read the fields above where they were.
-  int l2_hints = 3;
+  int l2_hints = 2;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -176,6 +178,12 @@ struct WsRowGather;  // below
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
+// The forms of a head dim's tile (prefill_ws_tiles' form): its first, its second (d 128's wide key
+// tile, d 64's 128 rows), and d 64's third, 64 rows × 128 keys with one consumer warpgroup, two
+// CTAs an SM (PrefillWsTraits::kCtasPerSm): one CTA's item boundary (its Q wait, first S and
+// softmax, O store) runs beside the other's tiles, without the ping-pong (the SM's warp schedulers
+// interleave the two CTAs' GEMMs), at twice the K/V bytes a FLOP of the 128-row tile.
+enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 // The next item's view made under the drain's last P·V (bench-only, 0; the dynamic walk only):
 // the producer hands each item over a second time, as one 64-bit word (its count in the walk,
 // then the item) in a slot of its own beside the Q stage's, written when it takes the item's Q
@@ -202,10 +210,12 @@ struct PrefillWsTiles {
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_64
 #define FLASHSERVE_PREFILL_WS_STAGES_64 2
 #endif
-// The tile of a call by its head dim, whether it takes the head dim's second tile and whether K/V
-// are paged (block_m and block_n do not depend on it).
-constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, bool alt, bool paged) {
-  return head_dim == 256                ? PrefillWsTiles{128, 80, 2}
+// The tile of a call by its head dim, its form (above; a bool: the first or the second) and
+// whether K/V are paged (block_m and block_n do not depend on it).
+constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, int form, bool paged) {
+  const bool alt = form != kWsFirst;
+  return head_dim == 64 && form == kWsPair ? PrefillWsTiles{64, 128, FLASHSERVE_PREFILL_WS_STAGES_64}
+         : head_dim == 256              ? PrefillWsTiles{128, 80, 2}
          : head_dim == 128 && alt       ? PrefillWsTiles{128, 176, 2}
          : head_dim == 128              ? PrefillWsTiles{128, 128, paged ? 2 : FLASHSERVE_PREFILL_WS_STAGES_128}
          : head_dim == 64 && !alt       ? PrefillWsTiles{192, 128, FLASHSERVE_PREFILL_WS_STAGES_64}
@@ -261,14 +271,19 @@ struct PrefillWsTraits {
   static_assert(!kFp8 || (std::is_same_v<T, __half> && kHeadDim == 128 && kRows == 128 && kKeyTile == 128),
                 "FP8 pages: fp16 MMAs, d 128, 128 x 128 tiles");
   static_assert(kPaged || !kFp8, "FP8 K/V come in pages");
-  static constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kHeadDim, false, kPaged);
-  static constexpr PrefillWsTiles kTiles =
-      prefill_ws_tiles(kHeadDim, kKeyTile != kFirst.block_n || kRows != kFirst.block_m, kPaged);
+  static constexpr PrefillWsTiles kFirst = prefill_ws_tiles(kHeadDim, kWsFirst, kPaged);
+  static constexpr PrefillWsTiles kTiles = prefill_ws_tiles(
+      kHeadDim, kRows == 64 ? kWsPair : kKeyTile != kFirst.block_n || kRows != kFirst.block_m ? kWsSecond : kWsFirst,
+      kPaged);
   static constexpr int kBlockM = kTiles.block_m, kBlockN = kTiles.block_n, kStages = kTiles.stages;
   static_assert(kBlockM == kRows && kBlockN == kKeyTile, "a tile of prefill_ws_tiles");
   static constexpr int kConsumers = kBlockM / 64;  // warpgroups of 64 query rows
-  static_assert(kBlockM % 64 == 0 && (kConsumers == 2 || kConsumers == 3) && kBlockN % 16 == 0 && kBlockN <= 256,
-                "two or three consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
+  static_assert(kBlockM % 64 == 0 && kConsumers <= 3 && kBlockN % 16 == 0 && kBlockN <= 256,
+                "one to three consumer warpgroups of 64 rows; S tiles of whole k-steps, one TMA box");
+  // One consumer warpgroup: two CTAs an SM (kWsPair), each with half the SM's registers and
+  // shared memory (228 KB an SM, 1 KB of it each CTA's reserve: 113 KB a CTA, else 227).
+  static constexpr int kCtasPerSm = kConsumers == 1 ? 2 : 1;
+  static constexpr int kSmemLimit = kCtasPerSm == 1 ? 227 * 1024 : 113 * 1024;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
   // experiments"); three: 32/160 (FA3's split).
@@ -280,7 +295,7 @@ struct PrefillWsTraits {
   static constexpr int kProducerRegs =
       kConsumers == 3 ? 32
                       : (kFp8 ? (kFp8Reg ? kFp8RegProducerRegs : kFp8ProducerRegs) : FLASHSERVE_PREFILL_WS_PRODUCER_REGS);
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSm) / 8 * 8;
   static constexpr int kConsumerRegs =
       std::min(240, (kThreads * kLaunchRegs / 128 - kProducerRegs) / kConsumers / 8 * 8);
   static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= kThreads * kLaunchRegs, "registers");
@@ -314,12 +329,12 @@ struct PrefillWsTraits {
   static constexpr int kRestBytes =
       kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + (FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0 ? 20 : 0) + 1024;
   static constexpr bool kTmaO =
-      !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= 227 * 1024;
+      !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= kSmemLimit;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
   static constexpr int kQSlots = kTmaO ? 2 : 1;
   static constexpr int kBarriers = 2 * kQSlots + 4 * kStages;  // q full/empty, k full/empty, v full/empty
   static constexpr int kBaseSmemBytes = (kQElems + kOElems + 2 * kStages * kTileElems) * 2 + kBarriers * 8 + kRestBytes;
-  static_assert(kBaseSmemBytes <= 227 * 1024, "shared memory");
+  static_assert(kBaseSmemBytes <= kSmemLimit, "shared memory");
   // The sequences' offsets cached in shared memory on a persistent grid (cu_seqlens_q and
   // cu_seqlens_k, or the pages' seq_lens, and a varlen batch's q tile prefix (WsVarlenOrder):
   // kSeqCache entries each, as many as fit up to 257: 257 at d 64 and d 128's 176-key and paged
@@ -329,7 +344,7 @@ struct PrefillWsTraits {
   // only its q tile prefix there (up to 3·kSeqCache - 1 sequences; more walk every q tile of the
   // grid order). 200 prompts of 64-511 tokens at d 128 run faster so on the 128-key tile than
   // cached on the 176-key one (bench/history/prefill.md "Session 40", call 13: +3.7% causal).
-  static constexpr int kSeqCache = (227 * 1024 - kBaseSmemBytes) / 12 < 257 ? (227 * 1024 - kBaseSmemBytes) / 12 : 257;
+  static constexpr int kSeqCache = (kSmemLimit - kBaseSmemBytes) / 12 < 257 ? (kSmemLimit - kBaseSmemBytes) / 12 : 257;
   static constexpr int kSmemBytes = kBaseSmemBytes + 12 * kSeqCache;
   static_assert(kSeqCache >= 64, "the cached sequences' floor: a byte more of stages silently costs every item global loads");
 };
@@ -672,7 +687,8 @@ __device__ __forceinline__ auto& pick_ref(A& a, B& b) {
 
 // kTransform false: no code for the logit transform (launch_prefill_sm90_ws refuses calls with one).
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv, bool kTransform>
-__global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>::kThreads, 1)
+__global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>::kThreads,
+                                  WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>::kCtasPerSm)
     prefill_sm90_ws_kernel(const __grid_constant__ PrefillParams p, const __grid_constant__ PrefillTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // kPaged: p.paged (launch_prefill_sm90_ws checks).
@@ -852,7 +868,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         prefetch_tensor_map(&maps.v);
       }
     }
-    // The loads' L2 policies (prefill v4.36; maps.l2_hints): K and V evict_last, Q evict_first.
+    // The loads' L2 policies (prefill v4.36; maps.l2_hints, the host's default 2): K and V evict_last where
+    // bit 0, Q evict_first where bit 1.
     auto kv_policy = [&]() { return (maps.l2_hints & 1) != 0 ? l2_evict_last_policy() : l2_evict_normal_policy(); };
     auto q_policy = [&]() { return (maps.l2_hints & 2) != 0 ? l2_evict_first_policy() : l2_evict_normal_policy(); };
     PipeState<kQ> sq;
@@ -1460,14 +1477,20 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
               o[c][4 * n + 2 * i + 1] *= f[i];
             }
       };
-      int slots_left = num_tiles + 1;
-      auto sched_wait = [&] { named_barrier_sync(my_bar, 256); };
+      [[maybe_unused]] int slots_left = num_tiles + 1;
+      // (One consumer warpgroup, kWsPair: no ping-pong; the other CTA's GEMMs fill the gaps.)
+      constexpr bool kPingPong = kConsumers > 1;
+      auto sched_wait = [&] {
+        if constexpr (kPingPong) named_barrier_sync(my_bar, 256);
+      };
       auto sched_arrive = [&] {
-        if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
+        if constexpr (kPingPong) {
+          if (--slots_left > 0 || !last_wg) named_barrier_arrive(next_bar, 256);
+        }
       };
 
       if (num_tiles > 0) {
-        if (last_wg) named_barrier_arrive(next_bar, 256);
+        if (kPingPong && last_wg) named_barrier_arrive(next_bar, 256);
         pipe_q.consumer_wait(sq);
         if constexpr (kFp8) {
           la = LogitArgs(p.mask, h);
@@ -1768,7 +1791,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 #endif
 }
 
-// grid_ctas: the persistent grid (the SMs; fewer when there are fewer work items). kTransform:
+// grid_ctas: the persistent grid's SMs (INT_MAX: one CTA an item; fewer CTAs when there are fewer
+// work items). kTransform:
 // as the kernel's (prefill_ws_split_logits).
 template <int kHeadDim, int kRows, int kKeyTile, typename T, WsKv kKv, bool kTransform = true>
 cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps& maps, int grid_ctas,
@@ -1781,7 +1805,9 @@ cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps&
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes);
   if (err != cudaSuccess) return err;
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
-  const int grid = static_cast<int>(std::min<int64_t>(items, grid_ctas));
+  // A persistent grid (grid_ctas below INT_MAX) holds kCtasPerSm CTAs an SM.
+  const int64_t ctas = grid_ctas == INT_MAX ? items : static_cast<int64_t>(grid_ctas) * Tr::kCtasPerSm;
+  const int grid = static_cast<int>(std::min<int64_t>(items, ctas));
   if (grid <= 0) return cudaSuccess;
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, maps);
   return cudaGetLastError();
