@@ -136,7 +136,7 @@ bool ws_row_gather(const PrefillParams& p) {
 
 // TMA page boxes (prefill_cuda.h): 16-bit pages of 128 tokens or more at d 64 and 128 without a
 // logit transform, whose tiles the WsKv::kPageBoxes instances take as the pages' column boxes (the
-// row gather for a sequence's last partial tile), and such calls the 128-key tile (ws_alt_tile).
+// row gather for a sequence's last partial tile), and such calls the 128-key tile (ws_tile_form).
 // FLASHSERVE_PREFILL_WS_PAGE_BOXES=0 in the environment keeps such pages on the row gather and
 // its tile rule (A/B, cross-checks), read at every call.
 // The smallest pages the boxes take: a whole 128-key tile a page. (Tiles of 16-64-token pages whose
@@ -157,13 +157,13 @@ bool ws_page_boxes(const PrefillParams& p) {
 //  - packed at d 128: 1.1-1.5× v3;
 //  - packed at d 64: 1×16k 456/450 causal against v3's 401/393, 4×4k 419/365 against 391/353
 //    (v4.4, 192-row tiles); at 16×1k since v4.28 (the instances without the transform's code and
-//    128-row tiles for short causal calls: ws_alt_tile) 354/260 against v3's 338/252 (session 39
+//    128-row tiles for short causal calls: ws_tile_form) 354/260 against v3's 338/252 (session 39
 //    call 2, H100, 6 passes; v3 had won there before: 342/249 against 314/194);
 //  - paged, by the row gather: at d 128 whatever the pages, 2k over 30k in
 //    16-token pages 585 against v3's 447, 4×4k causal 489-496 against 355-375; at d 64 where the
 //    sequences are long (queries of 2k or more), 4×4k causal in 16-token pages 339 against 320;
 //    without a causal mask, 16×1k in 16-token pages 322 against 309 (192 rows); causal and
-//    short where the caller's total_k hint says so (the 128-row tile: ws_alt_tile), 16×1k 239
+//    short where the caller's total_k hint says so (the 128-row tile: ws_tile_form), 16×1k 239
 //    against 236 (session 39 call 3, H100, 6 passes); causal, short queries and no hint (the keys
 //    may be a long prefix's): v3 (192 rows there: 183).
 bool ws_d64_short_causal(const PrefillParams& p);  // (below, with the tiles' other choices)
@@ -272,8 +272,8 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
          encode_tiled(&maps->v, p.dtype, 4, pv.v_pages, dims, strides, box);
 }
 
-// The form of the call's tile (prefill_ws_tiles' form): its head dim's first or second, or at d 64
-// the third (kWsPair: 64 rows, two CTAs an SM; only where FLASHSERVE_PREFILL_WS_BLOCK_M=64 forces it).
+// The form of the call's tile (prefill_ws_tiles' form: the head dim's first, its second, or d 64's
+// third, kWsPair).
 // d 128: the wide key tile (176 keys, else 128), without a window (a window sees fewer keys), and
 // only where sequences have on average 8k keys or more (packed, causal or not; with fewer items an
 // SM, the 128-key tile's finer grain balances better, and at causal rows the diagonal costs a
@@ -286,10 +286,11 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // v4.32): 4x4k +2.1%, 8x2k +3.2%, the skewed batch +1.0%, 1x16k -1.9%, 1x16k causal -0.5%, 2k over
 // 30k causal -2.8%, 4x4k in 16-token pages -0.9%, 1x16k causal in 16-token pages -3.3%, 4x4k causal
 // +4.0%, 8x2k causal +8.6%, the skewed batch causal +4.2%, 16x1k +4.5% (2x8k not measured).
-// d 64: 128 query rows (else 192) without a window where the mask is causal and sequences have
-// on average fewer than 8k keys (total_k; paged without the hint: 192 rows), or where it is not
-// and no sequence has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to
-// 576); the measurements at prefill_ws_tiles.
+// d 64: the short rows, without a window, where the mask is causal and sequences have on average
+// fewer than 8k keys (total_k; paged without the hint: long), or where it is not and no sequence
+// has more than 1024 queries (192-row tiles pad 1k queries to 1152 rows, 512 to 576), take 64
+// rows (kWsPair) where K/V are packed and 128 where they are paged; the others 192 rows. The
+// measurements at prefill_ws_tiles and kWsPair.
 // FLASHSERVE_PREFILL_WS_BLOCK_N=128 or 176 forces the choice at d 128,
 // FLASHSERVE_PREFILL_WS_BLOCK_M=64, 128 or 192 at d 64 (A/B benchmarks, cross-checks), read at every
 // call.
@@ -299,21 +300,20 @@ bool has_window(const MaskParams& m) { return m.window_left >= 0 || m.window_rig
 bool ws_d64_short_causal(const PrefillParams& p) {
   return p.mask.causal && !has_window(p.mask) && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
 }
-bool ws_alt_tile(const PrefillParams& p);
+bool ws_d128_wide_keys(const PrefillParams& p);
 int ws_tile_form(const PrefillParams& p) {
   if (p.head_dim == 64) {
     const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
     if (force != nullptr && std::strcmp(force, "64") == 0) return kWsPair;
+    if (force != nullptr && std::strcmp(force, "128") == 0) return kWsSecond;
+    if (force != nullptr && std::strcmp(force, "192") == 0) return kWsFirst;
+    const bool short_rows =
+        ws_d64_short_causal(p) || (!p.mask.causal && !has_window(p.mask) && p.max_seqlen_q <= 1024);
+    return !short_rows ? kWsFirst : p.paged ? kWsSecond : kWsPair;
   }
-  return ws_alt_tile(p) ? kWsSecond : kWsFirst;
+  return ws_d128_wide_keys(p) ? kWsSecond : kWsFirst;
 }
-bool ws_alt_tile(const PrefillParams& p) {
-  if (p.head_dim == 64) {
-    const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
-    if (force != nullptr && std::strcmp(force, "128") == 0) return true;
-    if (force != nullptr && std::strcmp(force, "192") == 0) return false;
-    return ws_d64_short_causal(p) || (!p.mask.causal && !has_window(p.mask) && p.max_seqlen_q <= 1024);
-  }
+bool ws_d128_wide_keys(const PrefillParams& p) {
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_N");

@@ -29,7 +29,7 @@ Status validate_prefill_cuda(const PrefillParams& p);
 Status prefill_cuda(const PrefillParams& p, void* stream);
 
 // The key tile (keys a K/V tile) the warp-specialized Hopper kernel takes for p: 176 or 128 at
-// head_dim 128 (the wide tile's rule, ws_alt_tile), 128 at 64, 80 at 256, 0 at other head dims.
+// head_dim 128 (the wide tile's rule, ws_tile_form), 128 at 64, 80 at 256, 0 at other head dims.
 // Reads p's shapes, mask and pages and FLASHSERVE_PREFILL_WS_BLOCK_N / _BLOCK_M / _PAGE_BOXES,
 // no tensor.
 int prefill_ws_key_tile(const PrefillParams& p);

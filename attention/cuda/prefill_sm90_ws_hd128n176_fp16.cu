@@ -1,5 +1,5 @@
 // Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 176-key tiles (the
-// wide tile; ws_alt_tile in prefill_cuda.cu says when), fp16; packed K/V; calls without a logit
+// wide tile; ws_tile_form in prefill_cuda.cu says when), fp16; packed K/V; calls without a logit
 // transform (softcap, ALiBi, a scale <= 0), the `_transform` instance those with one
 // (prefill_ws_split_logits).
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"

@@ -1,5 +1,5 @@
 // Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 128, 176-key tiles (the
-// wide tile; ws_alt_tile in prefill_cuda.cu says when), fp16; K/V in pages of the call's dtype;
+// wide tile; ws_tile_form in prefill_cuda.cu says when), fp16; K/V in pages of the call's dtype;
 // calls with a logit transform (softcap, ALiBi, a scale <= 0), the other instance those without
 // (prefill_ws_split_logits).
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"

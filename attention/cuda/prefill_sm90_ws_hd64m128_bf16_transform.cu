@@ -1,5 +1,5 @@
 // Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 128 query rows (two
-// consumer warpgroups: the second tile; ws_alt_tile in prefill_cuda.cu says when) × 128-key tiles,
+// consumer warpgroups: the second tile; ws_tile_form in prefill_cuda.cu says when) × 128-key tiles,
 // bf16; packed K/V; calls with a logit transform (softcap, ALiBi, a scale <= 0), the other instance
 // those without (prefill_ws_split_logits).
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"

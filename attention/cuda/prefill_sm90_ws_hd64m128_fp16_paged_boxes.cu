@@ -1,5 +1,5 @@
 // Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 128 query rows (two
-// consumer warpgroups: the second tile; ws_alt_tile says when) × 128-key tiles, fp16; K/V in 16-bit
+// consumer warpgroups: the second tile; ws_tile_form says when) × 128-key tiles, fp16; K/V in 16-bit
 // pages of 128 tokens or more by TMA page boxes (WsKv::kPageBoxes; prefill_cuda.h says when), calls
 // without a logit transform.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"

@@ -157,9 +157,10 @@ struct WsTrace {
 template <int kHeadDim, int kBlockN>
 struct WsRowGather;  // below
 
-// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim, whether
-// the call takes the head dim's second tile (`alt`: ws_alt_tile in prefill_cuda.cu says when) and
-// whether K/V are paged (the ring's depth at d 128, below):
+// Tile sizes of the warp-specialized kernel (one place; FA3's tile_size.h), by head dim, the
+// tile's form (the head dim's first, its second, `alt`, or d 64's third, kWsPair below:
+// ws_tile_form in prefill_cuda.cu says when) and whether K/V are paged (the ring's depth at d 128,
+// below):
 //  - d 256: 128 × 80, Q 64 KB + 2 stages × (K 40 + V 40) KB = 224 KB (the O accumulator is 128
 //    registers a thread, so the S tile stays narrow);
 //  - d 128: 128 × 128, packed 32 + 3 × (32 + 32) = 224 KB, pages 32 + 2 × (32 + 32) = 160 KB
@@ -174,7 +175,9 @@ struct WsRowGather;  // below
 //    354/194 against 358/260, the skewed batch causal 319 against 328, 4×4k causal in 16-token
 //    pages 335 against 354; non-causal ("Session 45", call 3, H100, 6 passes, paired medians,
 //    128 rows against 192): 16x1k +4.4%, in 16-token pages +2.6%, 32x512 +10.2%, 64x300 +0.6%,
-//    8x2k -5.9%, the skewed batch -5.2% (call 2: 4x4k -7.7%, 1x16k -10.5%).
+//    8x2k -5.9%, the skewed batch -5.2% (call 2: 4x4k -7.7%, 1x16k -10.5%). kWsPair, 64 × 128
+//    (one consumer warpgroup, two CTAs an SM), 8 + 8 (Q's second slot, O's buffer) + 2 × (16 +
+//    16) = 80 KB a CTA, for the short rows' packed calls where 128 rows were the tile before.
 struct PrefillWsTiles {
   int block_m, block_n, stages;
 };
@@ -182,7 +185,15 @@ struct PrefillWsTiles {
 // tile, d 64's 128 rows), and d 64's third, 64 rows × 128 keys with one consumer warpgroup, two
 // CTAs an SM (PrefillWsTraits::kCtasPerSm): one CTA's item boundary (its Q wait, first S and
 // softmax, O store) runs beside the other's tiles, without the ping-pong (the SM's warp schedulers
-// interleave the two CTAs' GEMMs), at twice the K/V bytes a FLOP of the 128-row tile.
+// interleave the two CTAs' GEMMs), at twice the K/V bytes a FLOP of the 128-row tile (the L2's
+// bytes into shared memory: 16x1k causal 1.2 GB, 153 us at session 50's 7.84 TB/s, 1x16k causal
+// 17 GB, 2.2 ms, against 2.36 ms of FLOPs at 466 TFLOP/s). Same-run A/B, 64 rows against the
+// default rule's 128 or 192 (bench/history/prefill.md "Session 51", call 2, H100, 6 passes,
+// paired medians): where 128 rows were the tile, 16x1k causal +2.1% (6/6), 4x4k causal +2.6%
+// (4/6), the skewed batch causal +3.1%, 16x1k +4.3%, 32x512 +3.3%, 64x300 +23.0% (6/6; 5 row
+// tiles of 64 against 3 of 128), but in 16-token pages (the row gather's copies twice a FLOP)
+// 16x1k causal -5.1%, 4x4k causal -8.3%; where 192 rows were, 1x16k causal -8.9%, 1x16k -14.1%,
+// 4x4k -7.1%, 8x2k -6.2%, the skewed batch -8.3% (the L2's bytes).
 enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 // The next item's view made under the drain's last P·V (bench-only, 0; the dynamic walk only):
 // the producer hands each item over a second time, as one 64-bit word (its count in the walk,

@@ -388,7 +388,7 @@ Status LlamaCudaModel::plan_step(const ForwardBatch& b, int64_t width, bool grap
   }
   FS_RETURN_IF_ERROR(steps_.build(b, width, b.num_decode > 0 ? &planning : nullptr, step, placeholder_rows));
   // A captured mixed step may not depend on its keys' count: the prefill's tile choice reads the
-  // hint, which 0 leaves at the head dim's first tile (attention/cuda/prefill_cuda.cu, ws_alt_tile).
+  // hint, which 0 leaves at the head dim's first tile (attention/cuda/prefill_cuda.cu, ws_tile_form).
   if (graph) step->prefill_keys = 0;
   return Status::Ok();
 }
