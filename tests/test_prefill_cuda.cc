@@ -198,6 +198,48 @@ void check_problem(const Problem& p) {
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
 }
 
+// d 64's row tile rule (ws_tile_form), on the host (no device): 64 rows, two CTAs an SM, for the
+// short rows' packed calls, 128 for the same rows paged, 192 for the others; the overrides.
+TEST(PrefillWsRule, D64RowTiles) {
+  PrefillParams p;
+  p.head_dim = 64;
+  p.num_heads = p.num_kv_heads = 32;
+  auto rows = [&](int batch, int q_len, bool causal, bool paged) {
+    p.batch = batch;
+    p.max_seqlen_q = q_len;
+    p.total_q = p.total_k = static_cast<int64_t>(batch) * q_len;
+    p.mask.causal = causal;
+    p.paged = paged;
+    return cuda::prefill_ws_tile_rows(p);
+  };
+  EXPECT_EQ(rows(16, 1024, true, false), 64);    // 16x1k causal
+  EXPECT_EQ(rows(4, 4096, true, false), 64);     // 4x4k causal: mean keys under 8k
+  EXPECT_EQ(rows(1, 16384, true, false), 192);   // 1x16k causal
+  EXPECT_EQ(rows(2, 8192, true, false), 192);    // mean keys 8k: not short
+  EXPECT_EQ(rows(16, 1024, true, true), 128);    // paged: the row gather's 128
+  EXPECT_EQ(rows(64, 300, false, false), 64);    // non-causal, at most 1024 queries
+  EXPECT_EQ(rows(16, 1024, false, true), 128);
+  EXPECT_EQ(rows(8, 2048, false, false), 192);   // non-causal, longer queries
+  p.mask.window_left = 256;                      // a window: the long tile
+  EXPECT_EQ(rows(16, 1024, false, false), 192);
+  p.mask.window_left = -1;
+  p.total_k = 0;  // paged without the keys' hint: long
+  p.paged = true;
+  p.mask.causal = true;
+  EXPECT_EQ(cuda::prefill_ws_tile_rows(p), 192);
+  for (const char* force : {"64", "128", "192"}) {
+    setenv("FLASHSERVE_PREFILL_WS_BLOCK_M", force, 1);
+    EXPECT_EQ(rows(1, 16384, true, true), std::atoi(force)) << force;
+    EXPECT_EQ(rows(16, 1024, false, false), std::atoi(force)) << force;
+  }
+  unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
+  EXPECT_EQ(cuda::prefill_ws_key_tile(p), 128);  // every d 64 tile: 128 keys
+  p.head_dim = 128;
+  EXPECT_EQ(rows(16, 1024, true, false), 128);
+  p.head_dim = 96;
+  EXPECT_EQ(rows(16, 1024, true, false), 0);
+}
+
 class PrefillCudaGrid : public ::testing::TestWithParam<std::tuple<int, int, int, bool, int>> {};
 
 TEST_P(PrefillCudaGrid, MatchesReferenceAndCpu) {

@@ -507,12 +507,16 @@ struct WsTraceDump {
 };
 #endif
 
+// The tile the warp-specialized kernel takes for p (0 x 0 at head dims it does not have).
+PrefillWsTiles ws_call_tiles(const PrefillParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return PrefillWsTiles{0, 0, 0};
+  return prefill_ws_tiles(p.head_dim, ws_tile_form(p), p.paged);
+}
+
 }  // namespace
 
-int prefill_ws_key_tile(const PrefillParams& p) {
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return 0;
-  return prefill_ws_tiles(p.head_dim, ws_tile_form(p), p.paged).block_n;
-}
+int prefill_ws_key_tile(const PrefillParams& p) { return ws_call_tiles(p).block_n; }
+int prefill_ws_tile_rows(const PrefillParams& p) { return ws_call_tiles(p).block_m; }
 
 bool prefill_ws_page_boxes(const PrefillParams& p) {
   if (!ws_page_boxes(p) || prefill_ws_key_tile(p) != 128) return false;

@@ -33,6 +33,10 @@ Status prefill_cuda(const PrefillParams& p, void* stream);
 // Reads p's shapes, mask and pages and FLASHSERVE_PREFILL_WS_BLOCK_N / _BLOCK_M / _PAGE_BOXES,
 // no tensor.
 int prefill_ws_key_tile(const PrefillParams& p);
+// The query rows of that kernel's tile for p: at head_dim 64 192, or for the short rows 64 (two
+// CTAs an SM) where K/V are packed and 128 where they are paged (the rule, ws_tile_form); 128 at
+// 128 and 256, 0 at other head dims. Reads p's shapes and mask and FLASHSERVE_PREFILL_WS_BLOCK_M.
+int prefill_ws_tile_rows(const PrefillParams& p);
 // Whether the warp-specialized Hopper kernel takes p's pages by TMA page boxes: 16-bit pages of 128
 // tokens or more on the 128-key tile, no logit transform, the pool's maps encoded by the driver
 // (false elsewhere, or under FLASHSERVE_PREFILL_WS_PAGE_BOXES=0; then the row gather). Reads p's

@@ -22,13 +22,14 @@
 //    copies are issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V.
 //    The WsKv::kPageBoxes instances (16-bit pages of 128 tokens or more, 128-key tiles): whole
 //    tiles by TMA page boxes, the row gather for a sequence's last partial tile.
-//  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three), 64 query
-//    rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
+//  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three, 232 alone: d 64's
+//    64-row tile, two CTAs an SM, kWsPair), 64 query rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
 //    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
 //    registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
-//    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs. In d 128's
+//    round the ring ("ping-pong"), so one's softmax runs under the others' GEMMs (a lone
+//    consumer warpgroup has none: there the SM's other CTA fills the gaps). In d 128's
 //    packed 128-key instances a warpgroup that sees none of an item's last tile past its first
 //    64 keys runs that tile at 64 keys (the half tile, FLASHSERVE_PREFILL_WS_HALF_DIAG).
 // The O tile is normalised in registers and stored by TMA from a buffer in shared memory where
