@@ -198,9 +198,14 @@ void check_problem(const Problem& p) {
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
 }
 
-// d 64's row tile rule (ws_tile_form), on the host (no device): 64 rows, two CTAs an SM, for the
-// short rows' packed calls, 128 for the same rows paged, 192 for the others; the overrides.
+// d 64's row tile rule (ws_tile_form), on the host (no device: it runs, not skips, in CI): 64 rows,
+// two CTAs an SM, for the short rows' packed calls, 128 for the same rows paged, 192 for the
+// others; the overrides (an A/B run's own value put back after).
 TEST(PrefillWsRule, D64RowTiles) {
+  const char* outer = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
+  const bool had = outer != nullptr;
+  const std::string saved = had ? outer : "";
+  unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
   PrefillParams p;
   p.head_dim = 64;
   p.num_heads = p.num_kv_heads = 32;
@@ -220,8 +225,10 @@ TEST(PrefillWsRule, D64RowTiles) {
   EXPECT_EQ(rows(64, 300, false, false), 64);    // non-causal, at most 1024 queries
   EXPECT_EQ(rows(16, 1024, false, true), 128);
   EXPECT_EQ(rows(8, 2048, false, false), 192);   // non-causal, longer queries
+  EXPECT_EQ(rows(15, 1025, false, false), 192);
   p.mask.window_left = 256;                      // a window: the long tile
   EXPECT_EQ(rows(16, 1024, false, false), 192);
+  EXPECT_EQ(rows(16, 1024, true, false), 192);
   p.mask.window_left = -1;
   p.total_k = 0;  // paged without the keys' hint: long
   p.paged = true;
@@ -232,12 +239,14 @@ TEST(PrefillWsRule, D64RowTiles) {
     EXPECT_EQ(rows(1, 16384, true, true), std::atoi(force)) << force;
     EXPECT_EQ(rows(16, 1024, false, false), std::atoi(force)) << force;
   }
-  unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
   EXPECT_EQ(cuda::prefill_ws_key_tile(p), 128);  // every d 64 tile: 128 keys
-  p.head_dim = 128;
+  p.head_dim = 128;                              // (the override is d 64's)
+  EXPECT_EQ(rows(16, 1024, true, false), 128);
+  unsetenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
   EXPECT_EQ(rows(16, 1024, true, false), 128);
   p.head_dim = 96;
   EXPECT_EQ(rows(16, 1024, true, false), 0);
+  if (had) setenv("FLASHSERVE_PREFILL_WS_BLOCK_M", saved.c_str(), 1);
 }
 
 class PrefillCudaGrid : public ::testing::TestWithParam<std::tuple<int, int, int, bool, int>> {};

@@ -157,8 +157,9 @@ bool ws_page_boxes(const PrefillParams& p) {
 //  - packed at d 128: 1.1-1.5× v3;
 //  - packed at d 64: 1×16k 456/450 causal against v3's 401/393, 4×4k 419/365 against 391/353
 //    (v4.4, 192-row tiles); at 16×1k since v4.28 (the instances without the transform's code and
-//    128-row tiles for short causal calls: ws_tile_form) 354/260 against v3's 338/252 (session 39
-//    call 2, H100, 6 passes; v3 had won there before: 342/249 against 314/194);
+//    128-row tiles for short causal calls, 64-row ones since v4.37: ws_tile_form) 354/260 against
+//    v3's 338/252 (session 39 call 2, H100, 6 passes; v3 had won there before: 342/249 against
+//    314/194);
 //  - paged, by the row gather: at d 128 whatever the pages, 2k over 30k in
 //    16-token pages 585 against v3's 447, 4×4k causal 489-496 against 355-375; at d 64 where the
 //    sequences are long (queries of 2k or more), 4×4k causal in 16-token pages 339 against 320;
@@ -576,7 +577,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   if (p.head_dim == 256 && kernel == Kernel::kWgmma) kernel = Kernel::kWs;
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
-    // A persistent grid of one CTA an SM walking the items, or one CTA an item (dispatched by the
+    // A persistent grid of one CTA an SM (two at d 64's 64-row tile) walking the items, or one CTA an item (dispatched by the
     // hardware in WsWorkOrder's order). Packed: persistent by default, by the dynamic walk
     // (ws_sched_pair): it takes the next longest item as a CTA frees up, as the hardware's
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
@@ -625,7 +626,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
         err = reg ? launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8RegPages>(p, maps, sms, stream)
                   : launch_prefill_sm90_ws<128, 128, 128, __half, WsKv::kFp8Pages>(p, maps, sms, stream);
 #ifdef FLASHSERVE_PREFILL_TRACE
-        if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(128, false, true), sms != INT_MAX, p.mask.causal);  // 128 x 128
+        if (err == cudaSuccess) dump.write(stream, prefill_ws_tiles(128, kWsFirst, true), sms != INT_MAX, p.mask.causal);  // 128 x 128
 #endif
         return cuda_status(err, "prefill kernel (sm90, warp-specialized, FP8 pages)");
       }

@@ -1,5 +1,5 @@
 // The warp-specialized Hopper prefill kernel (sm_90a), FlashAttention-3's design: one producer
-// warpgroup loads, two or three consumer warpgroups compute. Same semantics as
+// warpgroup loads, one to three consumer warpgroups compute. Same semantics as
 // prefill_sm90_kernel.cuh and prefill_kernel.cuh; templated on head_dim, the tile (query rows ×
 // keys) and the storage type, one instance per file (prefill_sm90_ws_hd*_*.cu).
 //
@@ -222,9 +222,10 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 #ifndef FLASHSERVE_PREFILL_WS_STAGES_64
 #define FLASHSERVE_PREFILL_WS_STAGES_64 2
 #endif
-// The tile of a call by its head dim, its form (above; a bool: the first or the second) and
-// whether K/V are paged (block_m and block_n do not depend on it).
+// The tile of a call by its head dim, its form (above; kWsPair at d 64 only) and whether K/V are
+// paged (block_m and block_n do not depend on it). {0, 0, 0}: no such tile.
 constexpr PrefillWsTiles prefill_ws_tiles(int head_dim, int form, bool paged) {
+  if (form == kWsPair && head_dim != 64) return PrefillWsTiles{0, 0, 0};
   const bool alt = form != kWsFirst;
   return head_dim == 64 && form == kWsPair ? PrefillWsTiles{64, 128, FLASHSERVE_PREFILL_WS_STAGES_64}
          : head_dim == 256              ? PrefillWsTiles{128, 80, 2}
@@ -271,7 +272,7 @@ inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 #define FLASHSERVE_PREFILL_WS_FP8_REG_REGS 88
 #endif
 inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
-// The 16-bit producer's registers beside two consumer warpgroups (24; bench-only for A/B, e.g. 40
+// The 16-bit producer's registers beside one or two consumer warpgroups (24; bench-only for A/B, e.g. 40
 // for the paged instances, whose row gather spills at 24: d 128, 49 local loads and 43 stores).
 #ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
 #define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
@@ -298,12 +299,13 @@ struct PrefillWsTraits {
   static constexpr int kSmemLimit = kCtasPerSm == 1 ? 227 * 1024 : 113 * 1024;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   // Two consumers: 24/240 (40/232: -4..-12% at d 128, bench/history/prefill.md, "prefill v4.2
-  // experiments"); three: 32/160 (FA3's split).
+  // experiments"); three: 32/160 (FA3's split); one (two CTAs an SM): 24/232.
   // FP8 pages: kFp8ProducerRegs (above) for the converting producer. The consumers take the
   // rest, in steps of 8 (setmaxnreg's), at most 240, of what the CTA got at launch
-  // (__launch_bounds__(kThreads, 1): 65536 / kThreads a thread in steps of 8, 168 at 384
-  // threads): setmaxnreg only moves registers between the warpgroups, and an increase past that
-  // pool waits for registers that never come (producer 32 with consumers 240 at d 128: 1024 over).
+  // (__launch_bounds__(kThreads, kCtasPerSm): 65536 / (kThreads · kCtasPerSm) a thread in steps of
+  // 8, 168 at 384 threads, 128 at 256 threads two CTAs an SM): setmaxnreg only moves registers
+  // between the warpgroups, and an increase past that pool waits for registers that never come
+  // (producer 32 with consumers 240 at d 128: 1024 over).
   static constexpr int kProducerRegs =
       kConsumers == 3 ? 32
                       : (kFp8 ? (kFp8Reg ? kFp8RegProducerRegs : kFp8ProducerRegs) : FLASHSERVE_PREFILL_WS_PRODUCER_REGS);
@@ -1819,7 +1821,7 @@ cudaError_t launch_prefill_sm90_ws(const PrefillParams& p, const PrefillTmaMaps&
   const int64_t items = static_cast<int64_t>((p.max_seqlen_q + Tr::kBlockM - 1) / Tr::kBlockM) * p.num_heads * p.batch;
   // A persistent grid (grid_ctas below INT_MAX) holds kCtasPerSm CTAs an SM.
   const int64_t ctas = grid_ctas == INT_MAX ? items : static_cast<int64_t>(grid_ctas) * Tr::kCtasPerSm;
-  const int grid = static_cast<int>(std::min<int64_t>(items, ctas));
+  const int grid = static_cast<int>(std::min<int64_t>({items, ctas, INT_MAX}));
   if (grid <= 0) return cudaSuccess;
   kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p, maps);
   return cudaGetLastError();
