@@ -577,8 +577,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
   if (p.head_dim == 256 && kernel == Kernel::kWgmma) kernel = Kernel::kWs;
   if (kernel == Kernel::kWs) {
     PrefillTmaMaps maps;
-    // A persistent grid of one CTA an SM (two at d 64's 64-row tile) walking the items, or one CTA an item (dispatched by the
-    // hardware in WsWorkOrder's order). Packed: persistent by default, by the dynamic walk
+    // A persistent grid of one CTA an SM (two at d 64's 64-row tile) walking the items, or one
+    // CTA an item (dispatched by the hardware in WsWorkOrder's order). Packed: persistent by
+    // default, by the dynamic walk
     // (ws_sched_pair): it takes the next longest item as a CTA frees up, as the hardware's
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,

@@ -1,6 +1,6 @@
-// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 64 query rows (one
-// consumer warpgroup, two CTAs an SM: the third tile, kWsPair; ws_tile_form says when) × 128-key tiles, bf16; K/V in 16-bit
-// pages of 128 tokens or more by TMA page boxes (WsKv::kPageBoxes; prefill_cuda.h says when), calls
+// Instance: warp-specialized Hopper (TMA, wgmma) varlen prefill, head_dim 64, 64 query rows (one consumer
+// warpgroup, two CTAs an SM: the third tile, kWsPair; ws_tile_form says when) × 128-key tiles, bf16; K/V in
+// 16-bit pages of 128 tokens or more by TMA page boxes (WsKv::kPageBoxes; prefill_cuda.h says when), calls
 // without a logit transform.
 #include "attention/cuda/prefill_sm90_ws_kernel.cuh"
 

@@ -22,9 +22,9 @@
 //    copies are issued and tile t + 1's offsets staged, and a tile's offsets serve its K and its V.
 //    The WsKv::kPageBoxes instances (16-bit pages of 128 tokens or more, 128-key tiles): whole
 //    tiles by TMA page boxes, the row gather for a sequence's last partial tile.
-//  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three, 232 alone: d 64's
-//    64-row tile, two CTAs an SM, kWsPair), 64 query rows each: per tile S = Q·Kᵀ (wgmma m64nNk16 with N = kBlockN, both operands in shared
-//    memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
+//  - warpgroups 1 .. kConsumers, the consumers (setmaxnreg 240, or 160 with three, 232 alone:
+//    d 64's 64-row tile, two CTAs an SM, kWsPair), 64 query rows each: per tile S = Q·Kᵀ (wgmma
+//    m64nNk16 with N = kBlockN, both operands in shared memory), online softmax on the accumulators (online_softmax.cuh), O += P·V (P from
 //    registers, V MN-major). Inside a
 //    warpgroup, S(t) is issued before P(t-1)·V(t-1), so the softmax of t runs while the
 //    tensor cores do P(t-1)·V(t-1); between the warpgroups named barriers pass their wgmma issue
@@ -272,8 +272,9 @@ inline constexpr int kFp8ProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REGS;
 #define FLASHSERVE_PREFILL_WS_FP8_REG_REGS 88
 #endif
 inline constexpr int kFp8RegProducerRegs = FLASHSERVE_PREFILL_WS_FP8_REG_REGS;
-// The 16-bit producer's registers beside one or two consumer warpgroups (24; bench-only for A/B, e.g. 40
-// for the paged instances, whose row gather spills at 24: d 128, 49 local loads and 43 stores).
+// The 16-bit producer's registers beside one or two consumer warpgroups (24; bench-only for A/B,
+// e.g. 40 for the paged instances, whose row gather spills at 24: d 128, 49 local loads and 43
+// stores).
 #ifndef FLASHSERVE_PREFILL_WS_PRODUCER_REGS
 #define FLASHSERVE_PREFILL_WS_PRODUCER_REGS 24
 #endif
@@ -882,8 +883,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         prefetch_tensor_map(&maps.v);
       }
     }
-    // The loads' L2 policies (prefill v4.36; maps.l2_hints, the host's default 2): K and V evict_last where
-    // bit 0, Q evict_first where bit 1.
+    // The loads' L2 policies (prefill v4.36; maps.l2_hints, the host's default 2): K and V
+    // evict_last where bit 0, Q evict_first where bit 1.
     auto kv_policy = [&]() { return (maps.l2_hints & 1) != 0 ? l2_evict_last_policy() : l2_evict_normal_policy(); };
     auto q_policy = [&]() { return (maps.l2_hints & 2) != 0 ? l2_evict_first_policy() : l2_evict_normal_policy(); };
     PipeState<kQ> sq;
