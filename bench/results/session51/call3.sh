@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51 call 3 (issue 22), carry build-s51x (prep3.sh: the tree's build, v4.37) and .whl/fa3;
+# Session 51 call 3 (issue 22), carry build-s51x (prep2.sh, run on the tree: its build, v4.37) and .whl/fa3;
 # run as `tar xJf build-s51x/b.tar.xz && bash bench/results/session51/call3.sh` (~220 s):
 # 1. the GPU prefill grid and skewed batches (the default now takes the 64-row tile on d 64's short
 #    packed cases);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Call 2's carry: build-s51x/b.tar.xz, which unpacks to build-s51/: the tree's library and GPU
-# tests (build-gpu, current: d 64's 64-row tile, kWsPair, and the L2 hints' default 2).
+# tests (build-gpu, current; call 2 ran the build of f423b2d: d 64's 64-row tile forced only, the L2 hints' default 2).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 cmake --build build-gpu --target flashserve_c test_prefill_cuda test_fp8_cuda > /dev/null
