@@ -99,6 +99,15 @@ __device__ __forceinline__ float logits_row(At at, const LogitArgs& a, int key0,
   return to_log2;
 }
 
+// kP (1 to 4) partials of a row combined pairwise, by op (lane_max's max, exp_row's sum).
+template <int kP, typename Op>
+__device__ __forceinline__ float combine_partials(const float (&r)[4], Op op) {
+  if constexpr (kP == 4) return op(op(r[0], r[1]), op(r[2], r[3]));
+  if constexpr (kP == 3) return op(op(r[0], r[1]), r[2]);
+  if constexpr (kP == 2) return op(r[0], r[1]);
+  return r[0];
+}
+
 // This lane's values of the row's max, over (up to) four independent partials: short
 // dependency chains (two warps a scheduler cannot hide a serial chain of 32 operations). Any
 // kNTiles (10 and 22: the 80- and 176-key tiles). Each partial starts from its first tile's
@@ -114,10 +123,7 @@ __device__ __forceinline__ float lane_max(At at) {
     const float x = fmaxf(at(nt, 0), at(nt, 1));
     m4[nt % kP] = nt < kP ? x : fmaxf(m4[nt % kP], x);
   }
-  if constexpr (kP == 4) return fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
-  if constexpr (kP == 3) return fmaxf(fmaxf(m4[0], m4[1]), m4[2]);
-  if constexpr (kP == 2) return fmaxf(m4[0], m4[1]);
-  return m4[0];
+  return combine_partials<kP>(m4, [](float a, float b) { return fmaxf(a, b); });
 }
 
 // p = 2^(value·to_log2 - m_use) in place (-inf -> 0); returns this lane's sum of them. The
@@ -137,10 +143,7 @@ __device__ __forceinline__ float exp_row(At at, float to_log2, float m_use) {
       r4[nt % kP] = nt < kP && e == 0 ? pe : r4[nt % kP] + pe;
     }
   }
-  if constexpr (kP == 4) return (r4[0] + r4[1]) + (r4[2] + r4[3]);
-  if constexpr (kP == 3) return (r4[0] + r4[1]) + r4[2];
-  if constexpr (kP == 2) return r4[0] + r4[1];
-  return r4[0];
+  return combine_partials<kP>(r4, [](float a, float b) { return a + b; });
 }
 
 // The lazy rescale's margin (base 2): softmax_row<kNTiles, true> below.

@@ -301,19 +301,6 @@ bool has_window(const MaskParams& m) { return m.window_left >= 0 || m.window_rig
 bool ws_d64_short_causal(const PrefillParams& p) {
   return p.mask.causal && !has_window(p.mask) && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
 }
-bool ws_d128_wide_keys(const PrefillParams& p);
-int ws_tile_form(const PrefillParams& p) {
-  if (p.head_dim == 64) {
-    const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
-    if (force != nullptr && std::strcmp(force, "64") == 0) return kWsPair;
-    if (force != nullptr && std::strcmp(force, "128") == 0) return kWsSecond;
-    if (force != nullptr && std::strcmp(force, "192") == 0) return kWsFirst;
-    const bool short_rows =
-        ws_d64_short_causal(p) || (!p.mask.causal && !has_window(p.mask) && p.max_seqlen_q <= 1024);
-    return !short_rows ? kWsFirst : p.paged ? kWsSecond : kWsPair;
-  }
-  return ws_d128_wide_keys(p) ? kWsSecond : kWsFirst;
-}
 bool ws_d128_wide_keys(const PrefillParams& p) {
   if (p.head_dim != 128) return false;
   if (p.paged && is_fp8(p.pages.dtype)) return false;  // the FP8 instance: 128-key tiles (shared memory)
@@ -332,6 +319,18 @@ bool ws_d128_wide_keys(const PrefillParams& p) {
   // unmeasured since.
   const int64_t max_q = p.max_seqlen_q;
   return gather && max_q * max_q >= 2048ll * std::max<int64_t>(1, p.total_q);
+}
+int ws_tile_form(const PrefillParams& p) {
+  if (p.head_dim == 64) {
+    const char* force = std::getenv("FLASHSERVE_PREFILL_WS_BLOCK_M");
+    if (force != nullptr && std::strcmp(force, "64") == 0) return kWsPair;
+    if (force != nullptr && std::strcmp(force, "128") == 0) return kWsSecond;
+    if (force != nullptr && std::strcmp(force, "192") == 0) return kWsFirst;
+    const bool short_rows =
+        ws_d64_short_causal(p) || (!p.mask.causal && !has_window(p.mask) && p.max_seqlen_q <= 1024);
+    return !short_rows ? kWsFirst : p.paged ? kWsSecond : kWsPair;
+  }
+  return ws_d128_wide_keys(p) ? kWsSecond : kWsFirst;
 }
 
 // The work order's section for p (ws_section_pairs has the rule and its measurements): keys by
