@@ -361,8 +361,8 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   std::memset(maps, 0, sizeof(*maps));
   maps->section = ws_section(p);
   // Q evict_first in L2, K and V at normal priority (2; prefill v4.36 had 3, K and V evict_last
-  // too). Beside v4.36's 8 MB causal sections the hints read level: 2, 3 and 0 within 1% on every
-  // causal row (bench/history/prefill.md "Session 51", call 1, H100, 8 passes, paired medians);
+  // too). Beside v4.36's 8 MB causal sections the hints read level: 2 within 1% of 3 on every
+  // causal row, 0 within 2% (bench/history/prefill.md "Session 51", call 1, H100, 8 passes, paired medians);
   // 2 leaves no evict_last lines in the L2 for the kernels after prefill (a persisting set-aside
   // would hold them). FLASHSERVE_PREFILL_WS_L2_HINTS=N, read at every call (A/B): N 0-3, bit 0
   // the K/V hint, bit 1 Q's, 0 none; anything else: the default.
