@@ -91,10 +91,12 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // The loads' L2 policies (prefill v4.36): bit 0 K and V evict_last (the CTAs of a section read
   // them again and again), bit 1 Q evict_first (read once); 0: evict_normal, as without a hint.
   // The host's default (make_tma_maps) says which it sets and why.
-  // Last in the struct, so that objects built before it read the fields above where they were.
+  // Last in the struct with carry below, so that objects built before them read the fields above
+  // where they were.
   int l2_hints = 2;
   // 1: d 64's 64-row instances (kWsPair) carry the next item's first S into the last one's drain
-  // (prefill v4.38, the consumers' kCarry); 0: each item starts after the last one's O store (A/B).
+  // (prefill v4.38, the consumers' kCarry); 0: each item starts after the last one's O store; 2:
+  // as 1, the stored item's Q slot released at the drain's end (A/B).
   int carry = 1;
 };
 
@@ -1325,6 +1327,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // (Session 39's carried tile lost with one Q slot: the next Q could not load before the last S.)
   constexpr bool kCarry = kConsumers == 1 && !kFp8 && !kItemAhead && !kHalfDiag;
   const bool carry_on = kCarry && dynamic && two_q && maps.carry != 0;
+  // maps.carry 2: the held slot released at the drain's end, once its store has read it (warp 0
+  // waits for that under the carried S(0)), not after the next item's softmax(0) (A/B).
+  const bool release_at_drain = carry_on && maps.carry == 2;
   auto walk = [&](auto fenced) {
     float s[kBN / 2];      // S (kCarry: the next item's S(0), issued at this one's drain)
     bool carried = false;  // kCarry: the next item viewed (cta_next ...) and its S(0) issued
@@ -1852,6 +1857,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       }
       stamp(7);
       if constexpr (kCarry) {
+        if (carried && release_at_drain) release_held();
         // A carried S(0) in, here: with it still running at the loop's top (the walk's branches),
         // ptxas serialized every wgmma (C7518).
         wgmma_wait<0>();
