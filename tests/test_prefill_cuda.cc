@@ -111,15 +111,7 @@ void check_problem(const Problem& p) {
               {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
               {"FLASHSERVE_PREFILL_WS_GRID", p.seed % 3 == 0 ? "1" : "3"},
               {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"},
-              {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}},
-            // ... by the dynamic walk without the carried S(0) (FLASHSERVE_PREFILL_WS_CARRY=0,
-            // prefill v4.38: each item's S(0) after the last one's store).
-            {"ws",
-             {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "64"},
-              {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-              {"FLASHSERVE_PREFILL_WS_GRID", "3"},
-              {"FLASHSERVE_PREFILL_WS_SCHED", "dynamic"},
-              {"FLASHSERVE_PREFILL_WS_CARRY", "0"}}}};
+              {"FLASHSERVE_PREFILL_WS_SECTION", "5"}}}};
   if (p.head_dim == 128)
     runs = {{"wgmma", {}},
             {"ws", {{"FLASHSERVE_PREFILL_WS_BLOCK_N", "128"}}},
@@ -202,31 +194,6 @@ void check_problem(const Problem& p) {
         << "o: the plain run against the general loop, case: " << p.describe();
     EXPECT_EQ(std::memcmp(plain.lse.data(), general.lse.data(), plain.lse.size() * sizeof(float)), 0)
         << "lse: the plain run against the general loop, case: " << p.describe();
-  }
-  // d 64's 64-row tile computes the same bytes with the next item's S(0) carried into the last
-  // one's drain and without (prefill v4.38), on a 3-CTA grid by the dynamic walk (the carry's);
-  // the carry's second release point (FLASHSERVE_PREFILL_WS_CARRY=2) alike.
-  if (p.head_dim == 64) {
-    use_kernel("ws");
-    const std::pair<const char*, const char*> env[] = {{"FLASHSERVE_PREFILL_WS_BLOCK_M", "64"},
-                                                       {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
-                                                       {"FLASHSERVE_PREFILL_WS_GRID", "3"},
-                                                       {"FLASHSERVE_PREFILL_WS_SCHED", "dynamic"}};
-    for (const auto& [var, val] : env) setenv(var, val, 1);
-    Outputs carried = run_gpu(p, d, &st);
-    ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-    // 0: no carry; 2: the carry with the stored item's Q slot released at the drain's end.
-    for (const char* mode : {"0", "2"}) {
-      setenv("FLASHSERVE_PREFILL_WS_CARRY", mode, 1);
-      Outputs other = run_gpu(p, d, &st);
-      unsetenv("FLASHSERVE_PREFILL_WS_CARRY");
-      ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-      EXPECT_EQ(std::memcmp(carried.o.data(), other.o.data(), carried.o.storage.size() * sizeof(double)), 0)
-          << "o: the carried S(0) against CARRY=" << mode << ", case: " << p.describe();
-      EXPECT_EQ(std::memcmp(carried.lse.data(), other.lse.data(), carried.lse.size() * sizeof(float)), 0)
-          << "lse: the carried S(0) against CARRY=" << mode << ", case: " << p.describe();
-    }
-    for (const auto& kv : env) unsetenv(kv.first);
   }
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
 }

@@ -368,11 +368,6 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // the K/V hint, bit 1 Q's, 0 none; anything else: the default.
   const char* hints = std::getenv("FLASHSERVE_PREFILL_WS_L2_HINTS");
   maps->l2_hints = hints != nullptr && hints[0] >= '0' && hints[0] <= '3' && hints[1] == '\0' ? hints[0] - '0' : 2;
-  // d 64's 64-row tile carries the next item's S(0) into the last one's drain (prefill v4.38);
-  // FLASHSERVE_PREFILL_WS_CARRY=0 starts each item after the last one's store, 2 releases the
-  // stored item's Q slot at the drain's end (PrefillTmaMaps::carry), read at every call (A/B).
-  const char* carry = std::getenv("FLASHSERVE_PREFILL_WS_CARRY");
-  maps->carry = carry != nullptr && (carry[0] == '0' || carry[0] == '2') && carry[1] == '\0' ? carry[0] - '0' : 1;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");

@@ -91,13 +91,8 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // The loads' L2 policies (prefill v4.36): bit 0 K and V evict_last (the CTAs of a section read
   // them again and again), bit 1 Q evict_first (read once); 0: evict_normal, as without a hint.
   // The host's default (make_tma_maps) says which it sets and why.
-  // Last in the struct with carry below, so that objects built before them read the fields above
-  // where they were.
+  // Last in the struct, so that objects built before it read the fields above where they were.
   int l2_hints = 2;
-  // 1: d 64's 64-row instances (kWsPair) carry the next item's first S into the last one's drain
-  // (prefill v4.38, the consumers' kCarry); 0: each item starts after the last one's O store; 2:
-  // as 1, the stored item's Q slot released at the drain's end (A/B).
-  int carry = 1;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -1080,11 +1075,11 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
               const char* g = next_v ? rv : rk;
               auto run = [&](auto kv) {
                 using KV = decltype(kv);
-#pragma unroll
+  #pragma unroll
                 for (int q = 0; q < 2; ++q) {
                   const uint4 o = offs[q];
                   const uint32_t ow[4] = {o.x, o.y, o.z, o.w};
-#pragma unroll
+  #pragma unroll
                   for (int e = 0; e < 4; ++e) {
                     const int i = 4 * q + e;
                     if (ws_fp8_diag<true>(maps) != 1) out.store<KV, kFp8RegLean>(i, buf[i]);
@@ -1105,7 +1100,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             {
               const uint32_t* offs = reinterpret_cast<const uint32_t*>(slot(0)) + my_row * RowGather::kPad;
               const uint32_t valid = reinterpret_cast<const uint32_t*>(slot(0) + 16 * RowGather::kPad * 4)[tid / 32] >> valid_shift;
-#pragma unroll
+  #pragma unroll
               for (int i = 0; i < kBN / 16; ++i)
                 buf[i] = RowGather::ldg16_or_zero(rk + static_cast<uint64_t>(offs[i]) * 16, valid & (1u << (4 * i)));
             }
@@ -1167,7 +1162,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
                 T* dst = (is_v ? smem_v : smem_k) + st.index * Tr::kTileElems;
                 MBarrier::arrive_expect_tx(bar, Tr::kTileBytes);
                 const uint64_t policy = kv_policy();
-#pragma unroll
+  #pragma unroll
                 for (int c = 0; c < Tr::kBlocks; ++c)
                   tma_load_4d(dst + c * kBN * 64, is_v ? &maps.v : &maps.k, bar, c * 64, k0 & cta.src.block_mask,
                               kv_head, page, policy);
@@ -1315,29 +1310,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     if (w_next < grid_items) item(w_next, cta_next, h_next, b_next, kb_next, nt_next);  // (handed items have rows)
     have_next = true;
   };
-  // kCarry (prefill v4.38; d 64's 64-row tile, one consumer warpgroup, two Q slots, no ping-pong):
-  // the item boundary pipelined inside the warpgroup. At an item's drain, its last P·V issued, the
-  // next item's Q stage is waited for (loaded ahead into the other slot), its view made and its
-  // S(0) issued on its K(0) (the ring's next stage); then this item's O is normalised and stored
-  // under that S, and the next item takes S(0) as issued: init_rows, the wait, softmax(0). Before
-  // it, an item's S(0) and softmax waited for the last item's store (session 40's stall samples:
-  // a third of d 64 16x1k causal's in the item's own code). The slot whose O warp 0 stores is
-  // released after the next item's softmax(0) (the store has had that long to read it). An end,
-  // an item without keys or the static walk: no carry, the next item starts as before.
-  // (Session 39's carried tile lost with one Q slot: the next Q could not load before the last S.)
-  constexpr bool kCarry = kConsumers == 1 && !kFp8 && !kItemAhead && !kHalfDiag;
-  const bool carry_on = kCarry && dynamic && two_q && maps.carry != 0;
-  // maps.carry 2: the held slot released at the drain's end, once its store has read it (warp 0
-  // waits for that under the carried S(0)), not after the next item's softmax(0) (A/B).
-  const bool release_at_drain = carry_on && maps.carry == 2;
   auto walk = [&](auto fenced) {
-    float s[kBN / 2];      // S (kCarry: the next item's S(0), issued at this one's drain)
-    bool carried = false;  // kCarry: the next item viewed (cta_next ...) and its S(0) issued
     for (int w = blockIdx.x;; w += gridDim.x) {
       PrefillCta cta;
       int h, b, key_base, num_tiles;
-      const bool carried_item = kCarry && carried;
-      carried = false;
       // The item of the Q stage sq (dynamic walk): lane 0 reads the slot, the one lane whose
       // release of the stage (below) lets the producer rewrite it: so the read is ordered
       // before that rewrite in every lane's own program order.
@@ -1348,18 +1324,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           have_next = false;
           w = w_next;
           if (w >= grid_items) break;
-          cta = cta_next;
-          h = h_next;
-          b = b_next;
-          key_base = kb_next;
-          num_tiles = nt_next;
-          stamp_fine(0);
-          viewed = true;
-        }
-      }
-      if constexpr (kCarry) {
-        if (carried_item) {
-          w = w_next;
           cta = cta_next;
           h = h_next;
           b = b_next;
@@ -1437,6 +1401,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       constexpr bool kEarlyFinish = FLASHSERVE_PREFILL_WS_EARLY_FINISH != 0;
       float fin_inv[2] = {0.f, 0.f}, fin_lse[2] = {-INFINITY, -INFINITY};
 
+      float s[kBN / 2];
       // kHalfDiag: S of a half tile in registers of its own (m64n64 into s's first half made ptxas
       // serialize every wgmma: "insufficient register resources for the wgmma pipeline").
       float sh[kHalfDiag ? kBN / 4 : 1];
@@ -1447,7 +1412,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // mask, a shift and an or, a dependent chain before each wgmma inside the ping-pong's issue
       // window: with Q's (below) ~100 of the 703 instructions a warp issued a 128 x 176 tile (ncu,
       // d 128 1x16k, bench/history/prefill.md "prefill v4.11").
-      auto issue_s_at = [&](uint32_t q_lo_base, int stage, auto cols) {
+      auto issue_s_cols = [&](int stage, auto cols) {
         constexpr int kCols = decltype(cols)::value;
         // K's (and V's, issue_pv) broadcast like Q's below (prefill v4.20): the stage index lives
         // in a vector register, so at d 128 (128 keys) and d 64 each descriptor's adds ran in
@@ -1462,7 +1427,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         // issue: the volatile move keeps it from being hoisted, the broadcast makes it
         // warp-uniform (the compiler issues it before the ping-pong's barrier), so the adds run in
         // uniform registers.
-        uint32_t q_lo = q_lo_base;
+        uint32_t q_lo = q_lo_item;
         asm volatile("mov.b32 %0, %0;\n" : "+r"(q_lo));
         q_lo = __shfl_sync(0xffffffffu, q_lo, 0);
 #pragma unroll
@@ -1474,7 +1439,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         }
         wgmma_commit();
       };
-      auto issue_s_cols = [&](int stage, auto cols) { issue_s_at(q_lo_item, stage, cols); };
       uint32_t pa[Tr::kKeySteps][4];
       auto pack_p_cols = [&](auto cols) {
         auto& sc = pick_ref<decltype(cols)::value == kBN>(s, sh);
@@ -1542,67 +1506,64 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
 
       if (num_tiles > 0) {
         if (kPingPong && last_wg) named_barrier_arrive(next_bar, 256);
-        // (A carried item's Q stage was waited for, its S(0) issued, at the last item's drain.)
-        if (!carried_item) {
-          pipe_q.consumer_wait(sq);
-          if constexpr (kFp8) {
-            la = LogitArgs(p.mask, h);
-            // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
-            // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
-            // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
-            // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
-            const bool bf16 = p.dtype == DType::kBFloat16;
-            const int bar_q = kConsumers + 3 + cw;
-            auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
-              return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
-            };
-            // Rows past the sequence's queries (the TMA box reads on into the next sequence's)
-            // take no part in the max, and are zeroed.
-            auto in_rows = [&](int k) { return cw * 64 + wt / 8 + 16 * (k % 4) < cta.block_rows; };
-            float mx = 0.f;
+        pipe_q.consumer_wait(sq);
+        if constexpr (kFp8) {
+          la = LogitArgs(p.mask, h);
+          // This warpgroup's 64 rows of Q (TMA wrote the call's bf16 or fp16) into fp16 in place,
+          // as q·2^e with the rows' max |q|·2^e < 2^15 (fp16's max is 65504; 2^e comes off the
+          // logits' scale with k_scale, as in the mma.sync kernel's FP8 instance): a max over the
+          // warpgroup, then each thread converts the chunks it read, fences them for wgmma.
+          const bool bf16 = p.dtype == DType::kBFloat16;
+          const int bar_q = kConsumers + 3 + cw;
+          auto q_chunk = [&](int k) {  // chunk k of this thread: 512 a column block, 4 a thread
+            return reinterpret_cast<uint4*>(smem_q + (k / 4) * Tr::kBlockM * 64 + cw * 64 * 64) + wt + 128 * (k % 4);
+          };
+          // Rows past the sequence's queries (the TMA box reads on into the next sequence's)
+          // take no part in the max, and are zeroed.
+          auto in_rows = [&](int k) { return cw * 64 + wt / 8 + 16 * (k % 4) < cta.block_rows; };
+          float mx = 0.f;
 #pragma unroll
-            for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
-              float f[8];
-              chunk_to_float(*q_chunk(k), bf16, f);
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            chunk_to_float(*q_chunk(k), bf16, f);
 #pragma unroll
-              for (int j = 0; j < 8; ++j) mx = in_rows(k) ? fmaxf(mx, fabsf(f[j])) : mx;
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            if (lane == 0) q_maxima[4 * cw + wt / 32] = mx;
-            named_barrier_sync(bar_q, 128);
-            mx = fmaxf(fmaxf(q_maxima[4 * cw], q_maxima[4 * cw + 1]), fmaxf(q_maxima[4 * cw + 2], q_maxima[4 * cw + 3]));
-            float q_mul = 1.f;
-            // At most 2^64 up: q below 2^-50 everywhere keeps the fold a normal float.
-            if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
-#pragma unroll
-            for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
-              float f[8];
-              uint4* c = q_chunk(k);
-              chunk_to_float(*c, bf16, f);
-              *c = in_rows(k) ? make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
-                                           pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul))
-                              : make_uint4(0, 0, 0, 0);
-            }
-            fence_proxy_async();
-            named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
-            const int kv_head = h / (p.num_heads / p.num_kv_heads);
-            const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
-            la.scale *= fold;
-            la.scale2 *= fold;
-            v_mul = p.pages.v_scales[kv_head];
+            for (int j = 0; j < 8; ++j) mx = in_rows(k) ? fmaxf(mx, fabsf(f[j])) : mx;
           }
-          stamp(1);
-          wait_stage(pipe_k, sk, fenced);
-          stamp(2);
-          sched_wait();
-          stamp(3);
-          wgmma_fence();
-          issue_s_cols(sk.index, kFull{});
-          sched_arrive();
-          release_held();  // the last item's Q slot, under this S
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+          if (lane == 0) q_maxima[4 * cw + wt / 32] = mx;
+          named_barrier_sync(bar_q, 128);
+          mx = fmaxf(fmaxf(q_maxima[4 * cw], q_maxima[4 * cw + 1]), fmaxf(q_maxima[4 * cw + 2], q_maxima[4 * cw + 3]));
+          float q_mul = 1.f;
+          // At most 2^64 up: q below 2^-50 everywhere keeps the fold a normal float.
+          if (mx > 0.f && isfinite(mx)) q_mul = ldexpf(1.f, min(64, 14 - ilogbf(mx)));
+#pragma unroll
+          for (int k = 0; k < 4 * Tr::kBlocks; ++k) {
+            float f[8];
+            uint4* c = q_chunk(k);
+            chunk_to_float(*c, bf16, f);
+            *c = in_rows(k) ? make_uint4(pack2<__half>(f[0] * q_mul, f[1] * q_mul), pack2<__half>(f[2] * q_mul, f[3] * q_mul),
+                                         pack2<__half>(f[4] * q_mul, f[5] * q_mul), pack2<__half>(f[6] * q_mul, f[7] * q_mul))
+                            : make_uint4(0, 0, 0, 0);
+          }
+          fence_proxy_async();
+          named_barrier_sync(bar_q, 128);  // also: every read of q_maxima before the next item's writes
+          const int kv_head = h / (p.num_heads / p.num_kv_heads);
+          const float fold = p.pages.k_scales[kv_head] / q_mul;  // logits = scale · k_scale · (q·2^e)·code / 2^e
+          la.scale *= fold;
+          la.scale2 *= fold;
+          v_mul = p.pages.v_scales[kv_head];
         }
-        init_rows();  // the rows' ranges, under S(0)
+        stamp(1);
+        wait_stage(pipe_k, sk, fenced);
+        stamp(2);
+        sched_wait();
+        stamp(3);
+        wgmma_fence();
+        issue_s_cols(sk.index, kFull{});
+        sched_arrive();
+        release_held();  // the last item's Q slot, under this S
+        init_rows();     // ... and the rows' ranges
         wgmma_wait<0>();
         fence_regs(s);
         pipe_k.consumer_release(sk, lane);
@@ -1610,7 +1571,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (num_tiles == 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
         softmax(0, kind_c<TileKind::kGeneral>{});
         pack_p_cols(kFull{});
-        if (carried_item) release_held();  // the last item's Q slot: its store has read it by now
         stamp(4);
         // The plain run (prefill v4.20): tiles [plain_lo, plain_hi) need no mask (no row's range
         // ends inside them: PrefillCta::masked) and, without a transform (softcap, ALiBi), take
@@ -1699,31 +1659,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if constexpr (kItemAhead) {
           if (dynamic) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
         }
-        if constexpr (kCarry) {
-          // The next item (kCarry, above the walk): its Q stage (sq since q_advance above), its
-          // view, and its S(0) on K(0), the ring's next stage; this item's O is stored under it.
-          if (carry_on) {
-            pipe_q.consumer_wait(sq);
-            int slot = 0;
-            if (lane == 0) slot = item_slot[sq.index];
-            w_next = __shfl_sync(0xffffffffu, slot, 0);
-            if (w_next < grid_items) {
-              item(w_next, cta_next, h_next, b_next, kb_next, nt_next);  // (handed items have rows)
-              carried = nt_next > 0;
-            }
-            carried = __shfl_sync(0xffffffffu, carried, 0);  // warp-uniform for ptxas (wgmma in its branches)
-          }
-          // Without a next item to carry (the walk's end, an item without keys, the static walk,
-          // maps.carry 0) the S is issued all the same, on whatever the stages hold, and thrown
-          // away: issued in a branch, ptxas serialized every wgmma (C7520). The next S(0)
-          // overwrites it (its first k-step does not accumulate).
-          if (carried) wait_stage(pipe_k, sk, fenced);
-          wgmma_fence();
-          issue_s_at(q_lo0 + static_cast<uint32_t>(sq.index) * (Tr::kQElems / 8), sk.index, kFull{});
-          wgmma_wait<1>();  // P·V in; S runs on under the store
-        } else {
-          wgmma_wait<0>();
-        }
+        wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
         stamp(6);
@@ -1856,13 +1792,6 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         holding = true;
       }
       stamp(7);
-      if constexpr (kCarry) {
-        if (carried && release_at_drain) release_held();
-        // A carried S(0) in, here: with it still running at the loop's top (the walk's branches),
-        // ptxas serialized every wgmma (C7518).
-        wgmma_wait<0>();
-        fence_regs(s);
-      }
       ++traced;
     }
   };
