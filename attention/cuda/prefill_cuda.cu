@@ -589,14 +589,21 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // "prefill v4.8"). Paged likewise by the dynamic walk, since v4.15 (session 22 call 2, four
     // passes, medians, against one CTA an item: 4×4k causal in 16-token pages 476/460, in 64-token
     // pages 476/459, 4×4k 527/515, 1×16k causal 549/537, d 64 4×4k causal 354/335; 2k over 30k
-    // level; sessions 18-21 had read it level in two passes); one CTA an item under graph capture.
-    // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
-    // takes the dynamic walk's counters away (A/B: a persistent grid then walks statically).
+    // level; sessions 18-21 had read it level in two passes); one CTA an item under graph capture,
+    // but for packed batches whose q lengths differ (`ragged`): there one CTA an item launches every
+    // sequence the longest one's q tiles, most of them empty, and the static persistent walk skips
+    // them (session 52 call 6, H100, 8 passes, paired against the dynamic walk, one CTA an item /
+    // the static persistent walk: the skewed batch causal d 64 -73.4 / -20.5%, d 128 -66.4 / -19.9%,
+    // 200 short prompts d 128 causal -41.9 / -15.4%; on uniform causal rows the static walk
+    // balances worse, d 128 16x1k -18.4 / -24.9%, 4x4k -7.9 / -33.7%). Paged ragged batches not
+    // measured: one CTA an item. FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid,
+    // FLASHSERVE_PREFILL_WS_SCHED=static takes the dynamic walk's counters away (A/B: as a capture).
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
+    const bool ragged = !p.paged && p.total_q != static_cast<int64_t>(p.batch) * p.max_seqlen_q;
     const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
-    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike) {
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike || ragged) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
