@@ -4,7 +4,10 @@ flushed before every call as in bench_prefill.py. No peers: the ratios between c
 are the point; bench_prefill.py gives them against the peers. On the first pass each
 configuration's output is compared with the default's (max |difference|, "(!)" past 0.05 or on
 NaN): an A/B library that is fast because it is wrong shows. --interleave times each pass over
-all rows in turn, so that rows (e.g. paged against packed) compare pass by pass.
+all rows in turn, so that rows (e.g. paged against packed) compare pass by pass. A configuration
+whose overrides hold GRAPH=1 (not passed to the library) times its call captured into a CUDA graph
+(torch.cuda.graph, the overrides read at the capture) and replayed: what a mixed step's graph
+runs, without the dynamic walk's counters.
 Usage: python3 bench/ab_prefill.py --lib build-gpu/libflashserve_c.so --config NAME=VAR=VAL[,VAR=VAL] ..."""
 import argparse
 import os
@@ -142,9 +145,19 @@ def time_pass(row, runs, flops, label, keep, configs, pas):
     dim, lens, causal, bs = row[:4]
     vals, diffs, first = [], [], None
     for name, env, key in configs:
+        graph = env.get("GRAPH") == "1"
+        env = {var: val for var, val in env.items() if var != "GRAPH"}
         os.environ.update(env)
         try:
-            vals.append(f"{flops / bp.time_fn(runs[key]) / 1e12:>12.0f}")
+            fn = runs[key]
+            if graph:
+                fn()  # (an eager call first: the library's first-call setup stays out of the capture)
+                torch.cuda.synchronize()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    fn()
+                fn = g.replay
+            vals.append(f"{flops / bp.time_fn(fn) / 1e12:>12.0f}")
             if pas == 0:  # the outputs against the default's: a variant that is fast because wrong shows
                 out = keep[3].float()
                 if first is None:
