@@ -298,6 +298,8 @@ bool encode_pages(PrefillTmaMaps* maps, const PrefillParams& p) {
 // (d 64's rule without the override: ws_by_default reads it too, so that forcing the tile does not
 // move a call between kernels.)
 bool has_window(const MaskParams& m) { return m.window_left >= 0 || m.window_right >= 0; }
+// Whether p's sequences have q lengths that differ (a varlen batch, not rows of one length).
+bool ragged_q(const PrefillParams& p) { return p.total_q != static_cast<int64_t>(p.batch) * p.max_seqlen_q; }
 bool ws_d64_short_causal(const PrefillParams& p) {
   return p.mask.causal && !has_window(p.mask) && p.total_k > 0 && p.total_k < 8192ll * std::max(1, p.batch);
 }
@@ -371,8 +373,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
   const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
-  maps->varlen = p.total_q != static_cast<int64_t>(p.batch) * p.max_seqlen_q &&
-                 !(varlen != nullptr && std::strcmp(varlen, "0") == 0);
+  maps->varlen = ragged_q(p) && !(varlen != nullptr && std::strcmp(varlen, "0") == 0);
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   // O by TMA stores where the instance has the buffer (PrefillWsTraits::kTmaO) and the map encodes
@@ -601,7 +602,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
-    const bool ragged = !p.paged && p.total_q != static_cast<int64_t>(p.batch) * p.max_seqlen_q;
+    const bool ragged = !p.paged && ragged_q(p);
     const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
     if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike || ragged) {
       int device = 0;
