@@ -584,27 +584,31 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
-    // has no counters (a graph capture), the static walk only where items are short and alike
-    // (d 128, not causal, 4k keys a sequence or fewer on average: 4×4k 625/586 against 609/569); it balances
-    // causal items badly (4×4k causal 422/434 against 501/507; bench/history/prefill.md,
-    // "prefill v4.8"). Paged likewise by the dynamic walk, since v4.15 (session 22 call 2, four
-    // passes, medians, against one CTA an item: 4×4k causal in 16-token pages 476/460, in 64-token
-    // pages 476/459, 4×4k 527/515, 1×16k causal 549/537, d 64 4×4k causal 354/335; 2k over 30k
-    // level; sessions 18-21 had read it level in two passes); one CTA an item under graph capture,
-    // but for packed batches whose q lengths differ (`ragged`): there one CTA an item launches every
-    // sequence the longest one's q tiles, most of them empty, and the static persistent walk skips
-    // them (session 52 call 6, H100, 8 passes, paired against the dynamic walk, one CTA an item /
-    // the static persistent walk: the skewed batch causal d 64 -73.4 / -20.5%, d 128 -66.4 / -19.9%,
-    // 200 short prompts d 128 causal -41.9 / -15.4%; on uniform causal rows the static walk
-    // balances worse, d 128 16x1k -18.4 / -24.9%, 4x4k -7.9 / -33.7%). Paged ragged batches not
-    // measured: one CTA an item. FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid,
-    // FLASHSERVE_PREFILL_WS_SCHED=static takes the dynamic walk's counters away (A/B: as a capture).
+    // has no counters (a graph capture: a mixed step's), the static walk on a persistent grid or one
+    // CTA an item, by the call (session 53 call 1 and its follow-ups, H100, 4-6 passes, paired
+    // against the dynamic walk, the static walk / one CTA an item):
+    //  - the static walk where the q lengths differ, packed or paged: one CTA an item launches every
+    //    sequence the longest one's q tiles, most of them empty, and the static walk skips them
+    //    (skewed batch causal d 64 -21.5 / -73.2%, d 128 -20.4 / -65.3%, in 16-token pages -35.4 /
+    //    -56.0%, 200 short prompts causal -14.5 / -41.0%; the mixed step in 16-token pages -10.0 /
+    //    -6.0%, the one ragged row it loses);
+    //  - the static walk where the call is not causal: items alike (d 128 1x16k +2.7 / +0.2%, 4x4k
+    //    in 16-token pages +0.4 / -3.2%, the skewed batch -9.9 / -39.0%; d 64 16x1k -0.8 / -10.8%,
+    //    32x512 +1.8 / -17.4%, 64x300 +0.5 / -22.9%, 4x4k +2.1 / -2.8%, 1x16k -0.8 / -2.0%; d 128's
+    //    short packed rows took it before, from session 17);
+    //  - causal rows of one length: the static walk at d 64's 64- and 128-row tiles, whose items
+    //    are many and short (16x1k +0.9 / -18.2%, in 16-token pages -1.5 / -24.4%; 4x4k -6.0 /
+    //    -6.8%, in pages -0.1 / -8.8%), else one CTA an item: the static walk balances causal items
+    //    of 128 rows or more badly (d 128 16x1k -23.4 / -17.4%, 4x4k -33.1 / -6.6%, 1x16k -29.6 /
+    //    -0.7%, 8x2k -28.2 / -10.9%; d 64 1x16k's 192 rows -7.3 / -0.2%; "prefill v4.8").
+    // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
+    // takes the dynamic walk's counters away (A/B: as a capture).
+    const int form = ws_tile_form(p);
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
-    const bool ragged = !p.paged && ragged_q(p);
-    const bool alike = p.head_dim == 128 && !p.paged && !p.mask.causal && p.total_k <= 4096ll * std::max(1, p.batch);
-    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || alike || ragged) {
+    const bool walk_static = ragged_q(p) || !p.mask.causal || (p.head_dim == 64 && form != kWsFirst);
+    if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || walk_static) {
       int device = 0;
       err = cudaGetDevice(&device);
       if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -615,7 +619,6 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       if (const char* cap = std::getenv("FLASHSERVE_PREFILL_WS_GRID"); cap != nullptr && std::atoi(cap) > 0)
         sms = std::min(sms, std::atoi(cap));
     }
-    const int form = ws_tile_form(p);
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, form, p.paged), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
