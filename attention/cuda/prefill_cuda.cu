@@ -585,22 +585,23 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
     // has no counters (a graph capture: a mixed step's), the static walk on a persistent grid or one
-    // CTA an item, by the call (session 53 call 1 and its follow-ups, H100, 4-6 passes, paired
-    // against the dynamic walk, the static walk / one CTA an item):
+    // CTA an item, by the call (session 53 call 5, H100, 6 passes, paired against the dynamic walk,
+    // this rule's launch / one CTA an item; bench/history/prefill.md "Session 53"):
     //  - the static walk where the q lengths differ, packed or paged: one CTA an item launches every
     //    sequence the longest one's q tiles, most of them empty, and the static walk skips them
-    //    (skewed batch causal d 64 -21.5 / -73.2%, d 128 -20.4 / -65.3%, in 16-token pages -35.4 /
-    //    -56.0%, 200 short prompts causal -14.5 / -41.0%; the mixed step in 16-token pages -10.0 /
-    //    -6.0%, the one ragged row it loses);
-    //  - the static walk where the call is not causal: items alike (d 128 1x16k +2.7 / +0.2%, 4x4k
-    //    in 16-token pages +0.4 / -3.2%, the skewed batch -9.9 / -39.0%; d 64 16x1k -0.8 / -10.8%,
-    //    32x512 +1.8 / -17.4%, 64x300 +0.5 / -22.9%, 4x4k +2.1 / -2.8%, 1x16k -0.8 / -2.0%; d 128's
-    //    short packed rows took it before, from session 17);
+    //    (the skewed batch in 16-token pages causal -41.4 / -58.0%, the mix of 32 prompts -13.9 /
+    //    -19.8%; packed, call 1: causal d 64 -21.5 / -73.2%, d 128 -20.4 / -65.3%, 200 short prompts
+    //    -14.5 / -41.0%). One ragged row loses by it: 200 short prompts non-causal -31.3 / -19.4%;
+    //  - the static walk where the call is not causal: its items alike (d 256 1x16k +1.3 / +0.4%;
+    //    d 128 4x4k in 16-token pages -0.5 / -3.6%, in 128-token pages -1.4 / -3.9%; d 64 16x1k -2.1
+    //    / -10.8%, in pages -3.6 / -18.1%, 32x512 -4.1 / -18.9%, 64x300 -4.9 / -26.1%, 4x4k -0.1 /
+    //    -4.4%; d 128's packed rows of 4k keys or fewer took it before, since session 17);
     //  - causal rows of one length: the static walk at d 64's 64- and 128-row tiles, whose items
-    //    are many and short (16x1k +0.9 / -18.2%, in 16-token pages -1.5 / -24.4%; 4x4k -6.0 /
-    //    -6.8%, in pages -0.1 / -8.8%), else one CTA an item: the static walk balances causal items
-    //    of 128 rows or more badly (d 128 16x1k -23.4 / -17.4%, 4x4k -33.1 / -6.6%, 1x16k -29.6 /
-    //    -0.7%, 8x2k -28.2 / -10.9%; d 64 1x16k's 192 rows -7.3 / -0.2%; "prefill v4.8").
+    //    are many and short (16x1k -7.8 / -23.1%, in 16-token pages -2.4 / -25.4%, 4x4k in pages
+    //    -5.0 / -10.2%, but packed -8.7 / -7.0%), else one CTA an item: the static walk balances
+    //    causal items of 128 rows or more badly (call 1's follow-ups, the static walk / one CTA an
+    //    item: d 128 16x1k -23.4 / -17.4%, 4x4k -33.1 / -6.6%, 1x16k -29.6 / -0.7%, 8x2k -28.2 /
+    //    -10.9%; d 64 1x16k's 192 rows -7.3 / -0.2%; "prefill v4.8").
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
     // takes the dynamic walk's counters away (A/B: as a capture).
     const int form = ws_tile_form(p);
