@@ -158,13 +158,15 @@ void check_problem(const Problem& p) {
                    {"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
                    {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "static" : "dynamic"}}});
-  // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on the
-  // dynamic walk, in every run above that takes it; here the grid order's dynamic walk, which
-  // claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0).
+  // Batches whose q lengths differ walk only the q tiles that exist (WsVarlenOrder) on a
+  // persistent grid, dynamic or static, in every run above that takes one; here the grid order,
+  // which claims and skips the items past a sequence's queries (FLASHSERVE_PREFILL_WS_VARLEN=0),
+  // by the walk the run above did not take.
   runs.push_back({"ws",
                   {{"FLASHSERVE_PREFILL_WS_PERSISTENT", "1"},
                    {"FLASHSERVE_PREFILL_WS_GRID", "3"},
-                   {"FLASHSERVE_PREFILL_WS_VARLEN", "0"}}});
+                   {"FLASHSERVE_PREFILL_WS_VARLEN", "0"},
+                   {"FLASHSERVE_PREFILL_WS_SCHED", p.seed % 2 ? "dynamic" : "static"}}});
   for (const Run& run : runs) {
     if (run.paged_only && p.block_size == 0) continue;
     use_kernel(run.kernel);

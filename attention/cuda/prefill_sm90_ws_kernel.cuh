@@ -73,7 +73,7 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   int q_slots = 2;
   int section = 1;  // (query head, sequence) pairs a section of the work order (WsWorkOrder)
   int plain = 1;    // 1: the plain tile run (v4.20; the instances without the transform's code); 0: none
-  int varlen = 0;  // 1: q lengths differ; the dynamic walk takes the tiles that exist (WsVarlenOrder)
+  int varlen = 0;  // 1: q lengths differ; a persistent grid walks the tiles that exist (WsVarlenOrder)
   // 1: k and v are the page pool's maps, [blocks, kv heads, block_size, head_dim] in boxes of 64
   // columns x 128 rows (the WsKv::kPageBoxes instances, which take whole tiles by them).
   int page_boxes = 0;
@@ -758,10 +758,13 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // A CTA that walks several items reads its sequences' offsets from shared memory (kSeqCache).
   const bool walks = static_cast<int>(gridDim.x) < grid_items;
   const bool seq_cached = walks && p.batch + 1 <= Tr::kSeqCache;
-  const bool dynamic = maps.sched != nullptr;  // the dynamic walk (below)
+  const bool counted = maps.sched != nullptr;  // the dynamic walk's counters (below)
   // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
   // sequences than they take, alone in their room (3·kSeqCache entries).
-  const bool varlen = dynamic && walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
+  const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
+  // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
+  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist.
+  const bool dynamic = counted || varlen;
   // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
   // count in the walk << 32 | the item), from int 6 of item_slot (8-byte aligned; seq_q moves
   // from int 5 to int 10).
@@ -801,7 +804,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
   // (the consumers read it after that stage's wait; an item without keys and the end, an item >=
   // grid_items, come with a plain arrival and no Q). Items are handed over by their index in
-  // the grid order (WsVarlenOrder's walk too).
+  // the grid order (WsVarlenOrder's walk too). Without counters (a capture) a batch of q lengths
+  // that differ (maps.varlen) takes the static walk over WsVarlenOrder's items, handed over alike:
+  // the q tiles that exist, not every one of the grid order (session 53).
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
   // visible key, aligned down to a page box for paged TMA (keys before the first visible one are
   // the sequence's own, masked like any other). At d 128 the work order's and the pair's
@@ -931,11 +936,20 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair);
       return order.index(m_tile, pair);
     };
+    // The static walk over WsVarlenOrder (varlen without counters) claims in turn: claim k of
+    // CTA c is WsVarlenOrder's item c + k·gridDim.x (thread 0 counts; paged, it hands the claim
+    // over as the dynamic walk's). One to_grid a form: two inlined grew the producer's walk by
+    // ~155 instructions.
+    int static_claim = static_cast<int>(blockIdx.x);
+    auto claim_next = [&] {
+      return counted ? static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u))
+                     : (static_claim += static_cast<int>(gridDim.x));
+    };
     auto next_item = [&](int w) {
       if (!dynamic) return w + static_cast<int>(gridDim.x);
-      if (!kPaged) return to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
+      if (!kPaged) return to_grid(claim_next());
       volatile int* claim = item_slot + 2 + (claims++ & 1);
-      if (tid == 0) *claim = to_grid(static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u)));
+      if (tid == 0) *claim = to_grid(claim_next());
       named_barrier_sync(kConsumers + 2, 128);
       return *claim;
     };
@@ -954,6 +968,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     auto end_walk = [&] {
       if (!dynamic || tid != 0) return;
       hand_over(grid_items);
+      if (!counted) return;  // (the static walk over WsVarlenOrder: no counters)
       __threadfence();
       if (atomicAdd(maps.sched + 1, 1u) == gridDim.x - 1) {
         __threadfence();  // every other CTA's claims before the reset

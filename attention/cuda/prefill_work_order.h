@@ -108,7 +108,7 @@ struct WsWorkOrderFast {
   }
 };
 
-// A varlen batch's order (q lengths not all alike; the kernel's dynamic walk takes it): only the
+// A varlen batch's order (q lengths not all alike; the kernel's persistent walks take it): only the
 // q tiles that exist, w = 0, 1, ... < tiles[batch] · heads, mapped by a prefix sum over the
 // sequences' tiles. Sequence by sequence in batch order, each in sections of min(section, heads)
 // of its query heads, q tiles longest first in a section, the section's heads fastest. The grid
