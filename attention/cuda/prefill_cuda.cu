@@ -588,10 +588,11 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // CTA an item, by the call (session 53 call 5, H100, 6 passes, paired against the dynamic walk,
     // this rule's launch / one CTA an item; bench/history/prefill.md "Session 53"):
     //  - the static walk where the q lengths differ, packed or paged: one CTA an item launches every
-    //    sequence the longest one's q tiles, most of them empty, and the static walk skips them
-    //    (the skewed batch in 16-token pages causal -41.4 / -58.0%, the mix of 32 prompts -13.9 /
-    //    -19.8%; packed, call 1: causal d 64 -21.5 / -73.2%, d 128 -20.4 / -65.3%, 200 short prompts
-    //    -14.5 / -41.0%). One ragged row loses by it: 200 short prompts non-causal -31.3 / -19.4%;
+    //    sequence the longest one's q tiles, most of them empty, which the static walk over
+    //    WsVarlenOrder never sees (v4.39, session 53 call 6; one CTA an item from calls 1 and 5: the
+    //    skewed batch causal d 64 -4.9 / -73.2%, d 128 -8.9 / -65.3%, non-causal -0.4 / -40.9%, in
+    //    16-token pages -32.0 / -58.0%, 200 short prompts causal -10.3 / -41.0%, non-causal -0.7 /
+    //    -19.4%, the mix of 32 prompts in 16-token pages -10.9 / -19.8%);
     //  - the static walk where the call is not causal: its items alike (d 256 1x16k +1.3 / +0.4%;
     //    d 128 4x4k in 16-token pages -0.5 / -3.6%, in 128-token pages -1.4 / -3.9%; d 64 16x1k -2.1
     //    / -10.8%, in pages -3.6 / -18.1%, 32x512 -4.1 / -18.9%, 64x300 -4.9 / -26.1%, 4x4k -0.1 /
