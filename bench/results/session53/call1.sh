@@ -7,7 +7,7 @@
 #    persistent walk everywhere; 6 passes paired against the eager default);
 # 3. v4.37 beside cuDNN, FA3 and FlashInfer 0.7.2 at d 128 and d 64 (the last full table with
 #    FlashInfer was v4.34's, session 46).
-B=build-s53
+B=${B:-build-s53}
 source bench/results/call_prologue.sh
 source scripts/gpu_peers.sh install
 echo "$(el) peers installed"
