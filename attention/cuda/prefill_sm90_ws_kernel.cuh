@@ -763,8 +763,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
-  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist.
-  const bool dynamic = counted || varlen;
+  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist;
+  // else both walk the grid order by themselves.
+  const bool hands_over = counted || varlen;
   // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
   // count in the walk << 32 | the item), from int 6 of item_slot (8-byte aligned; seq_q moves
   // from int 5 to int 10).
@@ -902,7 +903,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     auto issue_q = [&](const PrefillCta& cta, int h, int w, int traced) {
       trace.stamp(traced, 28);
       pipe_q.producer_acquire(sq);
-      if (dynamic) {
+      if (hands_over) {
         item_slot[sq.index] = w;
         hand_ahead(w);
       }
@@ -946,7 +947,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
                      : (static_claim += static_cast<int>(gridDim.x));
     };
     auto next_item = [&](int w) {
-      if (!dynamic) return w + static_cast<int>(gridDim.x);
+      if (!hands_over) return w + static_cast<int>(gridDim.x);
       if (!kPaged) return to_grid(claim_next());
       volatile int* claim = item_slot + 2 + (claims++ & 1);
       if (tid == 0) *claim = to_grid(claim_next());
@@ -956,7 +957,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // The dynamic walk's hand-over without a Q load (thread 0): an item without keys, or the end
     // (w >= total).
     auto hand_over = [&](int w) {
-      if (!dynamic || tid != 0) return;
+      if (!hands_over || tid != 0) return;
       pipe_q.producer_acquire(sq);
       item_slot[sq.index] = w;
       hand_ahead(w);
@@ -966,7 +967,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // The dynamic walk's end: the consumers told, and the last CTA done leaves the counters at
     // zero for the next launch that takes them (every claim of this CTA is made).
     auto end_walk = [&] {
-      if (!dynamic || tid != 0) return;
+      if (!hands_over || tid != 0) return;
       hand_over(grid_items);
       if (!counted) return;  // (the static walk over WsVarlenOrder: no counters)
       __threadfence();
@@ -1334,7 +1335,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // before that rewrite in every lane's own program order.
       bool viewed = false;  // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the view made ahead
       if constexpr (kItemAhead) {
-        if (dynamic) {
+        if (hands_over) {
           if (!have_next) view_ahead();  // (the CTA's first item, or after one without keys)
           have_next = false;
           w = w_next;
@@ -1349,7 +1350,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         }
       }
       if (!viewed) {
-        if (dynamic) {
+        if (hands_over) {
           pipe_q.consumer_wait(sq);  // the item's Q stage: its slot is written (a second wait below returns at once)
           int slot = 0;
           if (lane == 0) slot = item_slot[sq.index];
@@ -1359,7 +1360,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         if (w >= grid_items) break;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;  // never a handed-over item
       }
-      if (dynamic && num_tiles == 0) {
+      if (hands_over && num_tiles == 0) {
         if constexpr (kItemAhead) pipe_q.consumer_wait(sq);  // (not waited for above)
         pipe_q.consumer_release(sq, lane);  // a hand-over without Q
         q_advance(sq);
@@ -1672,7 +1673,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
           for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
         }
         if constexpr (kItemAhead) {
-          if (dynamic) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
+          if (hands_over) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
         }
         wgmma_wait<0>();
 #pragma unroll
