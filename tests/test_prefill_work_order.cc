@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -42,6 +43,102 @@ TEST(PrefillWorkOrder, GridOrderVisitsEveryItemOnceLongestFirstAndIndexInvertsIt
       }
     }
   }
+}
+
+// The zigzag order: every item once (padding positions -1, one at most a section), each unit
+// (positions 2u, 2u + 1) the same pair's i-th longest and i-th shortest q tile or two middle
+// tiles, and every section starting a unit.
+TEST(PrefillWorkOrder, ZigzagOrderVisitsEveryItemOnceInUnitsOfALongAndAShortTile) {
+  for (int num_m : {1, 2, 3, 8, 9}) {
+    for (int pairs : {1, 5, 12, 33}) {
+      for (int section : {1, 2, 5, 7, pairs}) {
+        if (section > pairs) continue;
+        const WsWorkOrder order{num_m, pairs, section};
+        const std::string at = "num_m " + std::to_string(num_m) + " pairs " + std::to_string(pairs) + " section " +
+                               std::to_string(section);
+        std::set<int> seen;
+        int padding = 0;
+        const int n_z = order.zig_items();
+        EXPECT_GE(n_z, num_m * pairs) << at;
+        EXPECT_EQ(n_z % 2, 0) << at;
+        for (int z = 0; z < n_z; z += 2) {
+          const int a = order.zig_index(z), b = order.zig_index(z + 1);
+          ASSERT_GE(a, 0) << at << " z " << z;  // a unit's first position is an item
+          ASSERT_LT(a, num_m * pairs) << at << " z " << z;
+          EXPECT_TRUE(seen.insert(a).second) << at << " z " << z;
+          if (b < 0) {
+            ++padding;
+            continue;
+          }
+          ASSERT_LT(b, num_m * pairs) << at << " z " << z;
+          EXPECT_TRUE(seen.insert(b).second) << at << " z " << z + 1;
+          int ma = -1, pa = -1, mb = -1, pb = -1;
+          order.item(a, ma, pa);
+          order.item(b, mb, pb);
+          if (pa / section != pb / section) continue;  // (never: checked by the padding count below)
+          if (ma == mb) {  // two middle tiles (num_m odd) of two pairs
+            EXPECT_EQ(num_m % 2, 1) << at << " z " << z;
+            EXPECT_EQ(ma, num_m / 2) << at << " z " << z;
+          } else {  // a pair's long and short tile, the i-th from each end
+            EXPECT_EQ(pa, pb) << at << " z " << z;
+            EXPECT_EQ(ma + mb, num_m - 1) << at << " z " << z;
+            EXPECT_GT(ma, mb) << at << " z " << z;
+          }
+        }
+        EXPECT_EQ(static_cast<int>(seen.size()), num_m * pairs) << at;
+        // Padding where a section's items are odd, and only there.
+        int odd_sections = 0;
+        for (int first = 0; first < pairs; first += section)
+          odd_sections += (std::min(section, pairs - first) * num_m) % 2;
+        EXPECT_EQ(padding, odd_sections) << at;
+      }
+    }
+  }
+}
+
+// The static walk over the zigzag order: CTA c of g takes positions 2c, 2c + 1, 2(c + g), ...,
+// every position once over the grid; on causal rows of one length (q tile m of 128 rows holding
+// m + 1 key tiles of 128) its CTAs' key tiles within a unit's of the mean (16x1k at d 128 on 132
+// CTAs: at most 72 tiles, the mean 69.8), where the round-robin walk over the grid order gave
+// them 40 to 104.
+TEST(PrefillWorkOrder, ZigzagWalkCoversEveryPositionOnceAndBalancesCausalRows) {
+  for (int g : {1, 7, 132}) {
+    const WsWorkOrder order{9, 20, 6};
+    const int n_z = order.zig_items();
+    std::vector<int> hits(n_z, 0);
+    for (int c = 0; c < g; ++c)
+      for (int z = WsWorkOrder::zig_first(c); z < n_z; z = WsWorkOrder::zig_next(z, g)) ++hits[z];
+    for (int z = 0; z < n_z; ++z) EXPECT_EQ(hits[z], 1) << "g " << g << " z " << z;
+  }
+  const int num_m = 8, pairs = 16 * 16, section = 16, g = 132;  // 16x1k, d 128, 8 MB sections
+  const WsWorkOrder order{num_m, pairs, section};
+  auto cta_tiles = [&](bool zig) {
+    std::vector<int> tiles(g, 0);
+    for (int c = 0; c < g; ++c) {
+      if (zig) {
+        for (int z = WsWorkOrder::zig_first(c); z < order.zig_items(); z = WsWorkOrder::zig_next(z, g)) {
+          int m = -1, pair = -1;
+          const int w = order.zig_index(z);
+          if (w < 0) continue;
+          order.item(w, m, pair);
+          tiles[c] += m + 1;
+        }
+      } else {
+        for (int w = c; w < num_m * pairs; w += g) {
+          int m = -1, pair = -1;
+          order.item(w, m, pair);
+          tiles[c] += m + 1;
+        }
+      }
+    }
+    return tiles;
+  };
+  const std::vector<int> zig = cta_tiles(true), rr = cta_tiles(false);
+  const int total = pairs * num_m * (num_m + 1) / 2;
+  EXPECT_EQ(std::accumulate(zig.begin(), zig.end(), 0), total);
+  EXPECT_EQ(std::accumulate(rr.begin(), rr.end(), 0), total);
+  EXPECT_LE(*std::max_element(zig.begin(), zig.end()), 72);
+  EXPECT_GE(*std::max_element(rr.begin(), rr.end()), 100);  // the sawtooth the zigzag replaces
 }
 
 // WsFastDiv: x / d exactly for 0 <= x < 2^31 and 1 <= d < 2^31 (the edges of each divisor's

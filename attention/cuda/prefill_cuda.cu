@@ -605,6 +605,13 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     //    -10.9%; d 64 1x16k's 192 rows -7.3 / -0.2%; "prefill v4.8").
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
     // takes the dynamic walk's counters away (A/B: as a capture).
+    // The static walk over causal rows of one length takes WsWorkOrder's zigzag order (session
+    // 54): a CTA's items two at a time, a pair's i-th longest and i-th shortest q tile, units of
+    // about the same key tiles, where the round robin over the grid order's sawtooth of item
+    // sizes handed one CTA up to 2.6 times another's tiles (16x1k at d 128 on 132 CTAs: 40 to 104,
+    // the zigzag 67 to 72; tests/test_prefill_work_order.cc). Not yet timed on a GPU: the rule
+    // above, measured on the round robin, still sends d 128's and d 256's causal rows to one CTA
+    // an item. FLASHSERVE_PREFILL_WS_ZIGZAG=0 keeps the round robin (A/B), read at every call.
     const int form = ws_tile_form(p);
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
@@ -624,6 +631,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, form, p.paged), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
+      const char* zigzag = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
+      maps.zigzag = sms != INT_MAX && sched == nullptr && p.mask.causal && !ragged_q(p) &&
+                    !(zigzag != nullptr && std::strcmp(zigzag, "0") == 0);
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif

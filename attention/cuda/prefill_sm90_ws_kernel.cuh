@@ -93,6 +93,10 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // The host's default (make_tma_maps) says which it sets and why.
   // Last in the struct, so that objects built before it read the fields above where they were.
   int l2_hints = 2;
+  // 1: the static walk (no counters, a persistent grid, q lengths alike) over WsWorkOrder's
+  // zigzag order, a long and a short q tile of a pair at a time (session 54; the host's rule in
+  // prefill_cuda.cu); 0: the grid order round robin.
+  int zigzag = 0;
 };
 
 // Bench-only per-CTA stamps (a build configured with -DFLASHSERVE_PREFILL_TRACE=ON, which
@@ -762,10 +766,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
+  // The static walk (no counters: a capture) over WsWorkOrder's zigzag order (maps.zigzag, causal
+  // rows of one length): CTA c's positions 2c, 2c + 1, then on by units of two (zig_next), each a
+  // grid order item (or a padding position, passed over), of which the producer hands the
+  // consumers the items.
+  const bool zig = maps.zigzag != 0 && walks && !counted && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
-  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist;
-  // else both walk the grid order by themselves.
-  const bool hands_over = counted || varlen;
+  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,
+  // or over the zigzag order; else both walk the grid order by themselves.
+  const bool hands_over = counted || varlen || zig;
   // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
   // count in the walk << 32 | the item), from int 6 of item_slot (8-byte aligned; seq_q moves
   // from int 5 to int 10).
@@ -797,7 +806,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
   // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
   // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
-  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) Or, with maps.sched, a
+  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) With maps.zigzag (causal rows
+  // of one length) the static walk takes WsWorkOrder's zigzag order instead, two items at a time,
+  // a long and a short q tile of one pair: units of about the same key tiles, handed to the
+  // consumers as the dynamic walk's are. Or, with maps.sched, a
   // dynamic walk (FA3's): each CTA starts at item blockIdx.x and its producer claims the next by an
   // atomic add when it has issued the last one's loads (paged: thread 0 claims for the 128
   // producer threads, which read the claim from a slot after a named barrier) (so a CTA takes the next longest item as
@@ -930,7 +942,18 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // order's build by a few local accesses a tile (d 128: 216 instructions, 14 local, against
     // 219 and 12; 176 keys: 311 and 17 against 301 and 12); not inlined (a call), the
     // consumers' main loop grew and spilled.
+    // The static walk's claims (thread 0's; every producer thread's first): the zigzag order's
+    // positions (zig), else claim k of CTA c is c + k·gridDim.x.
+    int static_claim = zig ? WsWorkOrder::zig_first(static_cast<int>(blockIdx.x)) : static_cast<int>(blockIdx.x);
+    const int zig_end = zig ? order.zig_items() : 0;
     auto to_grid = [&](int wk) {
+      if (zig) {  // (wk: static_claim) a padding position is a unit's second: on to the CTA's next unit
+        for (;; wk = static_claim = WsWorkOrder::zig_next(wk, static_cast<int>(gridDim.x))) {
+          if (wk >= zig_end) return grid_items;
+          const int g = order.zig_index(wk);
+          if (g >= 0) return g;
+        }
+      }
       if (!varlen) return wk;
       if (wk >= item_slot[4]) return grid_items;
       int m_tile, pair;
@@ -939,12 +962,13 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     };
     // The static walk over WsVarlenOrder (varlen without counters) claims in turn: claim k of
     // CTA c is WsVarlenOrder's item c + k·gridDim.x (thread 0 counts; paged, it hands the claim
-    // over as the dynamic walk's). One to_grid a form: two inlined grew the producer's walk by
-    // ~155 instructions.
-    int static_claim = static_cast<int>(blockIdx.x);
+    // over as the dynamic walk's); over the zigzag order alike. One to_grid a form: two inlined
+    // grew the producer's walk by ~155 instructions.
     auto claim_next = [&] {
-      return counted ? static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u))
-                     : (static_claim += static_cast<int>(gridDim.x));
+      if (counted) return static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
+      static_claim = zig ? WsWorkOrder::zig_next(static_claim, static_cast<int>(gridDim.x))
+                         : static_claim + static_cast<int>(gridDim.x);
+      return static_claim;
     };
     auto next_item = [&](int w) {
       if (!hands_over) return w + static_cast<int>(gridDim.x);
@@ -987,7 +1011,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // The walk, its tile loop by page boxes (kBoxes) or by the row gather.
       auto walk = [&] {
         int rows_done = 0, traced = 0;
-        for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
+        for (int w = to_grid(static_claim); w < grid_items; w = next_item(w)) {
           PrefillCta cta;
           int h, b, key_base, num_tiles;
           if (!item(w, cta, h, b, key_base, num_tiles)) continue;
@@ -1209,7 +1233,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       // Packed: thread 0 alone, Q and the K/V tiles by TMA.
       State sk, sv;
       int traced = 0;
-      for (int w = to_grid(blockIdx.x); w < grid_items; w = next_item(w)) {
+      for (int w = to_grid(static_claim); w < grid_items; w = next_item(w)) {
         PrefillCta cta;
         int h, b, key_base, num_tiles;
         if (!item(w, cta, h, b, key_base, num_tiles)) continue;

@@ -42,6 +42,43 @@ struct WsWorkOrder {
     const int n = ws_min(section, pairs - first);
     return sec * section * num_m + (num_m - 1 - m_tile) * n + (pair - first);
   }
+
+  // The zigzag order of the static walk over causal rows of one length (session 54; the kernel's
+  // walk comment): positions z = 0, 1, ... < zig_items(), taken two at a time by a CTA (units
+  // 2u, 2u + 1: zig_first / zig_next). A section's positions are its pairs' q tiles in units of
+  // a long and a short one of the same pair (the i-th longest beside the i-th shortest, pairs
+  // fastest), then, where num_m is odd, the pairs' middle tiles two by two, and one position of
+  // padding where the section's items are odd (no item: -1), so that every section starts a unit.
+  // A causal unit then holds about num_m + 1 key tiles whichever it is, where the round-robin
+  // walk over the grid order's sawtooth of item sizes gave one CTA 2.6 times another's work
+  // (16x1k at d 128: 104 tiles against 40, the mean 70). Returns the grid order's item (index),
+  // or -1 at a padding position.
+  FS_HOST_DEVICE int zig_section_items(int n) const { return (n * num_m + 1) & ~1; }
+  FS_HOST_DEVICE int zig_items() const {
+    const int full_sections = (pairs - 1) / section;  // every section but the last
+    return full_sections * zig_section_items(section) + zig_section_items(pairs - full_sections * section);
+  }
+  FS_HOST_DEVICE int zig_index(int z) const {
+    const int per_section = zig_section_items(section);
+    const int sec = z / per_section, first = sec * section;
+    const int n = ws_min(section, pairs - first);
+    const int within = z - sec * per_section;
+    const int half = num_m / 2, in_units = 2 * n * half;
+    int rank, p;  // rank 0: the longest q tile (num_m - 1)
+    if (within < in_units) {
+      const int u = within >> 1, i = u / n;
+      p = u - i * n;
+      rank = (within & 1) != 0 ? num_m - 1 - i : i;
+    } else {
+      p = within - in_units;  // the middle tiles (num_m odd), then the padding
+      if (p >= n || (num_m & 1) == 0) return -1;
+      rank = half;
+    }
+    return first * num_m + rank * n + p;
+  }
+  // CTA c of a grid of g takes units c, c + g, c + 2·g, ...: positions 2c, 2c + 1, 2(c + g), ...
+  FS_HOST_DEVICE static int zig_first(int c) { return 2 * c; }
+  FS_HOST_DEVICE static int zig_next(int z, int g) { return (z & 1) != 0 ? z + 2 * g - 1 : z + 1; }
 };
 
 // The pairs a section of the work order holds (WsWorkOrder::section; prefill_cuda.cu's ws_section
