@@ -5,7 +5,8 @@
 # page is where its SASS can be read: the design (warpgroups, barriers, loops, exps a tile), not
 # code to copy. ncu (clocks as they are) of one launch each, ours and cuDNN's, ab_prefill rows 7
 # (d 64 16x1k) and 18 (d 64 16x1k causal): SourceCounters (instructions executed a SASS line,
-# stall samples), WarpStateStats, InstructionStats; the source page exported as CSV.
+# stall samples), WarpStateStats, InstructionStats; the source page exported as CSV (bench/ncu_sass.py
+# summarizes one: the executed instructions and stall samples by opcode, the hottest lines).
 B=${B:-build-s53c}
 [ -d "$B" ] || tar xJf build-s53w/b.tar.xz
 source bench/results/call_prologue.sh
@@ -20,7 +21,11 @@ prof() {  # who row
   echo "$(el) $who $row rc $?"
   $NCU -i /tmp/rep_${who}_$row.ncu-rep --page source --print-source sass --csv 2>"$out/src_err_${who}_$row.log" \
     | xz -9 > "$out/sass_${who}_$row.csv.xz"
+  # (an ncu without --print-source: the source page's default view)
+  [ -s "$out/sass_${who}_$row.csv.xz" ] && [ "$(xz -dc "$out/sass_${who}_$row.csv.xz" | wc -l)" -gt 10 ] || \
+    $NCU -i /tmp/rep_${who}_$row.ncu-rep --page source --csv 2>>"$out/src_err_${who}_$row.log" | xz -9 > "$out/sass_${who}_$row.csv.xz"
   $NCU -i /tmp/rep_${who}_$row.ncu-rep --page details --csv 2>/dev/null | xz -9 > "$out/details_${who}_$row.csv.xz"
+  xz -9 -c /tmp/rep_${who}_$row.ncu-rep > "$out/rep_${who}_$row.ncu-rep.xz"  # (to export again later)
   ls -la "$out/sass_${who}_$row.csv.xz"
 }
 prof cudnn 7
