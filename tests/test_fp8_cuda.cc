@@ -224,12 +224,19 @@ void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t
   cp.pages = view_of(cache.storage, d);
   ASSERT_TRUE(prefill(cp).ok()) << what;
   const char* other = t == DType::kFp8E5M2 ? "copy" : "reg";
-  const char* configs[][3] = {{nullptr, nullptr, nullptr}, {"mma", nullptr, nullptr}, {nullptr, "3", nullptr},
-                              {nullptr, nullptr, other}};
+  // (kernel, grid, FP8 path, walk): the default; mma.sync; a grid of 3 SMs' CTAs by the dynamic
+  // walk and by the static one on a persistent grid (a capture's: WsVarlenOrder where q lengths
+  // differ, else the grid order's round robin, or its zigzag on causal rows of one length in a
+  // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build); the other FP8 path.
+  const char* configs[][4] = {{nullptr, nullptr, nullptr, nullptr}, {"mma", nullptr, nullptr, nullptr},
+                              {nullptr, "3", nullptr, nullptr},     {nullptr, "3", nullptr, "static"},
+                              {nullptr, nullptr, other, nullptr}};
   for (const auto& config : configs) {
     const ScopedEnv kernel("FLASHSERVE_PREFILL_KERNEL", config[0]), grid("FLASHSERVE_PREFILL_WS_GRID", config[1]),
-        path("FLASHSERVE_PREFILL_WS_FP8_PATH", config[2]);
+        path("FLASHSERVE_PREFILL_WS_FP8_PATH", config[2]), walk("FLASHSERVE_PREFILL_WS_SCHED", config[3]),
+        persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", config[3] != nullptr ? "1" : nullptr);
     const std::string how = what + (config[0] != nullptr   ? ", mma.sync"
+                                    : config[3] != nullptr ? ", grid 3, the static walk"
                                     : config[1] != nullptr ? ", grid 3"
                                     : config[2] != nullptr ? std::string(", the ") + config[2] + " path"
                                                            : "");

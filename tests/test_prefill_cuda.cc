@@ -387,63 +387,71 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
 // Calls captured into a graph (a mixed step's) have no dynamic walk's counters: batches whose q
 // lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles take the static
 // walk on a persistent grid, the others one CTA an item (prefill_cuda.cu), packed and in 16-token
-// pages. Each replay, outputs poisoned first, against the reference and, byte for byte, against
-// the eager call (the same tiles by the dynamic walk).
+// pages; and once more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID), where every
+// persistent launch walks several items (on the full grid these small calls have about an item a
+// CTA), d 128's causal rows of one length by the static walk too (FLASHSERVE_PREFILL_WS_PERSISTENT=1;
+// with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1, bench-only, such rows take the zigzag order). Each
+// replay, outputs poisoned first, against the reference and, byte for byte, against the eager
+// call (the same tiles by the dynamic walk on the same grid).
 TEST(PrefillCuda, CapturedCalls) {
   FS_SKIP_WITHOUT_CUDA();
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
   int seed = 1700;
-  for (int dim : {64, 128}) {
-    for (int bs : {0, 16}) {
-      for (bool ragged : {true, false}) {
-        for (bool causal : {true, false}) {
-          Problem p;
-          p.num_heads = 6;
-          p.num_kv_heads = 2;
-          p.head_dim = dim;
-          p.dtype = DType::kBFloat16;
-          p.causal = causal;
-          p.block_size = bs;
-          p.seed = seed++;
-          if (ragged) {
-            p.seqs = {{1100, 1100}, {7, 7}, {130, 300}, {1, 1}, {257, 1025}, {64, 64}, {3, 40}};
-            for (int i = 0; i < 40; ++i) p.seqs.push_back({1 + (i * 37) % 90, 1 + (i * 37) % 90 + i % 5});
-          } else {
-            p.seqs = {{333, 333}, {333, 333}, {333, 400}};
+  for (const char* grid : {static_cast<const char*>(nullptr), "3"}) {
+    const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", grid);
+    const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", grid != nullptr ? "1" : nullptr);
+    for (int dim : {64, 128}) {
+      for (int bs : {0, 16}) {
+        for (bool ragged : {true, false}) {
+          for (bool causal : {true, false}) {
+            Problem p;
+            p.num_heads = 6;
+            p.num_kv_heads = 2;
+            p.head_dim = dim;
+            p.dtype = DType::kBFloat16;
+            p.causal = causal;
+            p.block_size = bs;
+            p.seed = seed++;
+            if (ragged) {
+              p.seqs = {{1100, 1100}, {7, 7}, {130, 300}, {1, 1}, {257, 1025}, {64, 64}, {3, 40}};
+              for (int i = 0; i < 40; ++i) p.seqs.push_back({1 + (i * 37) % 90, 1 + (i * 37) % 90 + i % 5});
+            } else {
+              p.seqs = {{333, 333}, {333, 333}, {333, 400}};
+            }
+            ProblemData d = make_data(p);
+            const Reference ref = reference(p, d);
+            const Tolerance tol = gpu_tolerance(p, ref);
+            Status st;
+            const Outputs eager = run_gpu(p, d, &st);
+            ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+            DeviceProblem g = upload(p, d);
+            Outputs host = make_outputs(p);
+            const PrefillParams pp = device_prefill_params(p, d, host, g);
+            cudaStream_t stream;
+            FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+            st = prefill(pp, stream);
+            FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+            ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+            FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+            for (int replay = 0; replay < 2; ++replay) {
+              FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
+              FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+              FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+              FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+              const Outputs out = download_outputs(p, g);
+              EXPECT_EQ(compare(p, out, ref, tol), "") << "replay " << replay << ", case: " << p.describe();
+              EXPECT_EQ(std::memcmp(out.o.data(), eager.o.data(), out.o.storage.size() * sizeof(double)), 0)
+                  << "o: the replay against the eager call, case: " << p.describe();
+              EXPECT_EQ(std::memcmp(out.lse.data(), eager.lse.data(), out.lse.size() * sizeof(float)), 0)
+                  << "lse: the replay against the eager call, case: " << p.describe();
+            }
+            FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
+            FS_ASSERT_CUDA(cudaGraphDestroy(graph));
+            FS_ASSERT_CUDA(cudaStreamDestroy(stream));
           }
-          ProblemData d = make_data(p);
-          const Reference ref = reference(p, d);
-          const Tolerance tol = gpu_tolerance(p, ref);
-          Status st;
-          const Outputs eager = run_gpu(p, d, &st);
-          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-          DeviceProblem g = upload(p, d);
-          Outputs host = make_outputs(p);
-          const PrefillParams pp = device_prefill_params(p, d, host, g);
-          cudaStream_t stream;
-          FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-          cudaGraph_t graph;
-          cudaGraphExec_t exec;
-          FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-          st = prefill(pp, stream);
-          FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-          ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-          FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-          for (int replay = 0; replay < 2; ++replay) {
-            FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
-            FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
-            FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
-            FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
-            const Outputs out = download_outputs(p, g);
-            EXPECT_EQ(compare(p, out, ref, tol), "") << "replay " << replay << ", case: " << p.describe();
-            EXPECT_EQ(std::memcmp(out.o.data(), eager.o.data(), out.o.storage.size() * sizeof(double)), 0)
-                << "o: the replay against the eager call, case: " << p.describe();
-            EXPECT_EQ(std::memcmp(out.lse.data(), eager.lse.data(), out.lse.size() * sizeof(float)), 0)
-                << "lse: the replay against the eager call, case: " << p.describe();
-          }
-          FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
-          FS_ASSERT_CUDA(cudaGraphDestroy(graph));
-          FS_ASSERT_CUDA(cudaStreamDestroy(stream));
         }
       }
     }

@@ -609,7 +609,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // 54): a CTA's items two at a time, a pair's i-th longest and i-th shortest q tile, units of
     // about the same key tiles, where the round robin over the grid order's sawtooth of item
     // sizes handed one CTA up to 2.6 times another's tiles (16x1k at d 128 on 132 CTAs: 40 to 104,
-    // the zigzag 67 to 72; tests/test_prefill_work_order.cc). Not yet run on a GPU: the kernels
+    // the zigzag 63 to 72; tests/test_prefill_work_order.cc). Not yet run on a GPU: the kernels
     // take it only where built with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 (bench-only,
     // bench/results/session54/prep4.sh), and the rule above, measured on the round robin, still
     // sends d 128's and d 256's causal rows to one CTA an item. FLASHSERVE_PREFILL_WS_ZIGZAG=0

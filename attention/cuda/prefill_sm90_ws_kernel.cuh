@@ -953,12 +953,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     int static_claim = zig ? WsWorkOrder::zig_first(static_cast<int>(blockIdx.x)) : static_cast<int>(blockIdx.x);
     const int zig_end = zig ? order.zig_items() : 0;
     auto to_grid = [&](int wk) {
-      if (zig) {  // (wk: static_claim) a padding position is a unit's second: on to the CTA's next unit
-        for (;; wk = static_claim = WsWorkOrder::zig_next(wk, static_cast<int>(gridDim.x))) {
-          if (wk >= zig_end) return grid_items;
-          const int g = order.zig_index(wk);
-          if (g >= 0) return g;
-        }
+      if (zig) {  // (wk: static_claim, moved past a padding position)
+        const int g = order.zig_claim(wk, static_cast<int>(gridDim.x), zig_end);
+        static_claim = wk;
+        return g < 0 ? grid_items : g;
       }
       if (!varlen) return wk;
       if (wk >= item_slot[4]) return grid_items;

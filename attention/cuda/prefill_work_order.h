@@ -79,6 +79,15 @@ struct WsWorkOrder {
   // CTA c of a grid of g takes units c, c + g, c + 2·g, ...: positions 2c, 2c + 1, 2(c + g), ...
   FS_HOST_DEVICE static int zig_first(int c) { return 2 * c; }
   FS_HOST_DEVICE static int zig_next(int z, int g) { return (z & 1) != 0 ? z + 2 * g - 1 : z + 1; }
+  // The walk's claim at position z (the CTA's own, end = zig_items()): its grid order item, z moved
+  // past a padding position (a unit's second) to the CTA's next unit; -1 past the end.
+  FS_HOST_DEVICE int zig_claim(int& z, int g, int end) const {
+    for (;; z = zig_next(z, g)) {
+      if (z >= end) return -1;
+      const int w = zig_index(z);
+      if (w >= 0) return w;
+    }
+  }
 };
 
 // The pairs a section of the work order holds (WsWorkOrder::section; prefill_cuda.cu's ws_section
