@@ -634,8 +634,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
       const char* zigzag = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
-      maps.zigzag = sms != INT_MAX && sched == nullptr && p.mask.causal && !ragged_q(p) &&
-                    !(zigzag != nullptr && std::strcmp(zigzag, "0") == 0);
+      // (the kernel takes it only where it walks statically: a persistent grid without counters)
+      maps.zigzag = p.mask.causal && !ragged_q(p) && !(zigzag != nullptr && std::strcmp(zigzag, "0") == 0);
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif

@@ -93,9 +93,9 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // The host's default (make_tma_maps) says which it sets and why.
   // Last in the struct, so that objects built before it read the fields above where they were.
   int l2_hints = 2;
-  // 1: the static walk (no counters, a persistent grid, q lengths alike) over WsWorkOrder's
-  // zigzag order, a long and a short q tile of a pair at a time (session 54; the host's rule in
-  // prefill_cuda.cu); 0: the grid order round robin.
+  // 1: causal rows whose q lengths are alike; a static walk (a persistent grid without counters)
+  // then goes over WsWorkOrder's zigzag order, a long and a short q tile of a pair at a time
+  // (session 54; prefill_cuda.cu); 0: the grid order round robin.
   int zigzag = 0;
 };
 
