@@ -384,22 +384,26 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
   }
 }
 
-// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: batches whose q
-// lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles take the static
-// walk on a persistent grid, the others one CTA an item (prefill_cuda.cu), packed and in 16-token
-// pages; and once more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID), where every
-// persistent launch walks several items (on the full grid these small calls have about an item a
-// CTA), d 128's causal rows of one length by the static walk too (FLASHSERVE_PREFILL_WS_PERSISTENT=1;
-// with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1, bench-only, such rows take the zigzag order). Each
+// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: they take the
+// static walk on a persistent grid (prefill_cuda.cu), causal rows of one length by WsWorkOrder's
+// zigzag order, packed and in 16-token pages; once more with FLASHSERVE_PREFILL_WS_ZIGZAG=0 (the
+// A/B switch: the round robin, and d 128's causal rows of one length on one CTA an item); and
+// once more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID), where every persistent launch
+// walks several items (on the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager
 // call (the same tiles by the dynamic walk on the same grid).
 TEST(PrefillCuda, CapturedCalls) {
   FS_SKIP_WITHOUT_CUDA();
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
   int seed = 1700;
-  for (const char* grid : {static_cast<const char*>(nullptr), "3"}) {
-    const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", grid);
-    const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", grid != nullptr ? "1" : nullptr);
+  struct Round {
+    const char* grid;
+    const char* zigzag;
+  };
+  for (const Round round : {Round{nullptr, nullptr}, Round{nullptr, "0"}, Round{"3", nullptr}}) {
+    const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", round.grid);
+    const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", round.grid != nullptr ? "1" : nullptr);
+    const ScopedEnv zigzag("FLASHSERVE_PREFILL_WS_ZIGZAG", round.zigzag);
     for (int dim : {64, 128}) {
       for (int bs : {0, 16}) {
         for (bool ragged : {true, false}) {

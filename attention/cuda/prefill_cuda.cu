@@ -618,7 +618,10 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
-    const bool walk_static = ragged_q(p) || !p.mask.causal || (p.head_dim == 64 && form != kWsFirst);
+    const char* zigzag_env = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
+    const bool zigzag = !(zigzag_env != nullptr && std::strcmp(zigzag_env, "0") == 0);
+    const bool walk_static =
+        zigzag || ragged_q(p) || !p.mask.causal || (p.head_dim == 64 && form != kWsFirst);
     if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || walk_static) {
       int device = 0;
       err = cudaGetDevice(&device);
@@ -633,9 +636,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     if (make_tma_maps(p, prefill_ws_tiles(p.head_dim, form, p.paged), &maps)) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
-      const char* zigzag = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
       // (the kernel takes it only where it walks statically: a persistent grid without counters)
-      maps.zigzag = p.mask.causal && !ragged_q(p) && !(zigzag != nullptr && std::strcmp(zigzag, "0") == 0);
+      maps.zigzag = zigzag && p.mask.causal && !ragged_q(p);
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif

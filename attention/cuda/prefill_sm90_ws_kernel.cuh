@@ -211,12 +211,6 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 #ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
 #define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
 #endif
-// The static walk over causal rows of one length by WsWorkOrder's zigzag order (maps.zigzag;
-// bench-only, 0, until measured: session 54 wrote it and no GPU call ran). With 0 the walk's code
-// is the round robin's alone and the SASS is v4.39's.
-#ifndef FLASHSERVE_PREFILL_WS_ZIGZAG
-#define FLASHSERVE_PREFILL_WS_ZIGZAG 0
-#endif
 // The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
 // KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
 // Q's second slot in the O buffer). Three against two, same run (bench/history/prefill.md
@@ -776,7 +770,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // rows of one length): CTA c's positions 2c, 2c + 1, then on by units of two (zig_next), each a
   // grid order item (or a padding position, passed over), of which the producer hands the
   // consumers the items.
-  const bool zig = FLASHSERVE_PREFILL_WS_ZIGZAG != 0 && maps.zigzag != 0 && walks && !counted && !varlen;
+  const bool zig = maps.zigzag != 0 && walks && !counted && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
   // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,
   // or over the zigzag order; else both walk the grid order by themselves.
