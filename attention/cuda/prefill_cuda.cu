@@ -584,9 +584,17 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
-    // has no counters (a graph capture: a mixed step's), the static walk on a persistent grid or one
-    // CTA an item, by the call (session 53 call 5, H100, 6 passes, paired against the dynamic walk,
-    // this rule's launch / one CTA an item; bench/history/prefill.md "Session 53"):
+    // has no counters (a graph capture: a mixed step's), the static walk on a persistent grid
+    // (prefill v4.40, session 55), causal rows by units of a long and a short q tile of one pair
+    // (maps.zigzag: WsWorkOrder's zigzag order over rows of one length, WsVarlenOrder's where the
+    // q lengths differ), so that a CTA's units hold about the same key tiles whichever they are:
+    // the round robin over the grid order's sawtooth of causal item sizes handed one CTA up to 2.6
+    // times another's tiles (16x1k at d 128 on 132 CTAs: 40 to 104, the zigzag 63 to 72), over
+    // WsVarlenOrder the busiest CTA 11% more than the mean on a skewed batch (the zigzag 5%;
+    // tests/test_prefill_work_order.cc). FLASHSERVE_PREFILL_WS_ZIGZAG=0 (the environment, read at
+    // every call; A/B) gives v4.39's rule, measured on the round robin (session 53 call 5, H100, 6
+    // passes, paired against the dynamic walk, the rule's launch / one CTA an item;
+    // bench/history/prefill.md "Session 53"):
     //  - the static walk where the q lengths differ, packed or paged: one CTA an item launches every
     //    sequence the longest one's q tiles, most of them empty, which the static walk over
     //    WsVarlenOrder never sees (v4.39, session 53 call 6; one CTA an item from calls 1 and 5: the
@@ -599,21 +607,12 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     //    -4.4%; d 128's packed rows of 4k keys or fewer took it before, since session 17);
     //  - causal rows of one length: the static walk at d 64's 64- and 128-row tiles, whose items
     //    are many and short (16x1k -7.8 / -23.1%, in 16-token pages -2.4 / -25.4%, 4x4k in pages
-    //    -5.0 / -10.2%, but packed -8.7 / -7.0%), else one CTA an item: the static walk balances
+    //    -5.0 / -10.2%, but packed -8.7 / -7.0%), else one CTA an item: the round robin balances
     //    causal items of 128 rows or more badly (call 1's follow-ups, the static walk / one CTA an
     //    item: d 128 16x1k -23.4 / -17.4%, 4x4k -33.1 / -6.6%, 1x16k -29.6 / -0.7%, 8x2k -28.2 /
     //    -10.9%; d 64 1x16k's 192 rows -7.3 / -0.2%; "prefill v4.8").
     // FLASHSERVE_PREFILL_WS_PERSISTENT=1 or 0 forces the grid, FLASHSERVE_PREFILL_WS_SCHED=static
     // takes the dynamic walk's counters away (A/B: as a capture).
-    // The static walk over causal rows of one length takes WsWorkOrder's zigzag order (session
-    // 54): a CTA's items two at a time, a pair's i-th longest and i-th shortest q tile, units of
-    // about the same key tiles, where the round robin over the grid order's sawtooth of item
-    // sizes handed one CTA up to 2.6 times another's tiles (16x1k at d 128 on 132 CTAs: 40 to 104,
-    // the zigzag 63 to 72; tests/test_prefill_work_order.cc). Not yet run on a GPU: the kernels
-    // take it only where built with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 (bench-only,
-    // bench/results/session54/prep4.sh), and the rule above, measured on the round robin, still
-    // sends d 128's and d 256's causal rows to one CTA an item. FLASHSERVE_PREFILL_WS_ZIGZAG=0
-    // (the environment, read at every call) keeps the round robin there (A/B).
     const int form = ws_tile_form(p);
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
@@ -637,7 +636,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
       err = cudaSuccess;
       if (sms != INT_MAX) maps.sched = sched;
       // (the kernel takes it only where it walks statically: a persistent grid without counters)
-      maps.zigzag = zigzag && p.mask.causal && !ragged_q(p);
+      maps.zigzag = zigzag && p.mask.causal;
 #ifdef FLASHSERVE_PREFILL_TRACE
       const WsTraceDump dump(&maps, stream);
 #endif

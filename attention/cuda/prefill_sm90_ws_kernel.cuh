@@ -93,9 +93,10 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // The host's default (make_tma_maps) says which it sets and why.
   // Last in the struct, so that objects built before it read the fields above where they were.
   int l2_hints = 2;
-  // 1: causal rows whose q lengths are alike; a static walk (a persistent grid without counters)
-  // then goes over WsWorkOrder's zigzag order, a long and a short q tile of a pair at a time
-  // (session 54; prefill_cuda.cu); 0: the grid order round robin.
+  // 1: causal rows; a static walk (a persistent grid without counters) then goes by units of a
+  // long and a short q tile of a pair: WsWorkOrder's zigzag order where the q lengths are alike
+  // (session 54), WsVarlenOrder's zigzag where they differ (session 55; prefill_cuda.cu); 0: the
+  // round robin over the grid order or WsVarlenOrder.
   int zigzag = 0;
 };
 
@@ -766,11 +767,13 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
-  // The static walk (no counters: a capture) over WsWorkOrder's zigzag order (maps.zigzag, causal
-  // rows of one length): CTA c's positions 2c, 2c + 1, then on by units of two (zig_next), each a
-  // grid order item (or a padding position, passed over), of which the producer hands the
-  // consumers the items.
-  const bool zig = maps.zigzag != 0 && walks && !counted && !varlen;
+  // The static walk (no counters: a capture) over causal rows in zigzag units (maps.zigzag): CTA
+  // c's positions 2c, 2c + 1, then on by units of two (zig_next) of WsWorkOrder's zigzag order
+  // (zig: each position a grid order item, or a padding position, passed over), or, where the q
+  // lengths differ, of WsVarlenOrder's zigzag (zig_walk alone); the producer hands the consumers
+  // the items.
+  const bool zig_walk = maps.zigzag != 0 && walks && !counted;
+  const bool zig = zig_walk && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
   // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,
   // or over the zigzag order; else both walk the grid order by themselves.
@@ -942,9 +945,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // order's build by a few local accesses a tile (d 128: 216 instructions, 14 local, against
     // 219 and 12; 176 keys: 311 and 17 against 301 and 12); not inlined (a call), the
     // consumers' main loop grew and spilled.
-    // The static walk's claims (thread 0's; every producer thread's first): the zigzag order's
-    // positions (zig), else claim k of CTA c is c + k·gridDim.x.
-    int static_claim = zig ? WsWorkOrder::zig_first(static_cast<int>(blockIdx.x)) : static_cast<int>(blockIdx.x);
+    // The static walk's claims (thread 0's; every producer thread's first): zigzag positions
+    // (zig_walk), else claim k of CTA c is c + k·gridDim.x.
+    int static_claim = zig_walk ? WsWorkOrder::zig_first(static_cast<int>(blockIdx.x)) : static_cast<int>(blockIdx.x);
     const int zig_end = zig ? order.zig_items() : 0;
     auto to_grid = [&](int wk) {
       if (zig) {  // (wk: static_claim, moved past a padding position)
@@ -955,7 +958,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
       if (!varlen) return wk;
       if (wk >= item_slot[4]) return grid_items;
       int m_tile, pair;
-      WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair);
+      WsVarlenOrder{seq_tiles, p.batch, p.num_heads, maps.section}.item(wk, m_tile, pair, zig_walk);
       return order.index(m_tile, pair);
     };
     // The static walk over WsVarlenOrder (varlen without counters) claims in turn: claim k of
@@ -964,8 +967,8 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     // grew the producer's walk by ~155 instructions.
     auto claim_next = [&] {
       if (counted) return static_cast<int>(gridDim.x + atomicAdd(maps.sched, 1u));
-      static_claim = zig ? WsWorkOrder::zig_next(static_claim, static_cast<int>(gridDim.x))
-                         : static_claim + static_cast<int>(gridDim.x);
+      static_claim = zig_walk ? WsWorkOrder::zig_next(static_claim, static_cast<int>(gridDim.x))
+                              : static_claim + static_cast<int>(gridDim.x);
       return static_claim;
     };
     auto next_item = [&](int w) {

@@ -17,6 +17,23 @@ FS_HOST_DEVICE int ws_q_tiles(int q_len, int block_m, int num_m) {
   return q_len > 0 ? ws_min(num_m, (q_len + block_m - 1) / block_m) : 0;
 }
 
+// The zigzag permutation of a section's positions (session 54; WsWorkOrder::zig_index and
+// WsVarlenOrder's zigzag): `within` < n · num_m of a section of n pairs (or heads) with num_m q
+// tiles each, in units (positions 2u, 2u + 1) of a pair's i-th longest and i-th shortest q tile
+// (pairs fastest), then, where num_m is odd, the middle tiles; gives the q tile's rank (0: the
+// longest, num_m - 1) and the pair within the section (p >= n: past the section's items).
+FS_HOST_DEVICE void ws_zig_rank(int within, int n, int num_m, int& rank, int& p) {
+  const int half = num_m / 2, in_units = 2 * n * half;
+  if (within < in_units) {
+    const int u = within >> 1, i = u / n;
+    p = u - i * n;
+    rank = (within & 1) != 0 ? num_m - 1 - i : i;
+  } else {
+    p = (num_m & 1) != 0 ? within - in_units : n;  // the middle tiles (num_m odd), then nothing
+    rank = half;
+  }
+}
+
 // The grid order of the work items w = 0, 1, ... < num_m · pairs (CTAs are dispatched in that
 // order; the persistent walk takes them in it too): the (query head, sequence) pairs (pair = b ·
 // heads + h) in sections of `section` pairs, chosen on the host so that a section's K and V fit
@@ -62,19 +79,9 @@ struct WsWorkOrder {
     const int per_section = zig_section_items(section);
     const int sec = z / per_section, first = sec * section;
     const int n = ws_min(section, pairs - first);
-    const int within = z - sec * per_section;
-    const int half = num_m / 2, in_units = 2 * n * half;
     int rank, p;  // rank 0: the longest q tile (num_m - 1)
-    if (within < in_units) {
-      const int u = within >> 1, i = u / n;
-      p = u - i * n;
-      rank = (within & 1) != 0 ? num_m - 1 - i : i;
-    } else {
-      p = within - in_units;  // the middle tiles (num_m odd), then the padding
-      if (p >= n || (num_m & 1) == 0) return -1;
-      rank = half;
-    }
-    return first * num_m + rank * n + p;
+    ws_zig_rank(z - sec * per_section, n, num_m, rank, p);
+    return p < n ? first * num_m + rank * n + p : -1;  // (p >= n: the padding)
   }
   // CTA c of a grid of g takes units c, c + g, c + 2·g, ...: positions 2c, 2c + 1, 2(c + g), ...
   FS_HOST_DEVICE static int zig_first(int c) { return 2 * c; }
@@ -157,14 +164,17 @@ struct WsWorkOrderFast {
 // A varlen batch's order (q lengths not all alike; the kernel's persistent walks take it): only the
 // q tiles that exist, w = 0, 1, ... < tiles[batch] · heads, mapped by a prefix sum over the
 // sequences' tiles. Sequence by sequence in batch order, each in sections of min(section, heads)
-// of its query heads, q tiles longest first in a section, the section's heads fastest. The grid
+// of its query heads, q tiles longest first in a section, the section's heads fastest; or, with
+// `zig` (the static walk over causal rows, session 55), a section's positions in ws_zig_rank's
+// units of a long and a short q tile of one head, without padding (a unit may then hold a
+// section's last middle tile and the next section's first tile). The grid
 // order holds items past a shorter sequence's queries, which a walk claims and skips one by
 // one: one 8k sequence among 63 of 256 tokens, 32 heads of 128, is 131072 items of which 6080
 // exist. A sequence's item w maps by a binary search over tiles (log2(batch) steps).
 struct WsVarlenOrder {
   const int* tiles;  // [batch + 1]: q tiles of the sequences before b (ws_q_tiles), tiles[batch] the sum
   int batch, heads, section;
-  FS_HOST_DEVICE void item(int w, int& m_tile, int& pair) const {
+  FS_HOST_DEVICE void item(int w, int& m_tile, int& pair, bool zig = false) const {
     const int u = w / heads;  // tiles[b] <= u < tiles[b + 1]: the largest such b of [0, batch)
     int lo = 0, hi = batch;
     while (hi - lo > 1) {
@@ -180,8 +190,10 @@ struct WsVarlenOrder {
     const int g = ws_min(section, heads), per_section = g * m_b;
     const int sec = local / per_section, within = local - sec * per_section;
     const int n = ws_min(g, heads - sec * g);  // the last section may be short
-    m_tile = m_b - 1 - within / n;
-    pair = lo * heads + sec * g + within % n;
+    int rank = within / n, p = within - rank * n;
+    if (zig) ws_zig_rank(within, n, m_b, rank, p);
+    m_tile = m_b - 1 - rank;
+    pair = lo * heads + sec * g + p;
   }
 };
 
