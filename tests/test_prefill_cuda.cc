@@ -384,12 +384,13 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
   }
 }
 
-// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: they take the
-// static walk on a persistent grid (prefill_cuda.cu), causal rows of one length by WsWorkOrder's
-// zigzag order, packed and in 16-token pages; once more with FLASHSERVE_PREFILL_WS_ZIGZAG=0 (the
-// A/B switch: the round robin, and d 128's causal rows of one length on one CTA an item); and
-// once more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID), where every persistent launch
-// walks several items (on the full grid these small calls have about an item a CTA). Each
+// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: batches whose q
+// lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles take the static
+// walk on a persistent grid, the others one CTA an item (prefill_cuda.cu); in a
+// -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build (bench-only) every call the static walk, causal rows by
+// zigzag units, and the ZIGZAG=0 round v4.39's rule again. Packed and in 16-token pages; once
+// more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every
+// launch walks several items (on the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager
 // call (the same tiles by the dynamic walk on the same grid).
 TEST(PrefillCuda, CapturedCalls) {

@@ -212,6 +212,13 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 #ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
 #define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
 #endif
+// The static walk over causal rows by zigzag units (maps.zigzag; prefill v4.40's candidate,
+// sessions 54-55, not yet run on a GPU): built only with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 over the
+// ws instances and prefill_cuda.cu (bench-only; bench/results/session55/prep1.sh). With 0 the
+// walk's code is the round robin's alone, the SASS v4.39's, and the host's capture rule v4.39's.
+#ifndef FLASHSERVE_PREFILL_WS_ZIGZAG
+#define FLASHSERVE_PREFILL_WS_ZIGZAG 0
+#endif
 // The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
 // KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
 // Q's second slot in the O buffer). Three against two, same run (bench/history/prefill.md
@@ -772,7 +779,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // (zig: each position a grid order item, or a padding position, passed over), or, where the q
   // lengths differ, of WsVarlenOrder's zigzag (zig_walk alone); the producer hands the consumers
   // the items.
-  const bool zig_walk = maps.zigzag != 0 && walks && !counted;
+  const bool zig_walk = FLASHSERVE_PREFILL_WS_ZIGZAG != 0 && maps.zigzag != 0 && walks && !counted;
   const bool zig = zig_walk && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
   // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,

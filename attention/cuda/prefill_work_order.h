@@ -190,10 +190,15 @@ struct WsVarlenOrder {
     const int g = ws_min(section, heads), per_section = g * m_b;
     const int sec = local / per_section, within = local - sec * per_section;
     const int n = ws_min(g, heads - sec * g);  // the last section may be short
-    int rank = within / n, p = within - rank * n;
-    if (zig) ws_zig_rank(within, n, m_b, rank, p);
-    m_tile = m_b - 1 - rank;
-    pair = lo * heads + sec * g + p;
+    if (zig) {
+      int rank, p;
+      ws_zig_rank(within, n, m_b, rank, p);
+      m_tile = m_b - 1 - rank;
+      pair = lo * heads + sec * g + p;
+      return;
+    }
+    m_tile = m_b - 1 - within / n;
+    pair = lo * heads + sec * g + within % n;
   }
 };
 

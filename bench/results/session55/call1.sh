@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 55 call 1 (issue 22), carry build-s55p (bench/build_pack.sh build-s55a build-s55p),
+# Session 55 call 1 (issue 22), carry build-s55p (bench/results/session55/prep1.sh),
 # ~9 min: the candidate v4.40, captured calls (no counters) on the persistent static walk at
 # every head dim, causal rows by zigzag units: WsWorkOrder's zigzag over rows of one length
 # (session 54's, its SASS then md5-equal to the zz/ variant's), WsVarlenOrder's zigzag where the
