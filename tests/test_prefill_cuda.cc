@@ -388,9 +388,10 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
 // lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles take the static
 // walk on a persistent grid, the others one CTA an item (prefill_cuda.cu); in a
 // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build (bench-only) every call the static walk, causal rows by
-// zigzag units, and the ZIGZAG=0 round v4.39's rule again. Packed and in 16-token pages; once
-// more on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every
-// launch walks several items (on the full grid these small calls have about an item a CTA). Each
+// zigzag units, and the ZIGZAG=0 rounds v4.39's rule and round robin again (in the default build
+// they repeat the others). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
+// CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every launch walks several items (on
+// the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager
 // call (the same tiles by the dynamic walk on the same grid).
 TEST(PrefillCuda, CapturedCalls) {
@@ -401,7 +402,7 @@ TEST(PrefillCuda, CapturedCalls) {
     const char* grid;
     const char* zigzag;
   };
-  for (const Round round : {Round{nullptr, nullptr}, Round{nullptr, "0"}, Round{"3", nullptr}}) {
+  for (const Round round : {Round{nullptr, nullptr}, Round{nullptr, "0"}, Round{"3", nullptr}, Round{"3", "0"}}) {
     const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", round.grid);
     const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", round.grid != nullptr ? "1" : nullptr);
     const ScopedEnv zigzag("FLASHSERVE_PREFILL_WS_ZIGZAG", round.zigzag);

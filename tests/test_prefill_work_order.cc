@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <numeric>
@@ -288,10 +287,12 @@ TEST(PrefillWorkOrder, VarlenOrderVisitsEveryExistingTileOnce) {
 }
 
 // The varlen order's zigzag (the static walk over causal rows whose q lengths differ): every
-// existing tile once, and each unit (positions 2u, 2u + 1) inside one (sequence, head section)
-// of m q tiles two whose tiles add up to m - 1 (the i-th longest and the i-th shortest), or two
-// middle tiles (m odd), or, after a section of odd items (no padding: the units shift by one), m -
-// 2 or m; CTA c of g walking positions 2c, 2c + 1, 2(c + g), ... takes every position once.
+// existing tile once; each unit (positions 2u, 2u + 1) inside one (sequence, head section) of m q
+// tiles, where the section starts on an even position, one head's i-th longest and i-th shortest
+// tile (indices adding up to m - 1) or two middle tiles (m odd); where it starts on an odd one (a
+// section of odd items before it: no padding, the units shift by one), two tiles whose indices add
+// up to m - 1 or m - 2. The kernel's walk (CTA c of g at positions 2c, 2c + 1, 2(c + g), ... while
+// below the items, each through item) takes every existing tile once.
 TEST(PrefillWorkOrder, VarlenZigzagVisitsEveryExistingTileOnceInUnitsOfALongAndAShortTile) {
   std::mt19937 rng(2312);
   for (int trial = 0; trial < 200; ++trial) {
@@ -324,20 +325,37 @@ TEST(PrefillWorkOrder, VarlenZigzagVisitsEveryExistingTileOnceInUnitsOfALongAndA
       const int b2 = pb / heads;
       ASSERT_TRUE(b2 >= 0 && b2 < batch && mb >= 0 && mb < tiles[b2 + 1] - tiles[b2]) << at << " z " << z + 1;
       EXPECT_TRUE(seen.insert({b2, pb % heads, mb}).second) << at << " z " << z + 1;
-      if (b2 != b || (pb % heads) / g_sec != (pa % heads) / g_sec) continue;  // a unit over two sections
-      if (ma == mb) {  // two middle tiles (m_b odd) of two heads
-        EXPECT_EQ(m_b % 2, 1) << at << " z " << z;
-        EXPECT_EQ(ma, m_b / 2) << at << " z " << z;
-      } else {  // the i-th from each end
-        EXPECT_LE(std::abs(ma + mb - (m_b - 1)), 1) << at << " z " << z << " m_b " << m_b;
+      const int sec = (pa % heads) / g_sec;
+      if (b2 != b || (pb % heads) / g_sec != sec) continue;  // a unit over two sections
+      const int start = tiles[b] * heads + sec * g_sec * m_b;  // the section's first position
+      if (start % 2 == 0) {
+        if (ma == mb) {  // two middle tiles (m_b odd) of two heads
+          EXPECT_EQ(m_b % 2, 1) << at << " z " << z;
+          EXPECT_EQ(ma, m_b / 2) << at << " z " << z;
+          EXPECT_NE(pa, pb) << at << " z " << z;
+        } else {  // one head's i-th longest and i-th shortest
+          EXPECT_EQ(pa, pb) << at << " z " << z;
+          EXPECT_EQ(ma + mb, m_b - 1) << at << " z " << z;
+          EXPECT_GT(ma, mb) << at << " z " << z;
+        }
+      } else {
+        EXPECT_TRUE(ma + mb == m_b - 1 || ma + mb == m_b - 2) << at << " z " << z << " m_b " << m_b;
       }
     }
     EXPECT_EQ(static_cast<int>(seen.size()), items) << at;
     for (int g : {1, 7, 132}) {
-      std::vector<int> hits(items, 0);
-      for (int c = 0; c < g; ++c)
-        for (int z = WsWorkOrder::zig_first(c); z < items; z = WsWorkOrder::zig_next(z, g)) ++hits[z];
-      EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), items) << at << " g " << g;
+      std::set<std::tuple<int, int, int>> walked;
+      int taken = 0;
+      for (int c = 0; c < g; ++c) {
+        for (int z = WsWorkOrder::zig_first(c); z < items; z = WsWorkOrder::zig_next(z, g)) {
+          int m = -1, pair = -1;
+          order.item(z, m, pair, true);
+          walked.insert({pair / heads, pair % heads, m});
+          ++taken;
+        }
+      }
+      EXPECT_EQ(taken, items) << at << " g " << g;
+      EXPECT_EQ(walked, seen) << at << " g " << g;
     }
     if (HasFailure()) return;
   }

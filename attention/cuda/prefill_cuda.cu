@@ -587,8 +587,9 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // has no counters (a graph capture: a mixed step's): v4.39's rule below. Built with
     // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 (prefill v4.40's candidate, sessions 54-55, not yet run on
     // a GPU; the kernel's macro), the static walk on a persistent grid at every head dim, causal
-    // rows by units of a long and a short q tile of one pair (maps.zigzag: WsWorkOrder's zigzag
-    // order over rows of one length, WsVarlenOrder's where the q lengths differ), so that a CTA's
+    // rows by units of a long and a short q tile of one pair (maps.zigzag: WsVarlenOrder's zigzag
+    // where the q lengths differ, else, rows of one length or a batch too long for the varlen
+    // walk's prefix, WsWorkOrder's zigzag order over the grid order), so that a CTA's
     // units hold about the same key tiles whichever they are: the round robin over the grid
     // order's sawtooth of causal item sizes hands one CTA up to 2.6 times another's tiles (16x1k
     // at d 128 on 132 CTAs: 40 to 104, the zigzag 63 to 72), over WsVarlenOrder the busiest CTA 11%

@@ -94,9 +94,11 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // Last in the struct, so that objects built before it read the fields above where they were.
   int l2_hints = 2;
   // 1: causal rows; a static walk (a persistent grid without counters) then goes by units of a
-  // long and a short q tile of a pair: WsWorkOrder's zigzag order where the q lengths are alike
-  // (session 54), WsVarlenOrder's zigzag where they differ (session 55; prefill_cuda.cu); 0: the
-  // round robin over the grid order or WsVarlenOrder.
+  // long and a short q tile of a pair: WsVarlenOrder's zigzag where the q lengths differ and the
+  // walk takes that order (session 55), else WsWorkOrder's zigzag order (session 54; over the
+  // grid order's items, those past a shorter sequence's queries skipped as before; prefill_cuda.cu);
+  // 0: the round robin over the grid order or WsVarlenOrder. Only in a
+  // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build (below).
   int zigzag = 0;
 };
 
@@ -776,9 +778,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
   // The static walk (no counters: a capture) over causal rows in zigzag units (maps.zigzag): CTA
   // c's positions 2c, 2c + 1, then on by units of two (zig_next) of WsWorkOrder's zigzag order
-  // (zig: each position a grid order item, or a padding position, passed over), or, where the q
-  // lengths differ, of WsVarlenOrder's zigzag (zig_walk alone); the producer hands the consumers
-  // the items.
+  // (zig: each position a grid order item, or a padding position, passed over), or, where the
+  // walk takes WsVarlenOrder (varlen: q lengths that differ, a batch its prefix holds), of
+  // WsVarlenOrder's zigzag (zig_walk alone); the producer hands the consumers the items.
   const bool zig_walk = FLASHSERVE_PREFILL_WS_ZIGZAG != 0 && maps.zigzag != 0 && walks && !counted;
   const bool zig = zig_walk && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
@@ -816,9 +818,10 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // CTA taking items blockIdx.x, + gridDim.x, ...; producer and consumers walk the same items,
   // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
   // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
-  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) With maps.zigzag (causal rows
-  // of one length) the static walk takes WsWorkOrder's zigzag order instead, two items at a time,
-  // a long and a short q tile of one pair: units of about the same key tiles, handed to the
+  // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) With maps.zigzag (causal
+  // rows, a -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build) the static walk takes a zigzag order instead
+  // (WsWorkOrder's, or WsVarlenOrder's where the walk takes that order), two items at a time, a
+  // long and a short q tile of one pair: units of about the same key tiles, handed to the
   // consumers as the dynamic walk's are. Or, with maps.sched, a
   // dynamic walk (FA3's): each CTA starts at item blockIdx.x and its producer claims the next by an
   // atomic add when it has issued the last one's loads (paged: thread 0 claims for the 128

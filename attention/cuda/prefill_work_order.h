@@ -166,8 +166,11 @@ struct WsWorkOrderFast {
 // sequences' tiles. Sequence by sequence in batch order, each in sections of min(section, heads)
 // of its query heads, q tiles longest first in a section, the section's heads fastest; or, with
 // `zig` (the static walk over causal rows, session 55), a section's positions in ws_zig_rank's
-// units of a long and a short q tile of one head, without padding (a unit may then hold a
-// section's last middle tile and the next section's first tile). The grid
+// units of a long and a short q tile of one head, without padding: after a section of odd items
+// every unit up to the next such section is shifted by one position (one head's i-th shortest
+// tile beside the next head's i-th longest, or a middle tile beside a neighbour: the unit's two
+// q tile indices add up to m - 1 or m - 2, an aligned unit's to m - 1), and one unit a boundary
+// spans two sections. The grid
 // order holds items past a shorter sequence's queries, which a walk claims and skips one by
 // one: one 8k sequence among 63 of 256 tokens, 32 heads of 128, is 131072 items of which 6080
 // exist. A sequence's item w maps by a binary search over tiles (log2(batch) steps).
