@@ -261,17 +261,27 @@ int check_varlen(const std::vector<int>& q_lens, int heads, int block_m, int num
   return items;
 }
 
+// A random batch's q lengths: zeros, single tokens, short ones (1..short_max) and, one in eight,
+// long ones (1..5000).
+std::vector<int> random_q_lens(std::mt19937& rng, int batch, int short_max) {
+  std::vector<int> q_lens(batch);
+  for (int& q : q_lens) {
+    const unsigned kind = rng() % 8;
+    q = kind == 0   ? 0
+        : kind == 1 ? 1
+        : kind == 7 ? 1 + static_cast<int>(rng() % 5000)
+                    : 1 + static_cast<int>(rng() % static_cast<unsigned>(short_max));
+  }
+  return q_lens;
+}
+
 TEST(PrefillWorkOrder, VarlenOrderVisitsEveryExistingTileOnce) {
   std::mt19937 rng(2311);
   for (int trial = 0; trial < 300; ++trial) {
     const int batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 300 : 20));
     const int heads = 1 + static_cast<int>(rng() % 32);
     const int block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
-    std::vector<int> q_lens(batch);
-    for (int& q : q_lens) {
-      const unsigned kind = rng() % 8;  // zeros, single tokens, short, one long
-      q = kind == 0 ? 0 : kind == 1 ? 1 : kind == 7 ? 1 + static_cast<int>(rng() % 5000) : 1 + static_cast<int>(rng() % 300);
-    }
+    const std::vector<int> q_lens = random_q_lens(rng, batch, 300);
     const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
     // num_m as the kernel makes it from max_seqlen_q, and once from a max below the longest
     // sequence (its tiles past num_m are not computed, as in the grid order).
@@ -299,11 +309,7 @@ TEST(PrefillWorkOrder, VarlenZigzagVisitsEveryExistingTileOnceInUnitsOfALongAndA
     const int batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 200 : 20));
     const int heads = 1 + static_cast<int>(rng() % 32);
     const int block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
-    std::vector<int> q_lens(batch);
-    for (int& q : q_lens) {
-      const unsigned kind = rng() % 8;
-      q = kind == 0 ? 0 : kind == 1 ? 1 : kind == 7 ? 1 + static_cast<int>(rng() % 5000) : 1 + static_cast<int>(rng() % 700);
-    }
+    const std::vector<int> q_lens = random_q_lens(rng, batch, 700);
     const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
     const int num_m = (std::max(1, max_q) + block_m - 1) / block_m;
     const int section = 1 + static_cast<int>(rng() % (heads + 3));
