@@ -384,12 +384,11 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
   }
 }
 
-// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: batches whose q
-// lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles take the static
-// walk on a persistent grid, the others one CTA an item (prefill_cuda.cu); in a
-// -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build (bench-only) every call the static walk, causal rows by
-// zigzag units, and the ZIGZAG=0 rounds v4.39's rule and round robin again (in the default build
-// they repeat the others). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
+// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: every call takes
+// the static walk on a persistent grid, causal rows by zigzag units (prefill v4.40,
+// prefill_cuda.cu), and the FLASHSERVE_PREFILL_WS_ZIGZAG=0 rounds v4.39's rule (batches whose q
+// lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles the static walk by
+// round robin, the others one CTA an item), the A/B's other side. Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
 // CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every launch walks several items (on
 // the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager

@@ -584,19 +584,25 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
-    // has no counters (a graph capture: a mixed step's): v4.39's rule below. Built with
-    // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 (prefill v4.40's candidate, sessions 54-55, not yet run on
-    // a GPU; the kernel's macro), the static walk on a persistent grid at every head dim, causal
-    // rows by units of a long and a short q tile of one pair (maps.zigzag: WsVarlenOrder's zigzag
-    // where the q lengths differ, else, rows of one length or a batch too long for the varlen
-    // walk's prefix, WsWorkOrder's zigzag order over the grid order), so that a CTA's
-    // units hold about the same key tiles whichever they are: the round robin over the grid
-    // order's sawtooth of causal item sizes hands one CTA up to 2.6 times another's tiles (16x1k
-    // at d 128 on 132 CTAs: 40 to 104, the zigzag 63 to 72), over WsVarlenOrder the busiest CTA 11%
-    // more than the mean on a skewed batch (the zigzag 5%; tests/test_prefill_work_order.cc);
-    // there FLASHSERVE_PREFILL_WS_ZIGZAG=0 (the environment, read at every call; A/B) gives
-    // v4.39's rule, measured on the round robin (session 53 call 5, H100, 6 passes, paired against
-    // the dynamic walk, the rule's launch / one CTA an item; bench/history/prefill.md "Session 53"):
+    // has no counters (a graph capture: a mixed step's): prefill v4.40, the static walk on a
+    // persistent grid at every head dim, causal rows by units of a long and a short q tile of one
+    // pair (maps.zigzag: WsVarlenOrder's zigzag where the q lengths differ, else, rows of one
+    // length or a batch too long for the varlen walk's prefix, WsWorkOrder's zigzag order over
+    // the grid order), so that a CTA's units hold about the same key tiles whichever they are: the
+    // round robin over the grid order's sawtooth of causal item sizes hands one CTA up to 2.6
+    // times another's tiles (16x1k at d 128 on 132 CTAs: 40 to 104, the zigzag 63 to 72), over
+    // WsVarlenOrder the busiest CTA 11% more than the mean on a skewed batch (the zigzag 5%;
+    // tests/test_prefill_work_order.cc). Captured, against the eager call, v4.40 / v4.39's rule
+    // (session 56 calls 1 and 4, H100, 4 and 8 passes, paired; bench/history/prefill.md "Session
+    // 56"): d 128 causal 16x1k -6.9 / -19.2%, 8x2k -5.9 / -12.6%, 4x4k -5.2 / -6.6%, 1x16k -4.4 /
+    // -5.8%, the skewed batch -2.5 / -7.4%, in 16-token pages -7.4 / -35.0% (traced: the SMs busy
+    // 0.94 of the span against 0.63 at the same pace a tile, call 3), the mix of 32 prompts in
+    // 16-token pages -1.8 / -13.6%, 200 short prompts -4.3 / -8.7%; d 64 causal 4x4k -3.1 /
+    // -6.2%, the skewed batch -3.6 / -5.4%, 1x16k -2.7 / -3.6%, but 16x1k -3.5 / -2.2% (in
+    // 16-token pages -4.2 / -2.4%: many short items, which the round robin balanced already).
+    // FLASHSERVE_PREFILL_WS_ZIGZAG=0 (the environment, read at every call; A/B) gives v4.39's
+    // rule, measured on the round robin (session 53 call 5, H100, 6 passes, paired against the
+    // dynamic walk, the rule's launch / one CTA an item; bench/history/prefill.md "Session 53"):
     //  - the static walk where the q lengths differ, packed or paged: one CTA an item launches every
     //    sequence the longest one's q tiles, most of them empty, which the static walk over
     //    WsVarlenOrder never sees (v4.39, session 53 call 6; one CTA an item from calls 1 and 5: the
@@ -620,7 +626,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
     const char* zigzag_env = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
-    const bool zigzag = FLASHSERVE_PREFILL_WS_ZIGZAG != 0 && !(zigzag_env != nullptr && std::strcmp(zigzag_env, "0") == 0);
+    const bool zigzag = !(zigzag_env != nullptr && std::strcmp(zigzag_env, "0") == 0);
     const bool walk_static =
         zigzag || ragged_q(p) || !p.mask.causal || (p.head_dim == 64 && form != kWsFirst);
     if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || walk_static) {

@@ -97,8 +97,8 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // long and a short q tile of a pair: WsVarlenOrder's zigzag where the q lengths differ and the
   // walk takes that order (session 55), else WsWorkOrder's zigzag order (session 54; over the
   // grid order's items, those past a shorter sequence's queries skipped as before; prefill_cuda.cu);
-  // 0: the round robin over the grid order or WsVarlenOrder. Only in a
-  // -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build (below).
+  // 0: the round robin over the grid order or WsVarlenOrder (prefill v4.40; the host's rule at
+  // launch_prefill in prefill_cuda.cu).
   int zigzag = 0;
 };
 
@@ -213,13 +213,6 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 // (session 47, not measured yet).
 #ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
 #define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
-#endif
-// The static walk over causal rows by zigzag units (maps.zigzag; prefill v4.40's candidate,
-// sessions 54-55, not yet run on a GPU): built only with -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 over the
-// ws instances and prefill_cuda.cu (bench-only; bench/results/session55/prep1.sh). With 0 the
-// walk's code is the round robin's alone, the SASS v4.39's, and the host's capture rule v4.39's.
-#ifndef FLASHSERVE_PREFILL_WS_ZIGZAG
-#define FLASHSERVE_PREFILL_WS_ZIGZAG 0
 #endif
 // The ring's depth (stages) of d 128's 128 × 128 tile: three for packed K/V (Q 32 KB + 3 × 64
 // KB = 224 KB, one Q slot and no O buffer, so O is stored from registers), two for pages (with
@@ -781,7 +774,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // (zig: each position a grid order item, or a padding position, passed over), or, where the
   // walk takes WsVarlenOrder (varlen: q lengths that differ, a batch its prefix holds), of
   // WsVarlenOrder's zigzag (zig_walk alone); the producer hands the consumers the items.
-  const bool zig_walk = FLASHSERVE_PREFILL_WS_ZIGZAG != 0 && maps.zigzag != 0 && walks && !counted;
+  const bool zig_walk = maps.zigzag != 0 && walks && !counted;
   const bool zig = zig_walk && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
   // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,
@@ -819,7 +812,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // and a skipped item (a q tile past its sequence's queries) is skipped by both. (A snake, every
   // other round reversed, balanced causal rows worse still: WsWorkOrder's sections make the item
   // sizes a sawtooth; bench/history/prefill.md, "prefill v4.8".) With maps.zigzag (causal
-  // rows, a -DFLASHSERVE_PREFILL_WS_ZIGZAG=1 build) the static walk takes a zigzag order instead
+  // rows, prefill v4.40) the static walk takes a zigzag order instead
   // (WsWorkOrder's, or WsVarlenOrder's where the walk takes that order), two items at a time, a
   // long and a short q tile of one pair: units of about the same key tiles, handed to the
   // consumers as the dynamic walk's are. Or, with maps.sched, a

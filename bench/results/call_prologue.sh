@@ -8,7 +8,9 @@ out=${OUT:-/tmp/o}
 mkdir -p "$out"
 B=${B:-build-gpu}
 t0=$(date +%s)
-el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+# (el passes the status it was called under on: in "$(el) ... rc $?" the $? is read after $(el) has
+# run, so it is el's. Until session 56 it was 0 there, whatever the command before had returned.)
+el() { local rc=$?; echo "[$(( $(date +%s) - t0 )) s]"; return $rc; }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 # go AT: true while the call is before AT s of a plan of GO_SPAN s (590 unless set), the plan
 # scaled to DL s where the call is given less; else says the step is skipped (false).
