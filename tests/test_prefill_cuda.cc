@@ -6,10 +6,12 @@
 // FLASHSERVE_PREFILL_KERNEL, and compared with each other.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -388,7 +390,9 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
 // the static walk on a persistent grid, causal rows by zigzag units (prefill v4.40,
 // prefill_cuda.cu), and the FLASHSERVE_PREFILL_WS_ZIGZAG=0 rounds v4.39's rule (batches whose q
 // lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles the static walk by
-// round robin, the others one CTA an item), the A/B's other side. Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
+// round robin, the others one CTA an item), the A/B's other side, and the
+// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1 rounds the dynamic walk on counters of the graph's own
+// (two replays: the first leaves them at zero for the second). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
 // CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every launch walks several items (on
 // the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager
@@ -400,11 +404,14 @@ TEST(PrefillCuda, CapturedCalls) {
   struct Round {
     const char* grid;
     const char* zigzag;
+    const char* counters;
   };
-  for (const Round round : {Round{nullptr, nullptr}, Round{nullptr, "0"}, Round{"3", nullptr}, Round{"3", "0"}}) {
+  for (const Round round : {Round{nullptr, nullptr, nullptr}, Round{nullptr, "0", nullptr}, Round{"3", nullptr, nullptr},
+                            Round{"3", "0", nullptr}, Round{nullptr, nullptr, "1"}, Round{"3", nullptr, "1"}}) {
     const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", round.grid);
     const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", round.grid != nullptr ? "1" : nullptr);
     const ScopedEnv zigzag("FLASHSERVE_PREFILL_WS_ZIGZAG", round.zigzag);
+    const ScopedEnv counters("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED", round.counters);
     for (int dim : {64, 128}) {
       for (int bs : {0, 16}) {
         for (bool ragged : {true, false}) {
@@ -461,6 +468,78 @@ TEST(PrefillCuda, CapturedCalls) {
       }
     }
   }
+}
+
+// Captured launches' own counters (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1, where the
+// warp-specialized kernel runs): a graph of three calls holds three pairs, the executable graph
+// keeps them after the graph is gone, and they come back when it goes too (the user objects'
+// destructors run asynchronously: polled for up to 5 s); the replays in between, on a 3-SM grid
+// (several items a CTA, so the dynamic walk claims), match the reference, and a second graph
+// captured while the first exists takes other pairs and gives the same outputs.
+TEST(PrefillCuda, CapturedCallsOwnTheirCounters) {
+  FS_SKIP_WITHOUT_CUDA();
+  if (!wgmma_runs()) GTEST_SKIP() << "the warp-specialized kernel (sm_90a) does not run on this device";
+  unsetenv("FLASHSERVE_PREFILL_KERNEL");
+  const ScopedEnv counters("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED", "1");
+  const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", "3");
+  Problem p;
+  p.num_heads = 6;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.dtype = DType::kBFloat16;
+  p.causal = true;
+  p.block_size = 16;
+  p.seed = 1790;
+  p.seqs = {{700, 700}, {5, 9}, {260, 300}, {1, 1}, {129, 129}};
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  const Tolerance tol = gpu_tolerance(p, ref);
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  const PrefillParams pp = device_prefill_params(p, d, host, g);
+  cudaStream_t stream;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int before = cuda::prefill_ws_captured_pairs_in_use();
+  auto capture = [&](cudaGraph_t* graph) {
+    FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    Status st;
+    for (int i = 0; i < 3 && st.ok(); ++i) st = prefill(pp, stream);
+    FS_ASSERT_CUDA(cudaStreamEndCapture(stream, graph));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  };
+  auto replay = [&](cudaGraphExec_t exec, const char* what) {
+    for (int r = 0; r < 3; ++r) {
+      FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
+      FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+      FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+      FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+      EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << what << ", replay " << r;
+    }
+  };
+  cudaGraph_t graph, graph2;
+  cudaGraphExec_t exec, exec2;
+  capture(&graph);
+  EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 3);
+  FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  FS_ASSERT_CUDA(cudaGraphDestroy(graph));
+  EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 3) << "the executable graph holds the pairs";
+  replay(exec, "first graph");
+  capture(&graph2);
+  EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 6);
+  FS_ASSERT_CUDA(cudaGraphInstantiate(&exec2, graph2, 0));
+  replay(exec2, "second graph");
+  replay(exec, "first graph again");
+  FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
+  FS_ASSERT_CUDA(cudaGraphExecDestroy(exec2));
+  FS_ASSERT_CUDA(cudaGraphDestroy(graph2));
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  int left = cuda::prefill_ws_captured_pairs_in_use();
+  for (int i = 0; i < 500 && left != before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    left = cuda::prefill_ws_captured_pairs_in_use();
+  }
+  EXPECT_EQ(left, before) << "pairs given back when the graphs are gone";
+  FS_ASSERT_CUDA(cudaStreamDestroy(stream));
 }
 
 // The status of one small call (4 heads over 2, one 7×7 sequence) with this head_dim and dtype.

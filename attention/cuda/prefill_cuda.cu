@@ -7,9 +7,9 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 #ifdef FLASHSERVE_PREFILL_TRACE
 #include <cstdio>
-#include <vector>
 #endif
 
 #include <cudaTypedefs.h>
@@ -431,26 +431,141 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 #endif
 }
 
+// Counters for captured launches (ws_sched_pair under stream capture, where
+// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1; bench-only until measured): a pair of words a captured
+// launch, its own for as long as the graph it was captured into, or an executable graph made from
+// it, holds it: a CUDA user object on the capturing graph gives the pair back to the free list
+// when the last of those goes (its destructor runs on a driver thread and may not call CUDA, so it
+// only takes the mutex; every CUDA call here is made outside it). A replay leaves the pair at
+// zero as an eager launch does (the kernel's last CTA), so the next replay starts from zero;
+// replays of one executable graph never overlap (CUDA orders them), so a pair is never walked by
+// two launches at once. (Two executable graphs instantiated from one captured graph share its
+// pairs and must not run at the same time: as any captured workspace.) Pairs come in zeroed chunks
+// of kChunk, allocated and zeroed on a private stream in the relaxed capture mode.
+class CapturedPairs {
+ public:
+  static constexpr int kMaxDevices = 64, kChunk = 1024;
+  static CapturedPairs& get() {
+    static CapturedPairs* pairs = new CapturedPairs;  // (never destroyed: user objects may outlive main)
+    return *pairs;
+  }
+  // A pair for a launch being captured on `stream` (capture status active) on `device`, tied to the
+  // capturing graph; null on any error (the caller then walks statically). In the relaxed capture
+  // mode (the caller's), so that a chunk's allocation does not break another capture.
+  unsigned* take(cudaStream_t stream, int device) {
+    cudaGraph_t graph = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph) != cudaSuccess ||
+        status != cudaStreamCaptureStatusActive || graph == nullptr)
+      return nullptr;
+    unsigned* pair = pop(device);
+    if (pair == nullptr) {
+      if (!grow(device)) return nullptr;
+      pair = pop(device);
+      if (pair == nullptr) return nullptr;
+    }
+    auto* back = new Back{this, device, pair};
+    cudaUserObject_t object = nullptr;
+    if (cudaUserObjectCreate(&object, back, &Back::give_back, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
+      delete back;
+      push(device, pair);
+      return nullptr;
+    }
+    if (cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove) != cudaSuccess) {
+      cudaUserObjectRelease(object, 1);  // (its destructor gives the pair back)
+      return nullptr;
+    }
+    return pair;
+  }
+  // Pairs handed out and not given back, on `device` (tests).
+  int in_use(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocated_[device] - static_cast<int>(free_[device].size());
+  }
+
+ private:
+  struct Back {
+    CapturedPairs* owner;
+    int device;
+    unsigned* pair;
+    static void CUDART_CB give_back(void* p) {
+      const Back* b = static_cast<Back*>(p);
+      b->owner->push(b->device, b->pair);
+      delete b;
+    }
+  };
+  unsigned* pop(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_[device].empty()) return nullptr;
+    unsigned* pair = free_[device].back();
+    free_[device].pop_back();
+    return pair;
+  }
+  void push(int device, unsigned* pair) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[device].push_back(pair);
+  }
+  bool grow(int device) {  // (in the relaxed capture mode: take's caller)
+    unsigned* buf = nullptr;
+    cudaStream_t zero = nullptr;
+    bool ok = cudaMalloc(&buf, sizeof(unsigned) * 2 * kChunk) == cudaSuccess &&
+              cudaStreamCreateWithFlags(&zero, cudaStreamNonBlocking) == cudaSuccess &&
+              cudaMemsetAsync(buf, 0, sizeof(unsigned) * 2 * kChunk, zero) == cudaSuccess &&
+              cudaStreamSynchronize(zero) == cudaSuccess;
+    if (zero != nullptr) ok = cudaStreamDestroy(zero) == cudaSuccess && ok;
+    if (!ok) {
+      if (buf != nullptr) cudaFree(buf);
+      (void)cudaGetLastError();
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = kChunk - 1; i >= 0; --i) free_[device].push_back(buf + 2 * i);
+    allocated_[device] += kChunk;
+    return true;
+  }
+  std::mutex mu_;
+  std::vector<unsigned*> free_[kMaxDevices];
+  int allocated_[kMaxDevices] = {};
+};
+
+// Whether a captured launch takes counters of its own (CapturedPairs) and so the dynamic walk:
+// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1, read at every call (bench-only, off until measured on a
+// GPU; session 56).
+bool ws_captured_sched() {
+  const char* on = std::getenv("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED");
+  return on != nullptr && std::strcmp(on, "1") == 0;
+}
+
 // The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
 // one zeroed allocation a device, handed out round robin. Each launch leaves its pair at zero
 // (the kernel's last CTA), and a pair comes back 4096 launches later: the bound is that fewer
 // than 4096 prefill launches of a device are queued or running at once (over all
-// streams; launches on one stream run one after another). Null (a persistent grid then walks
-// statically, else one CTA an item) while the stream is being captured into a graph, where a
-// replay could run beside a later launch that took the same pair, where
-// FLASHSERVE_PREFILL_WS_SCHED=static (A/B) or on any error. The pool is made on a device's first
-// call and zeroed on the caller's stream (ordered before the launch whatever the stream's
-// flags), in the relaxed capture mode (another thread's capture is not disturbed).
+// streams; launches on one stream run one after another). While the stream is being captured
+// into a graph, where a replay could run beside a later launch that took the same pair: a pair of
+// the graph's own (CapturedPairs) where ws_captured_sched, else null (a persistent grid then walks
+// statically). Null too where FLASHSERVE_PREFILL_WS_SCHED=static (A/B) or on any error. The pool
+// is made on a device's first call and zeroed on the caller's stream (ordered before the launch
+// whatever the stream's flags), in the relaxed capture mode (another thread's capture is not
+// disturbed).
 unsigned* ws_sched_pair(cudaStream_t stream) {
-  constexpr int kMaxDevices = 64, kPairs = 4096;
+  constexpr int kMaxDevices = CapturedPairs::kMaxDevices, kPairs = 4096;
   const char* force = std::getenv("FLASHSERVE_PREFILL_WS_SCHED");
   if (force != nullptr && std::strcmp(force, "static") == 0) return nullptr;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   int device = 0;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone ||
-      cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || cudaGetDevice(&device) != cudaSuccess || device < 0 ||
+      device >= kMaxDevices) {
     (void)cudaGetLastError();
     return nullptr;
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    if (capture != cudaStreamCaptureStatusActive || !ws_captured_sched()) return nullptr;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    unsigned* pair = CapturedPairs::get().take(stream, device);
+    if (exchanged && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) pair = nullptr;  // (left to its graph)
+    (void)cudaGetLastError();
+    return pair;
   }
   static std::mutex mu;
   static unsigned* pairs[kMaxDevices] = {};
@@ -519,6 +634,15 @@ PrefillWsTiles ws_call_tiles(const PrefillParams& p) {
 int prefill_ws_key_tile(const PrefillParams& p) { return ws_call_tiles(p).block_n; }
 int prefill_ws_tile_rows(const PrefillParams& p) { return ws_call_tiles(p).block_m; }
 
+int prefill_ws_captured_pairs_in_use() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= CapturedPairs::kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return CapturedPairs::get().in_use(device);
+}
+
 bool prefill_ws_page_boxes(const PrefillParams& p) {
   if (!ws_page_boxes(p) || prefill_ws_key_tile(p) != 128) return false;
   PrefillTmaMaps maps{};
@@ -584,7 +708,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
-    // has no counters (a graph capture: a mixed step's): prefill v4.40, the static walk on a
+    // has no counters (a graph capture: a mixed step's; FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1
+    // gives a captured launch counters of its own, CapturedPairs): prefill v4.40, the static walk on a
     // persistent grid at every head dim, causal rows by units of a long and a short q tile of one
     // pair (maps.zigzag: WsVarlenOrder's zigzag where the q lengths differ, else, rows of one
     // length or a batch too long for the varlen walk's prefix, WsWorkOrder's zigzag order over

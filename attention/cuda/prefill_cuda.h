@@ -42,5 +42,9 @@ int prefill_ws_tile_rows(const PrefillParams& p);
 // (false elsewhere, or under FLASHSERVE_PREFILL_WS_PAGE_BOXES=0; then the row gather). Reads p's
 // shapes, mask and pool view.
 bool prefill_ws_page_boxes(const PrefillParams& p);
+// The dynamic walk's counter pairs that launches captured into graphs hold on the current device
+// (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1): taken at capture, given back when the graph and the
+// executable graphs made from it are gone (tests).
+int prefill_ws_captured_pairs_in_use();
 
 }  // namespace flashserve::cuda
