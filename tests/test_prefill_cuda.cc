@@ -449,8 +449,8 @@ TEST(PrefillCuda, CapturedCalls) {
             ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
             FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
             for (int replay = 0; replay < 2; ++replay) {
-              FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
-              FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+              FS_ASSERT_CUDA(cudaMemsetAsync(g.o.get(), 0xff, g.o.bytes(), stream));
+              FS_ASSERT_CUDA(cudaMemsetAsync(g.lse.get(), 0xff, g.lse.bytes(), stream));
               FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
               FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
               const Outputs out = download_outputs(p, g);
@@ -473,9 +473,10 @@ TEST(PrefillCuda, CapturedCalls) {
 // Captured launches' own counters (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1, where the
 // warp-specialized kernel runs): a graph of three calls holds three pairs, the executable graph
 // keeps them after the graph is gone, and they come back when it goes too (the user objects'
-// destructors run asynchronously: polled for up to 5 s); the replays in between, on a 3-SM grid
-// (several items a CTA, so the dynamic walk claims), match the reference, and a second graph
-// captured while the first exists takes other pairs and gives the same outputs.
+// destructors run asynchronously: the count polled until it settles, up to 5 s, before and after);
+// the replays in between, on a 3-SM grid (several items a CTA, so the dynamic walk claims), match
+// the reference, and a second graph captured while the first exists takes other pairs and matches
+// it too.
 TEST(PrefillCuda, CapturedCallsOwnTheirCounters) {
   FS_SKIP_WITHOUT_CUDA();
   if (!wgmma_runs()) GTEST_SKIP() << "the warp-specialized kernel (sm_90a) does not run on this device";
@@ -499,7 +500,20 @@ TEST(PrefillCuda, CapturedCallsOwnTheirCounters) {
   const PrefillParams pp = device_prefill_params(p, d, host, g);
   cudaStream_t stream;
   FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const int before = cuda::prefill_ws_captured_pairs_in_use();
+  // The count once the destructors of graphs gone before have run: `want`, or (want < 0: the
+  // graphs CapturedCalls left) unchanged over 100 ms; its value after 5 s otherwise.
+  auto settled = [](int want) {
+    int n = cuda::prefill_ws_captured_pairs_in_use();
+    for (int i = 0, same = 0; i < 500 && n != want && (want >= 0 || same < 10); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const int m = cuda::prefill_ws_captured_pairs_in_use();
+      same = m == n ? same + 1 : 0;
+      n = m;
+    }
+    return n;
+  };
+  FS_ASSERT_CUDA(cudaDeviceSynchronize());
+  const int before = settled(-1);
   auto capture = [&](cudaGraph_t* graph) {
     FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     Status st;
@@ -509,36 +523,35 @@ TEST(PrefillCuda, CapturedCallsOwnTheirCounters) {
   };
   auto replay = [&](cudaGraphExec_t exec, const char* what) {
     for (int r = 0; r < 3; ++r) {
-      FS_ASSERT_CUDA(cudaMemset(g.o.get(), 0xff, g.o.bytes()));
-      FS_ASSERT_CUDA(cudaMemset(g.lse.get(), 0xff, g.lse.bytes()));
+      FS_ASSERT_CUDA(cudaMemsetAsync(g.o.get(), 0xff, g.o.bytes(), stream));
+      FS_ASSERT_CUDA(cudaMemsetAsync(g.lse.get(), 0xff, g.lse.bytes(), stream));
       FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
       FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
       EXPECT_EQ(compare(p, download_outputs(p, g), ref, tol), "") << what << ", replay " << r;
     }
   };
-  cudaGraph_t graph, graph2;
-  cudaGraphExec_t exec, exec2;
+  cudaGraph_t graph = nullptr, graph2 = nullptr;
+  cudaGraphExec_t exec = nullptr, exec2 = nullptr;
   capture(&graph);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 3);
   FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   FS_ASSERT_CUDA(cudaGraphDestroy(graph));
   EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 3) << "the executable graph holds the pairs";
   replay(exec, "first graph");
+  if (HasFatalFailure()) return;
   capture(&graph2);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(cuda::prefill_ws_captured_pairs_in_use(), before + 6);
   FS_ASSERT_CUDA(cudaGraphInstantiate(&exec2, graph2, 0));
   replay(exec2, "second graph");
   replay(exec, "first graph again");
+  if (HasFatalFailure()) return;
   FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
   FS_ASSERT_CUDA(cudaGraphExecDestroy(exec2));
   FS_ASSERT_CUDA(cudaGraphDestroy(graph2));
   FS_ASSERT_CUDA(cudaDeviceSynchronize());
-  int left = cuda::prefill_ws_captured_pairs_in_use();
-  for (int i = 0; i < 500 && left != before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    left = cuda::prefill_ws_captured_pairs_in_use();
-  }
-  EXPECT_EQ(left, before) << "pairs given back when the graphs are gone";
+  EXPECT_EQ(settled(before), before) << "pairs given back when the graphs are gone";
   FS_ASSERT_CUDA(cudaStreamDestroy(stream));
 }
 

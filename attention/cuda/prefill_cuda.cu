@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 #ifdef FLASHSERVE_PREFILL_TRACE
@@ -435,12 +436,14 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 // FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1; bench-only until measured): a pair of words a captured
 // launch, its own for as long as the graph it was captured into, or an executable graph made from
 // it, holds it: a CUDA user object on the capturing graph gives the pair back to the free list
-// when the last of those goes (its destructor runs on a driver thread and may not call CUDA, so it
-// only takes the mutex; every CUDA call here is made outside it). A replay leaves the pair at
+// when the last of those goes, after its launches have finished (its destructor runs later, on a
+// driver thread, and may not call CUDA, so it only takes the mutex; every CUDA call here is made
+// outside it). A replay leaves the pair at
 // zero as an eager launch does (the kernel's last CTA), so the next replay starts from zero;
 // replays of one executable graph never overlap (CUDA orders them), so a pair is never walked by
-// two launches at once. (Two executable graphs instantiated from one captured graph share its
-// pairs and must not run at the same time: as any captured workspace.) Pairs come in zeroed chunks
+// two launches at once. (Executable graphs instantiated from one captured graph, its clones, or
+// one graph twice as child nodes of another share its pairs and must not run at the same time:
+// as any captured workspace.) Pairs come in zeroed chunks
 // of kChunk, allocated and zeroed on a private stream in the relaxed capture mode.
 class CapturedPairs {
  public:
@@ -464,9 +467,10 @@ class CapturedPairs {
       pair = pop(device);
       if (pair == nullptr) return nullptr;
     }
-    auto* back = new Back{this, device, pair};
+    auto* back = new (std::nothrow) Back{this, device, pair};
     cudaUserObject_t object = nullptr;
-    if (cudaUserObjectCreate(&object, back, &Back::give_back, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
+    if (back == nullptr ||
+        cudaUserObjectCreate(&object, back, &Back::give_back, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
       delete back;
       push(device, pair);
       return nullptr;
@@ -519,6 +523,12 @@ class CapturedPairs {
       return false;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    try {  // (room for every pair of the device up front: the destructor's push never allocates)
+      free_[device].reserve(static_cast<size_t>(allocated_[device]) + kChunk);
+    } catch (const std::bad_alloc&) {
+      cudaFree(buf);
+      return false;
+    }
     for (int i = kChunk - 1; i >= 0; --i) free_[device].push_back(buf + 2 * i);
     allocated_[device] += kChunk;
     return true;
@@ -561,9 +571,12 @@ unsigned* ws_sched_pair(cudaStream_t stream) {
   if (capture != cudaStreamCaptureStatusNone) {
     if (capture != cudaStreamCaptureStatusActive || !ws_captured_sched()) return nullptr;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {  // (take's calls would break the capture)
+      (void)cudaGetLastError();
+      return nullptr;
+    }
     unsigned* pair = CapturedPairs::get().take(stream, device);
-    if (exchanged && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) pair = nullptr;  // (left to its graph)
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) pair = nullptr;  // (left to its graph)
     (void)cudaGetLastError();
     return pair;
   }
