@@ -522,16 +522,18 @@ class CapturedPairs {
       (void)cudaGetLastError();
       return false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    try {  // (room for every pair of the device up front: the destructor's push never allocates)
-      free_[device].reserve(static_cast<size_t>(allocated_[device]) + kChunk);
-    } catch (const std::bad_alloc&) {
-      cudaFree(buf);
-      return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      try {  // (room for every pair of the device up front: the destructor's push never allocates)
+        free_[device].reserve(static_cast<size_t>(allocated_[device]) + kChunk);
+        for (int i = kChunk - 1; i >= 0; --i) free_[device].push_back(buf + 2 * i);
+        allocated_[device] += kChunk;
+        return true;
+      } catch (const std::bad_alloc&) {
+      }
     }
-    for (int i = kChunk - 1; i >= 0; --i) free_[device].push_back(buf + 2 * i);
-    allocated_[device] += kChunk;
-    return true;
+    cudaFree(buf);
+    return false;
   }
   std::mutex mu_;
   std::vector<unsigned*> free_[kMaxDevices];
