@@ -275,19 +275,43 @@ std::vector<int> random_q_lens(std::mt19937& rng, int batch, int short_max) {
   return q_lens;
 }
 
+// A random varlen trial's shape, drawn in this order: the batch (1..max_batch every tenth trial,
+// else 1..20), the heads (1..32), the q lengths (random_q_lens), the heads a section (1..heads + 3);
+// the row tile by the trial (64, 128, 192).
+struct VarlenTrial {
+  int batch, heads, block_m;
+  std::vector<int> q_lens;
+  int max_q, section;
+};
+VarlenTrial random_varlen_trial(std::mt19937& rng, int trial, int max_batch, int short_max) {
+  VarlenTrial t;
+  t.batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? max_batch : 20));
+  t.heads = 1 + static_cast<int>(rng() % 32);
+  t.block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
+  t.q_lens = random_q_lens(rng, t.batch, short_max);
+  t.max_q = *std::max_element(t.q_lens.begin(), t.q_lens.end());
+  t.section = 1 + static_cast<int>(rng() % (t.heads + 3));
+  return t;
+}
+
+// The varlen static walk as the kernel's producer makes it: CTA c of g at positions c, c + g, ...
+// (the round robin) or, with zig, 2c, 2c + 1, 2(c + g), ... (zig_first, zig_next), while below
+// the items.
+template <typename Visit>
+void varlen_walk(bool zig, int c, int g, int items, Visit visit) {
+  for (int z = zig ? WsWorkOrder::zig_first(c) : c; z < items; z = zig ? WsWorkOrder::zig_next(z, g) : z + g) visit(z);
+}
+
 TEST(PrefillWorkOrder, VarlenOrderVisitsEveryExistingTileOnce) {
   std::mt19937 rng(2311);
   for (int trial = 0; trial < 300; ++trial) {
-    const int batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 300 : 20));
-    const int heads = 1 + static_cast<int>(rng() % 32);
-    const int block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
-    const std::vector<int> q_lens = random_q_lens(rng, batch, 300);
-    const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
+    const VarlenTrial t = random_varlen_trial(rng, trial, 300, 300);
+    const int batch = t.batch, heads = t.heads, block_m = t.block_m, section = t.section;
+    const std::vector<int>& q_lens = t.q_lens;
     // num_m as the kernel makes it from max_seqlen_q, and once from a max below the longest
     // sequence (its tiles past num_m are not computed, as in the grid order).
-    int num_m = (std::max(1, max_q) + block_m - 1) / block_m;
+    int num_m = (std::max(1, t.max_q) + block_m - 1) / block_m;
     if (trial % 7 == 3) num_m = std::max(1, num_m / 2);
-    const int section = 1 + static_cast<int>(rng() % (heads + 3));
     const std::string at = "trial " + std::to_string(trial) + " batch " + std::to_string(batch) + " heads " +
                            std::to_string(heads) + " block_m " + std::to_string(block_m) + " num_m " +
                            std::to_string(num_m) + " section " + std::to_string(section);
@@ -306,13 +330,10 @@ TEST(PrefillWorkOrder, VarlenOrderVisitsEveryExistingTileOnce) {
 TEST(PrefillWorkOrder, VarlenZigzagVisitsEveryExistingTileOnceInUnitsOfALongAndAShortTile) {
   std::mt19937 rng(2312);
   for (int trial = 0; trial < 200; ++trial) {
-    const int batch = 1 + static_cast<int>(rng() % (trial % 10 == 0 ? 200 : 20));
-    const int heads = 1 + static_cast<int>(rng() % 32);
-    const int block_m = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 192);
-    const std::vector<int> q_lens = random_q_lens(rng, batch, 700);
-    const int max_q = *std::max_element(q_lens.begin(), q_lens.end());
-    const int num_m = (std::max(1, max_q) + block_m - 1) / block_m;
-    const int section = 1 + static_cast<int>(rng() % (heads + 3));
+    const VarlenTrial t = random_varlen_trial(rng, trial, 200, 700);
+    const int batch = t.batch, heads = t.heads, block_m = t.block_m, section = t.section;
+    const std::vector<int>& q_lens = t.q_lens;
+    const int num_m = (std::max(1, t.max_q) + block_m - 1) / block_m;
     const std::string at = "trial " + std::to_string(trial) + " batch " + std::to_string(batch) + " heads " +
                            std::to_string(heads) + " block_m " + std::to_string(block_m) + " section " +
                            std::to_string(section);
@@ -353,12 +374,12 @@ TEST(PrefillWorkOrder, VarlenZigzagVisitsEveryExistingTileOnceInUnitsOfALongAndA
       std::set<std::tuple<int, int, int>> walked;
       int taken = 0;
       for (int c = 0; c < g; ++c) {
-        for (int z = WsWorkOrder::zig_first(c); z < items; z = WsWorkOrder::zig_next(z, g)) {
+        varlen_walk(true, c, g, items, [&](int z) {
           int m = -1, pair = -1;
           order.item(z, m, pair, true);
           walked.insert({pair / heads, pair % heads, m});
           ++taken;
-        }
+        });
       }
       EXPECT_EQ(taken, items) << at << " g " << g;
       EXPECT_EQ(walked, seen) << at << " g " << g;
@@ -385,11 +406,11 @@ TEST(PrefillWorkOrder, VarlenZigzagBalancesASkewedCausalBatch) {
     auto busiest = [&](bool zig) {
       std::vector<int64_t> load(g, 0);
       for (int c = 0; c < g; ++c) {
-        for (int z = zig ? WsWorkOrder::zig_first(c) : c; z < items; z = zig ? WsWorkOrder::zig_next(z, g) : z + g) {
+        varlen_walk(zig, c, g, items, [&](int z) {
           int m = -1, pair = -1;
           order.item(z, m, pair, zig);
           load[c] += (m + 1) + 1;  // key tiles and the item's fixed cost
-        }
+        });
       }
       const double mean = static_cast<double>(std::accumulate(load.begin(), load.end(), int64_t{0})) / g;
       return static_cast<double>(*std::max_element(load.begin(), load.end())) / mean;

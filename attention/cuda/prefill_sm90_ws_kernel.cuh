@@ -97,8 +97,8 @@ struct PrefillTmaMaps {  // CUtensorMap is 64-byte aligned
   // long and a short q tile of a pair: WsVarlenOrder's zigzag where the q lengths differ and the
   // walk takes that order (session 55), else WsWorkOrder's zigzag order (session 54; over the
   // grid order's items, those past a shorter sequence's queries skipped as before; prefill_cuda.cu);
-  // 0: the round robin over the grid order or WsVarlenOrder (prefill v4.40; the host's rule at
-  // launch_prefill in prefill_cuda.cu).
+  // 0: the round robin over the grid order or WsVarlenOrder (prefill v4.40; the host's rule in
+  // prefill_cuda, prefill_cuda.cu).
   int zigzag = 0;
 };
 
