@@ -386,13 +386,12 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
   }
 }
 
-// Calls captured into a graph (a mixed step's) have no dynamic walk's counters: every call takes
-// the static walk on a persistent grid, causal rows by zigzag units (prefill v4.40,
-// prefill_cuda.cu), and the FLASHSERVE_PREFILL_WS_ZIGZAG=0 rounds v4.39's rule (batches whose q
-// lengths differ, calls without a causal mask and d 64's 64- and 128-row tiles the static walk by
-// round robin, the others one CTA an item), the A/B's other side, and the
-// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1 rounds the dynamic walk on counters of the graph's own
-// (two replays: the first leaves them at zero for the second). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
+// Calls captured into a graph (a mixed step's): by default the dynamic walk on counters of the
+// graph's own (prefill v4.41, prefill_cuda.cu; two replays: the first leaves them at zero for the
+// second); the FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 rounds without them, as v4.40: the static
+// walk on a persistent grid, causal rows by zigzag units, and with FLASHSERVE_PREFILL_WS_ZIGZAG=0
+// too v4.39's rule (batches whose q lengths differ, calls without a causal mask and d 64's 64-
+// and 128-row tiles the static walk by round robin, the others one CTA an item). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
 // CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every launch walks several items (on
 // the full grid these small calls have about an item a CTA). Each
 // replay, outputs poisoned first, against the reference and, byte for byte, against the eager
@@ -406,8 +405,8 @@ TEST(PrefillCuda, CapturedCalls) {
     const char* zigzag;
     const char* counters;
   };
-  for (const Round round : {Round{nullptr, nullptr, nullptr}, Round{nullptr, "0", nullptr}, Round{"3", nullptr, nullptr},
-                            Round{"3", "0", nullptr}, Round{nullptr, nullptr, "1"}, Round{"3", nullptr, "1"}}) {
+  for (const Round round : {Round{nullptr, nullptr, nullptr}, Round{"3", nullptr, nullptr}, Round{nullptr, nullptr, "0"},
+                            Round{nullptr, "0", "0"}, Round{"3", nullptr, "0"}, Round{"3", "0", "0"}}) {
     const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", round.grid);
     const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", round.grid != nullptr ? "1" : nullptr);
     const ScopedEnv zigzag("FLASHSERVE_PREFILL_WS_ZIGZAG", round.zigzag);
@@ -470,10 +469,10 @@ TEST(PrefillCuda, CapturedCalls) {
   }
 }
 
-// Captured launches' own counters (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1, where the
-// warp-specialized kernel runs): a graph of three calls holds three pairs, the executable graph
-// keeps them after the graph is gone, and they come back when it goes too (the user objects'
-// destructors run asynchronously: the count polled until it settles, up to 5 s, before and after);
+// Captured launches' own counters (the default, where the warp-specialized kernel runs): a graph
+// of three calls holds three pairs, the executable graph keeps them after the graph is gone, and
+// they come back when it goes too (the user objects' destructors run asynchronously: the count
+// polled until it settles, up to 5 s, before and after);
 // the replays in between, on a 3-SM grid (several items a CTA, so the dynamic walk claims), match
 // the reference, and a second graph captured while the first exists takes other pairs and matches
 // it too.
@@ -481,7 +480,7 @@ TEST(PrefillCuda, CapturedCallsOwnTheirCounters) {
   FS_SKIP_WITHOUT_CUDA();
   if (!wgmma_runs()) GTEST_SKIP() << "the warp-specialized kernel (sm_90a) does not run on this device";
   unsetenv("FLASHSERVE_PREFILL_KERNEL");
-  const ScopedEnv counters("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED", "1");
+  const ScopedEnv counters("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED", nullptr);
   const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", "3");
   Problem p;
   p.num_heads = 6;

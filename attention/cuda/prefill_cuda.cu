@@ -432,8 +432,8 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 #endif
 }
 
-// Counters for captured launches (ws_sched_pair under stream capture, where
-// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1; bench-only until measured): a pair of words a captured
+// Counters for captured launches (ws_sched_pair under stream capture, unless
+// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0; ws_captured_sched): a pair of words a captured
 // launch, its own for as long as the graph it was captured into, or an executable graph made from
 // it, holds it: a CUDA user object on the capturing graph gives the pair back to the free list
 // when the last of those goes, after its launches have finished (its destructor runs later, on a
@@ -541,11 +541,11 @@ class CapturedPairs {
 };
 
 // Whether a captured launch takes counters of its own (CapturedPairs) and so the dynamic walk:
-// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1, read at every call (bench-only, off until measured on a
-// GPU; session 56).
+// yes (prefill v4.41, session 57; prefill_cuda's comment has the numbers) unless
+// FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 (A/B: v4.40's static walk), read at every call.
 bool ws_captured_sched() {
-  const char* on = std::getenv("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED");
-  return on != nullptr && std::strcmp(on, "1") == 0;
+  const char* off = std::getenv("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED");
+  return !(off != nullptr && std::strcmp(off, "0") == 0);
 }
 
 // The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
@@ -722,9 +722,16 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // (ws_sched_pair): it takes the next longest item as a CTA frees up, as the hardware's
     // dispatch does, without a CTA's start and end a item (session 17 call 4, TFLOP/s, against
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
-    // 16×1k 480/440 against 418/417; the long rows within the spread). Where the dynamic walk
-    // has no counters (a graph capture: a mixed step's; FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1
-    // gives a captured launch counters of its own, CapturedPairs): prefill v4.40, the static walk on a
+    // 16×1k 480/440 against 418/417; the long rows within the spread). A launch captured into a
+    // graph (a mixed step's) walks dynamically too, on counters of its graph's own (CapturedPairs;
+    // prefill v4.41): against the eager call, v4.41 / v4.40 (session 57 call 3, H100, 8 passes,
+    // paired; bench/history/prefill.md "Session 57"): d 128 causal 16x1k -0.5 / -4.7%, 4x4k -0.3
+    // / -3.0%, 1x16k +0.0 / -1.7%, 8x2k -1.6 / -3.3%, the skewed batch +0.4 / -2.8%, in 16-token
+    // pages -1.3 / -3.6%, non-causal -1.3 / -3.6%, the mix of 32 prompts in 16-token pages -2.8 /
+    // -2.1%, 200 short prompts +0.8 / -2.5%; d 64 causal 1x16k +0.2 / -2.7%, 16x1k +2.1 / -3.8%
+    // (in 16-token pages +1.6 / -2.9%), the skewed batch -1.2 / -5.3%. Where the dynamic walk has
+    // no counters (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0, A/B; a capture whose mode cannot be
+    // relaxed for the pairs' allocation; an error): prefill v4.40, the static walk on a
     // persistent grid at every head dim, causal rows by units of a long and a short q tile of one
     // pair (maps.zigzag: WsVarlenOrder's zigzag where the q lengths differ, else, rows of one
     // length or a batch too long for the varlen walk's prefix, WsWorkOrder's zigzag order over

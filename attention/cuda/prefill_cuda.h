@@ -43,7 +43,7 @@ int prefill_ws_tile_rows(const PrefillParams& p);
 // shapes, mask and pool view.
 bool prefill_ws_page_boxes(const PrefillParams& p);
 // The dynamic walk's counter pairs that launches captured into graphs hold on the current device
-// (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=1): taken at capture, given back when the graph and the
+// (unless FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0): taken at capture, given back when the graph and the
 // executable graphs made from it are gone (tests).
 int prefill_ws_captured_pairs_in_use();
 
