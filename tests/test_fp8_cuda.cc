@@ -225,8 +225,9 @@ void check_fp8_prefill(const Fp8PrefillCase& k, DType t, DType q_dtype, uint64_t
   ASSERT_TRUE(prefill(cp).ok()) << what;
   const char* other = t == DType::kFp8E5M2 ? "copy" : "reg";
   // (kernel, grid, FP8 path, walk): the default; mma.sync; a grid of 3 SMs' CTAs by the dynamic
-  // walk and by the static one on a persistent grid (a capture's: WsVarlenOrder where q lengths
-  // differ, else the grid order; causal rows by zigzag units, prefill v4.40); the other FP8 path.
+  // walk and by the static one on a persistent grid (a launch's without counters: WsVarlenOrder
+  // where q lengths differ, else the grid order; causal rows by zigzag units, prefill v4.40); the
+  // other FP8 path.
   const char* configs[][4] = {{nullptr, nullptr, nullptr, nullptr}, {"mma", nullptr, nullptr, nullptr},
                               {nullptr, "3", nullptr, nullptr},     {nullptr, "3", nullptr, "static"},
                               {nullptr, nullptr, other, nullptr}};
