@@ -769,7 +769,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // WsVarlenOrder: its q tile prefix beside the cached offsets, or, for a batch of more
   // sequences than they take, alone in their room (3·kSeqCache entries).
   const bool varlen = walks && maps.varlen != 0 && p.batch + 1 <= 3 * Tr::kSeqCache;
-  // The static walk (no counters: a capture) over causal rows in zigzag units (maps.zigzag): CTA
+  // The static walk (a launch without counters) over causal rows in zigzag units (maps.zigzag): CTA
   // c's positions 2c, 2c + 1, then on by units of two (zig_next) of WsWorkOrder's zigzag order
   // (zig: each position a grid order item, or a padding position, passed over), or, where the
   // walk takes WsVarlenOrder (varlen: q lengths that differ, a batch its prefix holds), of
@@ -777,7 +777,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   const bool zig_walk = maps.zigzag != 0 && walks && !counted;
   const bool zig = zig_walk && !varlen;
   // Items handed to the consumers by the producer (item_slot): the dynamic walk's, and the static
-  // walk's over WsVarlenOrder (no counters: a capture), which takes only the q tiles that exist,
+  // walk's over WsVarlenOrder (a launch without counters), which takes only the q tiles that exist,
   // or over the zigzag order; else both walk the grid order by themselves.
   const bool hands_over = counted || varlen || zig;
   // FLASHSERVE_PREFILL_WS_ITEM_AHEAD: the items handed over again, a 64-bit word a Q stage (the
@@ -823,7 +823,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   // producer hands each item to the consumers in item_slot, written before its Q stage's arrival
   // (the consumers read it after that stage's wait; an item without keys and the end, an item >=
   // grid_items, come with a plain arrival and no Q). Items are handed over by their index in
-  // the grid order (WsVarlenOrder's walk too). Without counters (a capture) a batch of q lengths
+  // the grid order (WsVarlenOrder's walk too). Without counters (no pair taken) a batch of q lengths
   // that differ (maps.varlen) takes the static walk over WsVarlenOrder's items, handed over alike:
   // the q tiles that exist, not every one of the grid order (session 53).
   // One item's CTA view; false when it has nothing to do. Tiles start at key_base: the first
