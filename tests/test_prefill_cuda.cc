@@ -391,11 +391,11 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
 // second); the FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 rounds without them, as v4.40: the static
 // walk on a persistent grid, causal rows by zigzag units, and with FLASHSERVE_PREFILL_WS_ZIGZAG=0
 // too v4.39's rule (batches whose q lengths differ, calls without a causal mask and d 64's 64-
-// and 128-row tiles the static walk by round robin, the others one CTA an item). Packed and in 16-token pages; on the full grid and on a grid of 3 SMs'
-// CTAs (FLASHSERVE_PREFILL_WS_GRID) with PERSISTENT=1, where every launch walks several items (on
-// the full grid these small calls have about an item a CTA). Each
-// replay, outputs poisoned first, against the reference and, byte for byte, against the eager
-// call (the same tiles by the dynamic walk on the same grid).
+// and 128-row tiles the static walk by round robin, the others one CTA an item). Packed and in
+// 16-token pages; on the full grid and on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID) with
+// PERSISTENT=1, where every launch walks several items (on the full grid these small calls have
+// about an item a CTA). Each replay, outputs poisoned first, against the reference and, byte for
+// byte, against the eager call (the same tiles by the dynamic walk on the same grid).
 TEST(PrefillCuda, CapturedCalls) {
   FS_SKIP_WITHOUT_CUDA();
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
