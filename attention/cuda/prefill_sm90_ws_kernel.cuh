@@ -214,15 +214,16 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 #ifndef FLASHSERVE_PREFILL_WS_ITEM_AHEAD
 #define FLASHSERVE_PREFILL_WS_ITEM_AHEAD 0
 #endif
-// A tile loop without the overlap inside a warpgroup (bench-only, 0; two consumer warpgroups,
-// 16-bit, no half tile): every tile of an item S(t), its wait, the softmax, P(t)·V(t) and its wait,
+// A tile loop without the overlap inside a warpgroup (bench-only, 0; every instance of two
+// consumer warpgroups, 16-bit, without the half tile): every tile of an item S(t), its wait, the softmax, P(t)·V(t) and its wait,
 // one loop from the first tile to the last, none peeled out of it; the ping-pong's window (the
 // named barriers) around the softmax, so one warpgroup's exps run under the other's GEMMs. cuDNN's
 // d 64 short-row kernel runs that way (ncu's SASS, bench/history/prefill.md "Session 57": 348
 // instructions an item and 499 a tile against our 64-row tile's 1558 and 440 at 4.5 tiles an item,
-// 0.352 against 0.401 ms at d 64 16x1k causal), its mask a branch on the diagonal tile. For the
-// 128-row tile at d 64 (FLASHSERVE_PREFILL_WS_BLOCK_M=128 chooses it), A/B against the default's
-// 64-row tile.
+// 0.352 against 0.401 ms at d 64 16x1k causal), its mask a branch on the diagonal tile. A/B
+// (bench/results/session57/prep1.sh's variants): d 64's 128-row tile (FLASHSERVE_PREFILL_WS_BLOCK_M=128
+// chooses it) against the overlapped loop and the default's 64-row tile; d 128's tiles with
+// FLASHSERVE_PREFILL_WS_HALF_DIAG=0 against the overlapped loop built alike.
 #ifndef FLASHSERVE_PREFILL_WS_SERIAL
 #define FLASHSERVE_PREFILL_WS_SERIAL 0
 #endif
@@ -1561,71 +1562,75 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
         }
       };
 
-      if (kSerial && num_tiles > 0) {  // (FLASHSERVE_PREFILL_WS_SERIAL: one slot a tile, its softmax)
-        slots_left = num_tiles;
-        if (last_wg) named_barrier_arrive(next_bar, 256);
-        pipe_q.consumer_wait(sq);
-        stamp(1);
-        int plain_lo = num_tiles, plain_hi = num_tiles;
-        auto serial_tile = [&](int t, auto kind) {
-          wait_stage(pipe_k, sk, fenced);
-          wgmma_fence();
-          issue_s_cols(sk.index, kFull{});
-          if (t == 0) {
-            release_held();  // the last item's Q slot, under this S
-            init_rows();     // ... and the rows' ranges
-          }
-          wgmma_wait<0>();
-          fence_regs(s);
-          pipe_k.consumer_release(sk, lane);
-          sk.advance();
-          if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
-          sched_wait();
-          softmax(t, kind);
-          fence_regs(s);
-          sched_arrive();
-          if (t > 0 && (!kLazyRescale || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f))) rescale_o();
-#pragma unroll
-          for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
-          pack_p_cols(kFull{});
-          wait_stage(pipe_v, sv, fenced);
-          wgmma_fence();
-          issue_pv_cols(sv.index, kFull{});
-          if (t == num_tiles - 1) {
-            if constexpr (kEarlyFinish) {
-#pragma unroll
-              for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
+      if constexpr (kSerial) {  // (FLASHSERVE_PREFILL_WS_SERIAL: one slot a tile, its softmax)
+        if (num_tiles > 0) {
+          slots_left = num_tiles;
+          if (last_wg) named_barrier_arrive(next_bar, 256);
+          pipe_q.consumer_wait(sq);
+          stamp(1);
+          int plain_lo = num_tiles, plain_hi = num_tiles;
+          auto serial_tile = [&](int t, auto kind) {
+            wait_stage(pipe_k, sk, fenced);
+            wgmma_fence();
+            issue_s_cols(sk.index, kFull{});
+            if (t == 0) {
+              release_held();  // the last item's Q slot, under this S
+              init_rows();     // ... and the rows' ranges
             }
-          }
-          wgmma_wait<0>();
+            wgmma_wait<0>();
+            fence_regs(s);
+            pipe_k.consumer_release(sk, lane);
+            sk.advance();
+            if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
+            sched_wait();
+            fence_regs(s);  // the softmax inside the window, not hoisted above its barrier
+            softmax(t, kind);
+            fence_regs(s);
+            sched_arrive();
+            if (t > 0 && (!kLazyRescale || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f))) rescale_o();
 #pragma unroll
-          for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
-          pipe_v.consumer_release(sv, lane);
-          sv.advance();
-        };
-        serial_tile(0, kind_c<TileKind::kGeneral>{});
-        stamp(4);
-        if (kNoTransform && maps.plain != 0 && !la.transform) {  // (the overlapped loop's plain run, below)
-          const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
-          plain_lo = max(1, static_cast<int>(first > 0 ? (first + kBN - 1) / kBN : 0));
-          plain_hi = end <= 0 ? 0 : end / kBN < num_tiles ? static_cast<int>(end / kBN) : num_tiles;
-          plain_hi = max(plain_hi, plain_lo);
-        }
-        for (int t = 1; t < num_tiles; ++t) {
-          if constexpr (kNoTransform) {
-            if (t == plain_lo) {
-              for (; t < plain_hi; ++t) serial_tile(t, kind_c<TileKind::kPlain>{});
-              if (t == num_tiles) break;
+            for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+            pack_p_cols(kFull{});
+            fence_regs(pa);
+            wait_stage(pipe_v, sv, fenced);
+            wgmma_fence();
+            issue_pv_cols(sv.index, kFull{});
+            if (t == num_tiles - 1) {
+              if constexpr (kEarlyFinish) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i) fin_inv[i] = finish_row(m_run[i], l_run[i], &fin_lse[i]) * v_mul;
+              }
             }
+            wgmma_wait<0>();
+#pragma unroll
+            for (int c = 0; c < Tr::kBlocks; ++c) fence_regs(o[c]);
+            pipe_v.consumer_release(sv, lane);
+            sv.advance();
+          };
+          serial_tile(0, kind_c<TileKind::kGeneral>{});
+          stamp(4);
+          if (kNoTransform && maps.plain != 0 && !la.transform) {  // (the overlapped loop's plain run, below)
+            const int64_t first = cta.lo_last - key_base, end = min(cta.hi_first, cta.k_len) - key_base;
+            plain_lo = max(1, static_cast<int>(first > 0 ? (first + kBN - 1) / kBN : 0));
+            plain_hi = end <= 0 ? 0 : end / kBN < num_tiles ? static_cast<int>(end / kBN) : num_tiles;
+            plain_hi = max(plain_hi, plain_lo);
           }
-          serial_tile(t, kind_c<TileKind::kGeneral>{});
+          for (int t = 1; t < num_tiles; ++t) {
+            if constexpr (kNoTransform) {
+              if (t == plain_lo) {
+                for (; t < plain_hi; ++t) serial_tile(t, kind_c<TileKind::kPlain>{});
+                if (t == num_tiles) break;
+              }
+            }
+            serial_tile(t, kind_c<TileKind::kGeneral>{});
+          }
+          stamp(5);
+          q_advance(sq);
+          if constexpr (kItemAhead) {
+            if (hands_over) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
+          }
+          stamp(6);
         }
-        stamp(5);
-        q_advance(sq);
-        if constexpr (kItemAhead) {
-          if (hands_over) view_ahead();  // the next item's (sq: its Q stage since q_advance above)
-        }
-        stamp(6);
       }
       if (!kSerial && num_tiles > 0) {
         if (kPingPong && last_wg) named_barrier_arrive(next_bar, 256);
