@@ -116,6 +116,13 @@ using BuiltWs = KernelInstances<HeadDims<64, 128>, Dtypes16>;
 
 namespace {
 
+// Whether the A/B switch `name` (an environment variable, read at every call) is "0": off, where
+// the switch is on unless so.
+bool env_zero(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::strcmp(value, "0") == 0;
+}
+
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 enum class Kernel { kMma, kWgmma, kWs };
@@ -148,8 +155,7 @@ bool ws_page_boxes(const PrefillParams& p) {
   if (!p.paged || p.pages.block_size < kBoxMinBlock || is_fp8(p.pages.dtype) || (p.head_dim != 64 && p.head_dim != 128) ||
       logit_transform(p.mask))
     return false;
-  const char* env = std::getenv("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
-  return !(env != nullptr && std::strcmp(env, "0") == 0);
+  return !env_zero("FLASHSERVE_PREFILL_WS_PAGE_BOXES");
 }
 
 // Whether the warp-specialized kernel is the default (else v3's wgmma kernel), from same-run
@@ -373,18 +379,15 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   maps->l2_hints = hints != nullptr && hints[0] >= '0' && hints[0] <= '3' && hints[1] == '\0' ? hints[0] - '0' : 2;
   // q lengths that differ: a persistent grid walks only the q tiles that exist (WsWorkOrder).
   // FLASHSERVE_PREFILL_WS_VARLEN=0 keeps the grid order (A/B), read at every call.
-  const char* varlen = std::getenv("FLASHSERVE_PREFILL_WS_VARLEN");
-  maps->varlen = ragged_q(p) && !(varlen != nullptr && std::strcmp(varlen, "0") == 0);
+  maps->varlen = ragged_q(p) && !env_zero("FLASHSERVE_PREFILL_WS_VARLEN");
   if (!encode_rows(&maps->q, p, p.q, p.num_heads, p.total_q, p.q_row_stride, p.q_head_stride, tiles.block_m))
     return false;
   // O by TMA stores where the instance has the buffer (PrefillWsTraits::kTmaO) and the map encodes
   // (o 16-byte aligned, strides of 16 bytes); else from registers. FLASHSERVE_PREFILL_WS_TMA_O=0
   // stores from registers (A/B), read at every call.
-  const char* tma_o = std::getenv("FLASHSERVE_PREFILL_WS_TMA_O");
-  maps->o_tma = !(tma_o != nullptr && std::strcmp(tma_o, "0") == 0) &&
-                        encode_rows(&maps->o, p, p.o, p.num_heads, p.total_q, p.o_row_stride, p.o_head_stride, 64)
-                    ? 1
-                    : 0;
+  const bool o_tma = !env_zero("FLASHSERVE_PREFILL_WS_TMA_O") &&
+                     encode_rows(&maps->o, p, p.o, p.num_heads, p.total_q, p.o_row_stride, p.o_head_stride, 64);
+  maps->o_tma = o_tma ? 1 : 0;
   // FP8 pages: FLASHSERVE_PREFILL_WS_FP8_DIAG=1 (no conversion), 2 (no copies of the codes) or 3
   // (e4m3 converted as e5m2: no F2FP), a bench-only diagnosis of what sets the FP8 producer's
   // pace (PrefillTmaMaps::fp8_diag); the outputs are wrong. The copy path reads it; the register
@@ -399,8 +402,7 @@ bool make_tma_maps(const PrefillParams& p, const PrefillWsTiles& tiles, PrefillT
   maps->q_slots = q_slots != nullptr && std::strcmp(q_slots, "1") == 0 ? 1 : 2;
   // The consumers' plain tile run (PrefillTmaMaps::plain, prefill v4.20); FLASHSERVE_PREFILL_WS_PLAIN=0
   // takes every tile through the general loop (A/B); read at every call.
-  const char* plain = std::getenv("FLASHSERVE_PREFILL_WS_PLAIN");
-  maps->plain = plain != nullptr && std::strcmp(plain, "0") == 0 ? 0 : 1;
+  maps->plain = env_zero("FLASHSERVE_PREFILL_WS_PLAIN") ? 0 : 1;
   if (p.paged) {
     if (tiles.block_n == 128 && ws_page_boxes(p)) maps->page_boxes = encode_pages(maps, p) ? 1 : 0;
     return ws_row_gather(p);
@@ -543,10 +545,7 @@ class CapturedPairs {
 // Whether a captured launch takes counters of its own (CapturedPairs) and so the dynamic walk:
 // yes (prefill v4.41, session 57; prefill_cuda's comment has the numbers) unless
 // FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 (A/B: v4.40's static walk), read at every call.
-bool ws_captured_sched() {
-  const char* off = std::getenv("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED");
-  return !(off != nullptr && std::strcmp(off, "0") == 0);
-}
+bool ws_captured_sched() { return !env_zero("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED"); }
 
 // The dynamic walk's counters (PrefillTmaMaps::sched) for a launch on `stream`: a pair of words of
 // one zeroed allocation a device, handed out round robin. Each launch leaves its pair at zero
@@ -772,8 +771,7 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     int sms = INT_MAX;
     const char* persistent = std::getenv("FLASHSERVE_PREFILL_WS_PERSISTENT");
     unsigned* sched = ws_sched_pair(stream);
-    const char* zigzag_env = std::getenv("FLASHSERVE_PREFILL_WS_ZIGZAG");
-    const bool zigzag = !(zigzag_env != nullptr && std::strcmp(zigzag_env, "0") == 0);
+    const bool zigzag = !env_zero("FLASHSERVE_PREFILL_WS_ZIGZAG");
     const bool walk_static =
         zigzag || ragged_q(p) || !p.mask.causal || (p.head_dim == 64 && form != kWsFirst);
     if (persistent != nullptr ? std::strcmp(persistent, "1") == 0 : sched != nullptr || walk_static) {
