@@ -386,6 +386,45 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
   }
 }
 
+// One call of p captured into a graph and replayed `replays` times, the outputs poisoned before
+// each replay, against the reference and, byte for byte, against the eager call (the same tiles by
+// the dynamic walk on the same grid).
+void check_captured(const Problem& p, int replays) {
+  ProblemData d = make_data(p);
+  const Reference ref = reference(p, d);
+  const Tolerance tol = gpu_tolerance(p, ref);
+  Status st;
+  const Outputs eager = run_gpu(p, d, &st);
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+  DeviceProblem g = upload(p, d);
+  Outputs host = make_outputs(p);
+  const PrefillParams pp = device_prefill_params(p, d, host, g);
+  cudaStream_t stream;
+  FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  st = prefill(pp, stream);
+  FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
+  FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < replays; ++replay) {
+    FS_ASSERT_CUDA(cudaMemsetAsync(g.o.get(), 0xff, g.o.bytes(), stream));
+    FS_ASSERT_CUDA(cudaMemsetAsync(g.lse.get(), 0xff, g.lse.bytes(), stream));
+    FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
+    const Outputs out = download_outputs(p, g);
+    EXPECT_EQ(compare(p, out, ref, tol), "") << "replay " << replay << ", case: " << p.describe();
+    EXPECT_EQ(std::memcmp(out.o.data(), eager.o.data(), out.o.storage.size() * sizeof(double)), 0)
+        << "o: the replay against the eager call, case: " << p.describe();
+    EXPECT_EQ(std::memcmp(out.lse.data(), eager.lse.data(), out.lse.size() * sizeof(float)), 0)
+        << "lse: the replay against the eager call, case: " << p.describe();
+  }
+  FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
+  FS_ASSERT_CUDA(cudaGraphDestroy(graph));
+  FS_ASSERT_CUDA(cudaStreamDestroy(stream));
+}
+
 // Calls captured into a graph (a mixed step's): by default the dynamic walk on counters of the
 // graph's own (prefill v4.41, prefill_cuda.cu; two replays: the first leaves them at zero for the
 // second); the FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 rounds without them, as v4.40: the static
@@ -394,8 +433,7 @@ TEST(PrefillCuda, SkewedVarlenBatches) {
 // and 128-row tiles the static walk by round robin, the others one CTA an item). Packed and in
 // 16-token pages; on the full grid and on a grid of 3 SMs' CTAs (FLASHSERVE_PREFILL_WS_GRID) with
 // PERSISTENT=1, where every launch walks several items (on the full grid these small calls have
-// about an item a CTA). Each replay, outputs poisoned first, against the reference and, byte for
-// byte, against the eager call (the same tiles by the dynamic walk on the same grid).
+// about an item a CTA). Each case by check_captured, two replays.
 TEST(PrefillCuda, CapturedCalls) {
   FS_SKIP_WITHOUT_CUDA();
   unsetenv("FLASHSERVE_PREFILL_KERNEL");  // the default the server runs
@@ -429,40 +467,50 @@ TEST(PrefillCuda, CapturedCalls) {
             } else {
               p.seqs = {{333, 333}, {333, 333}, {333, 400}};
             }
-            ProblemData d = make_data(p);
-            const Reference ref = reference(p, d);
-            const Tolerance tol = gpu_tolerance(p, ref);
-            Status st;
-            const Outputs eager = run_gpu(p, d, &st);
-            ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-            DeviceProblem g = upload(p, d);
-            Outputs host = make_outputs(p);
-            const PrefillParams pp = device_prefill_params(p, d, host, g);
-            cudaStream_t stream;
-            FS_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-            cudaGraph_t graph;
-            cudaGraphExec_t exec;
-            FS_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-            st = prefill(pp, stream);
-            FS_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
-            ASSERT_TRUE(st.ok()) << st.to_string() << "\n  case: " << p.describe();
-            FS_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-            for (int replay = 0; replay < 2; ++replay) {
-              FS_ASSERT_CUDA(cudaMemsetAsync(g.o.get(), 0xff, g.o.bytes(), stream));
-              FS_ASSERT_CUDA(cudaMemsetAsync(g.lse.get(), 0xff, g.lse.bytes(), stream));
-              FS_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
-              FS_ASSERT_CUDA(cudaStreamSynchronize(stream));
-              const Outputs out = download_outputs(p, g);
-              EXPECT_EQ(compare(p, out, ref, tol), "") << "replay " << replay << ", case: " << p.describe();
-              EXPECT_EQ(std::memcmp(out.o.data(), eager.o.data(), out.o.storage.size() * sizeof(double)), 0)
-                  << "o: the replay against the eager call, case: " << p.describe();
-              EXPECT_EQ(std::memcmp(out.lse.data(), eager.lse.data(), out.lse.size() * sizeof(float)), 0)
-                  << "lse: the replay against the eager call, case: " << p.describe();
-            }
-            FS_ASSERT_CUDA(cudaGraphExecDestroy(exec));
-            FS_ASSERT_CUDA(cudaGraphDestroy(graph));
-            FS_ASSERT_CUDA(cudaStreamDestroy(stream));
+            check_captured(p, 2);
+            if (HasFatalFailure()) return;
           }
+        }
+      }
+    }
+  }
+}
+
+// The captured static walk (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0, v4.40's path: no counters) on
+// a grid of 3 SMs' CTAs, where every CTA walks several items one after the other in the same
+// shared memory: by zigzag units and, with FLASHSERVE_PREFILL_WS_ZIGZAG=0, by round robin; d 64
+// and d 128, packed and in 16-token pages, a ragged causal batch and a uniform non-causal one; one
+// replay each. CapturedCalls' rounds in small: 32 launches (the eager call and one replay a
+// case), few enough for compute-sanitizer's racecheck (CapturedCalls' 96 captured cases did not
+// finish there in 300 s, session 57).
+TEST(PrefillCuda, CapturedStaticWalk) {
+  FS_SKIP_WITHOUT_CUDA();
+  if (!wgmma_runs()) GTEST_SKIP() << "the warp-specialized kernel (sm_90a) does not run on this device";
+  unsetenv("FLASHSERVE_PREFILL_KERNEL");
+  const ScopedEnv counters("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED", "0");
+  const ScopedEnv cap("FLASHSERVE_PREFILL_WS_GRID", "3");
+  const ScopedEnv persistent("FLASHSERVE_PREFILL_WS_PERSISTENT", "1");
+  int seed = 1800;
+  for (const char* zigzag : {static_cast<const char*>(nullptr), "0"}) {
+    const ScopedEnv zz("FLASHSERVE_PREFILL_WS_ZIGZAG", zigzag);
+    for (int dim : {64, 128}) {
+      for (int bs : {0, 16}) {
+        for (bool causal : {true, false}) {
+          Problem p;
+          p.num_heads = 4;
+          p.num_kv_heads = 2;
+          p.head_dim = dim;
+          p.dtype = DType::kBFloat16;
+          p.causal = causal;
+          p.block_size = bs;
+          p.seed = seed++;
+          if (causal) {
+            p.seqs = {{300, 300}, {5, 9}, {129, 260}, {1, 1}, {70, 70}};
+          } else {
+            p.seqs = {{200, 200}, {200, 200}, {200, 231}};
+          }
+          check_captured(p, 1);
+          if (HasFatalFailure()) return;
         }
       }
     }
