@@ -224,6 +224,11 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 // (bench/results/session57/prep1.sh's variants): d 64's 128-row tile (FLASHSERVE_PREFILL_WS_BLOCK_M=128
 // chooses it) against the overlapped loop and the default's 64-row tile; d 128's tiles with
 // FLASHSERVE_PREFILL_WS_HALF_DIAG=0 against the overlapped loop built alike.
+// ptxas moves register work across a named barrier (session 58, the SASS of session 57's build:
+// 13 of a tile's 64 exps above BAR.SYNC, 51 below BAR.ARV, the window empty), but not shared
+// memory accesses: so the window is pinned by a shared load of 0.f after BAR.SYNC, added to one
+// logit of each row (the rows' max, and so every exp, waits for it), and a shared store of the
+// rows' sums before BAR.ARV (it waits for every exp). Two words of their own (kRestBytes + 8).
 #ifndef FLASHSERVE_PREFILL_WS_SERIAL
 #define FLASHSERVE_PREFILL_WS_SERIAL 0
 #endif
@@ -361,8 +366,10 @@ struct PrefillWsTraits {
   // + 20: the dynamic walk's slots (the items the producer hands the consumers, one a Q slot; two
   // claims the producer threads share; the varlen walk's items).
   // (+ 20 more with FLASHSERVE_PREFILL_WS_ITEM_AHEAD: its two 64-bit slots, 8-byte aligned.)
-  static constexpr int kRestBytes =
-      kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 + (FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0 ? 20 : 0) + 1024;
+  // (+ 8 with FLASHSERVE_PREFILL_WS_SERIAL: its window's two words.)
+  static constexpr int kRestBytes = kFp8StageBytes + kFp8ScratchBytes + kRowSlotBytes + 20 +
+                                    (FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0 ? 20 : 0) +
+                                    (FLASHSERVE_PREFILL_WS_SERIAL != 0 ? 8 : 0) + 1024;
   static constexpr bool kTmaO =
       !kFp8 && (2 * kQElems + 2 * kStages * kTileElems) * 2 + (4 + 4 * kStages) * 8 + kRestBytes <= kSmemLimit;
   static constexpr int kOElems = kTmaO ? kQElems : 0;
@@ -799,7 +806,9 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
   constexpr bool kItemAhead = FLASHSERVE_PREFILL_WS_ITEM_AHEAD != 0;
   constexpr bool kSerial = FLASHSERVE_PREFILL_WS_SERIAL != 0 && Tr::kConsumers == 2 && !kFp8 && !kHalfDiag;
   volatile uint64_t* ahead_slots = reinterpret_cast<volatile uint64_t*>(item_slot + 6);
-  int* seq_q = item_slot + (kItemAhead ? 10 : 5);
+  // FLASHSERVE_PREFILL_WS_SERIAL: its window's words (0.f to load, the sums' sink) before seq_q.
+  float* serial_words = reinterpret_cast<float*>(item_slot + (kItemAhead ? 10 : 5));
+  int* seq_q = item_slot + (kItemAhead ? 10 : 5) + (FLASHSERVE_PREFILL_WS_SERIAL != 0 ? 2 : 0);
   int* seq_k = seq_q + Tr::kSeqCache;
   int* seq_tiles = seq_cached ? seq_k + Tr::kSeqCache : seq_q;
   if (seq_cached) {
@@ -817,6 +826,7 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
     pipe_v.init(kPaged ? 128 : 1, 4 * kConsumers);
     MBarrier::fence_init();
     if constexpr (kItemAhead) ahead_slots[0] = ahead_slots[1] = 0;  // (counts start at 1)
+    if constexpr (FLASHSERVE_PREFILL_WS_SERIAL != 0) serial_words[0] = 0.f;
   }
   __syncthreads();
   if (tid == 128) trace.after_init();
@@ -1583,9 +1593,15 @@ __global__ void __launch_bounds__(WsTraitsOf<kHeadDim, kRows, kKeyTile, T, kKv>:
             sk.advance();
             if (t == num_tiles - 1 && !hold_q) pipe_q.consumer_release(sq, lane);  // the item's last S has retired
             sched_wait();
-            fence_regs(s);  // the softmax inside the window, not hoisted above its barrier
+            {  // the window's pin (the comment at FLASHSERVE_PREFILL_WS_SERIAL's definition)
+              float z;
+              asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(z) : "r"(smem_u32(serial_words)) : "memory");
+              s[0] += z;
+              s[2] += z;
+            }
             softmax(t, kind);
-            fence_regs(s);
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(smem_u32(serial_words + 1)), "f"(l_run[0] + l_run[1])
+                         : "memory");
             sched_arrive();
             if (t > 0 && (!kLazyRescale || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f))) rescale_o();
 #pragma unroll
