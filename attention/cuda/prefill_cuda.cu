@@ -443,10 +443,13 @@ Status prefill_mma_hd256(const PrefillParams& p, cudaStream_t stream) {
 // outside it). A replay leaves the pair at
 // zero as an eager launch does (the kernel's last CTA), so the next replay starts from zero;
 // replays of one executable graph never overlap (CUDA orders them), so a pair is never walked by
-// two launches at once. (Executable graphs instantiated from one captured graph, its clones, or
-// one graph twice as child nodes of another share its pairs and must not run at the same time:
-// as any captured workspace.) Pairs come in zeroed chunks
-// of kChunk, allocated and zeroed on a private stream in the relaxed capture mode.
+// two launches at once. (Executable graphs instantiated from one captured graph, its clones, one
+// graph twice as child nodes of another, an executable graph updated from it
+// (cudaGraphExecUpdate), or kernel nodes whose parameters are copied by hand into another graph
+// share its pairs and must not run at the same time: as any captured workspace; the last escape
+// the reference count too.) Pairs come in zeroed chunks of kChunk, allocated and zeroed on a
+// private stream in the relaxed capture mode. They live until the process ends: do not
+// cudaDeviceReset a device that prefill has run on (the free list would hand out freed memory).
 class CapturedPairs {
  public:
   static constexpr int kMaxDevices = 64, kChunk = 1024;

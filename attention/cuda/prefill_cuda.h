@@ -25,7 +25,9 @@ namespace flashserve::cuda {
 
 // Checks specific to the CUDA kernels: head dims, dtypes, 16-byte alignment, max_seqlen_q.
 Status validate_prefill_cuda(const PrefillParams& p);
-// Launches on `stream` (asynchronous); params validated.
+// Launches on `stream` (asynchronous); params validated. Capturable: a captured launch holds
+// counters of its own for as long as its graph (prefill_cuda.cu, CapturedPairs, says which graphs
+// share them and must not run at once). Do not cudaDeviceReset a device that prefill has run on.
 Status prefill_cuda(const PrefillParams& p, void* stream);
 
 // The key tile (keys a K/V tile) the warp-specialized Hopper kernel takes for p: 176 or 128 at
