@@ -467,11 +467,8 @@ class CapturedPairs {
         status != cudaStreamCaptureStatusActive || graph == nullptr)
       return nullptr;
     unsigned* pair = pop(device);
-    if (pair == nullptr) {
-      if (!grow(device)) return nullptr;
-      pair = pop(device);
-      if (pair == nullptr) return nullptr;
-    }
+    if (pair == nullptr) pair = grow(device);
+    if (pair == nullptr) return nullptr;
     auto* back = new (std::nothrow) Back{this, device, pair};
     cudaUserObject_t object = nullptr;
     if (back == nullptr ||
@@ -514,7 +511,9 @@ class CapturedPairs {
     std::lock_guard<std::mutex> lock(mu_);
     free_[device].push_back(pair);
   }
-  bool grow(int device) {  // (in the relaxed capture mode: take's caller)
+  // A new chunk's first pair, the others into the free list (null on an error); the pair taken
+  // under the same lock, so that another thread cannot take the whole chunk first.
+  unsigned* grow(int device) {  // (in the relaxed capture mode: take's caller)
     unsigned* buf = nullptr;
     cudaStream_t zero = nullptr;
     bool ok = cudaMalloc(&buf, sizeof(unsigned) * 2 * kChunk) == cudaSuccess &&
@@ -525,20 +524,20 @@ class CapturedPairs {
     if (!ok) {
       if (buf != nullptr) cudaFree(buf);
       (void)cudaGetLastError();
-      return false;
+      return nullptr;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       try {  // (room for every pair of the device up front: the destructor's push never allocates)
         free_[device].reserve(static_cast<size_t>(allocated_[device]) + kChunk);
-        for (int i = kChunk - 1; i >= 0; --i) free_[device].push_back(buf + 2 * i);
+        for (int i = kChunk - 1; i >= 1; --i) free_[device].push_back(buf + 2 * i);
         allocated_[device] += kChunk;
-        return true;
+        return buf;
       } catch (const std::bad_alloc&) {
       }
     }
     cudaFree(buf);
-    return false;
+    return nullptr;
   }
   std::mutex mu_;
   std::vector<unsigned*> free_[kMaxDevices];
