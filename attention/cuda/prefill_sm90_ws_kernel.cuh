@@ -225,7 +225,7 @@ enum : int { kWsFirst = 0, kWsSecond = 1, kWsPair = 2 };
 // chooses it) against the overlapped loop and the default's 64-row tile; d 128's tiles with
 // FLASHSERVE_PREFILL_WS_HALF_DIAG=0 against the overlapped loop built alike.
 // ptxas moves register work across a named barrier (session 58, the SASS of session 57's build:
-// 13 of a tile's 64 exps above BAR.SYNC, 51 below BAR.ARV, the window empty), but not shared
+// 13 of a tile's 66 MUFU above BAR.SYNC, 51 below BAR.ARV, 2 between), but not shared
 // memory accesses: so the window is pinned by a shared load of 0.f after BAR.SYNC, added to one
 // logit of each row (the rows' max, and so every exp, waits for it), and a shared store of the
 // rows' sums before BAR.ARV (it waits for every exp). Two words of their own (kRestBytes + 8).
