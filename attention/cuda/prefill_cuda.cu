@@ -545,7 +545,7 @@ class CapturedPairs {
 };
 
 // Whether a captured launch takes counters of its own (CapturedPairs) and so the dynamic walk:
-// yes (prefill v4.41, session 57; prefill_cuda's comment has the numbers) unless
+// yes (prefill v4.41, session 57; bench/NOTES.md has the numbers) unless
 // FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0 (A/B: v4.40's static walk), read at every call.
 bool ws_captured_sched() { return !env_zero("FLASHSERVE_PREFILL_WS_CAPTURED_SCHED"); }
 
@@ -725,12 +725,8 @@ Status prefill_cuda(const PrefillParams& p, void* stream_ptr) {
     // one CTA an item: 16×1k causal 351/361 against 320/318, 4×4k causal 494/496 against 461/475,
     // 16×1k 480/440 against 418/417; the long rows within the spread). A launch captured into a
     // graph (a mixed step's) walks dynamically too, on counters of its graph's own (CapturedPairs;
-    // prefill v4.41): against the eager call, v4.41 / v4.40 (session 57 call 3, H100, 8 passes,
-    // paired; bench/history/prefill.md "Session 57"): d 128 causal 16x1k -0.5 / -4.7%, 4x4k -0.3
-    // / -3.0%, 1x16k +0.0 / -1.7%, 8x2k -1.6 / -3.3%, the skewed batch +0.4 / -2.8%, in 16-token
-    // pages -1.3 / -3.6%, non-causal -1.3 / -3.6%, the mix of 32 prompts in 16-token pages -2.8 /
-    // -2.1%, 200 short prompts +0.8 / -2.5%; d 64 causal 1x16k +0.2 / -2.7%, 16x1k +2.1 / -3.8%
-    // (in 16-token pages +1.6 / -2.9%), the skewed batch -1.2 / -5.3%. Where the dynamic walk has
+    // prefill v4.41): within 3% of the eager call where v4.40's static walk lost 1.7-5.3% (the
+    // numbers: bench/NOTES.md's prefill section, v4.41). Where the dynamic walk has
     // no counters (FLASHSERVE_PREFILL_WS_CAPTURED_SCHED=0, A/B; a capture whose mode cannot be
     // relaxed for the pairs' allocation; an error): prefill v4.40, the static walk on a
     // persistent grid at every head dim, causal rows by units of a long and a short q tile of one
